@@ -1,0 +1,54 @@
+"""bayespass: honest uncertainty for code-LLM evaluation.
+
+Public functions are imported lazily, so ``import bayespass`` stays light
+(no numpy/xarray/PyMC until a function is first used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from ._version import __version__
+
+_LAZY = {
+    "rcParams": "defaults",
+    "rc_context": "defaults",
+    "make_counts": "data.counts",
+    "validate_counts": "data.counts",
+    "counts_from_frame": "data.counts",
+    "read_counts": "data.io",
+    "write_counts": "data.io",
+    "passk": "stats.passk",
+    "avg_at_n": "stats.passk",
+    "cons_at_k": "stats.passk",
+    "fit_eb": "models.eb",
+    "FitWarning": "models.eb",
+    "estimate_table": "stats.table",
+    "testing": None,
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    if name in _LAZY and _LAZY[name] is None:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bayespass' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data.counts import counts_from_frame, make_counts, validate_counts
+    from .data.io import read_counts, write_counts
+    from .defaults import rc_context, rcParams
+    from .models.eb import FitWarning, fit_eb
+    from .stats.passk import avg_at_n, cons_at_k, passk
+    from .stats.table import estimate_table

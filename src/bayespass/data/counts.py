@@ -1,0 +1,216 @@
+"""The counts dataset: ``n`` (samples drawn) and ``c`` (samples correct) per (config, task).
+
+A *config* is one model at one decoding setting on one benchmark.  Its
+coordinates ``model``, ``temperature`` and ``benchmark`` live on the ``config``
+dimension.  Missing (config, task) pairs are stored as ``n = 0`` ("not
+observed"); every estimator handles them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .._version import __version__
+
+__all__ = ["make_counts", "counts_from_frame", "validate_counts", "config_label"]
+
+_FRAME_KEYS = ("model", "temperature", "benchmark")
+
+
+def config_label(model: Any, temperature: Any, benchmark: Any) -> str:
+    """Return the label used as the ``config`` coordinate, e.g. ``"m1|T=0.8|humaneval"``."""
+    parts = [str(model)]
+    if temperature is not None and not (isinstance(temperature, float) and np.isnan(temperature)):
+        parts.append(f"T={float(temperature):g}")
+    if benchmark not in (None, ""):
+        parts.append(str(benchmark))
+    return "|".join(parts)
+
+
+def make_counts(
+    n,
+    c,
+    *,
+    task=None,
+    config=None,
+    model=None,
+    temperature=None,
+    benchmark=None,
+    source: str = "arrays",
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """Build and validate a counts dataset from ``(config, task)`` or ``(task,)`` arrays.
+
+    Parameters
+    ----------
+    n, c : array_like of int
+        Samples drawn and samples correct, shape ``(config, task)`` or ``(task,)``.
+    task, config : sequence of str, optional
+        Labels; defaults ``task-0...`` and ``config-0...``.
+    model, temperature, benchmark : sequence, optional
+        Per-config coordinates.
+    source : str
+        Provenance recorded in ``attrs["source"]``.
+    attrs : dict, optional
+        Extra attributes.
+
+    Returns
+    -------
+    xarray.Dataset
+        With data variables ``n`` and ``c`` over ``(config, task)``.
+
+    Examples
+    --------
+    >>> import bayespass as bp
+    >>> ds = bp.make_counts([2, 3], [1, 0])
+    >>> ds.sizes["task"], int(ds.n.sum())
+    (2, 5)
+    """
+    n_arr = np.asarray(n)
+    c_arr = np.asarray(c)
+    if n_arr.shape != c_arr.shape:
+        raise ValueError(f"n and c must have the same shape; got {n_arr.shape} and {c_arr.shape}")
+    if n_arr.ndim == 1:
+        n_arr, c_arr = n_arr[None, :], c_arr[None, :]
+    if n_arr.ndim != 2:
+        raise ValueError(f"n must be 1-D (task) or 2-D (config, task); got shape {n_arr.shape}")
+    n_cfg, n_task = n_arr.shape
+    task = [f"task-{i}" for i in range(n_task)] if task is None else [str(t) for t in task]
+    model = list(model) if model is not None else None
+    if config is None:
+        config = (
+            [config_label(model[j], _at(temperature, j), _at(benchmark, j)) for j in range(n_cfg)]
+            if model is not None
+            else [f"config-{j}" for j in range(n_cfg)]
+        )
+    coords: dict[str, Any] = {"config": [str(x) for x in config], "task": task}
+    coords["model"] = ("config", [str(m) for m in model] if model is not None else coords["config"])
+    temps = [np.nan if _at(temperature, j) is None else float(_at(temperature, j))
+             for j in range(n_cfg)]
+    coords["temperature"] = ("config", np.asarray(temps, dtype=float))
+    coords["benchmark"] = ("config", [str(_at(benchmark, j) or "") for j in range(n_cfg)])
+    ds = xr.Dataset(
+        {"n": (("config", "task"), n_arr), "c": (("config", "task"), c_arr)}, coords=coords
+    )
+    ds.attrs.update(
+        source=source,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        bayespass_version=__version__,
+    )
+    ds.attrs.update(attrs or {})
+    return validate_counts(ds)
+
+
+def _at(seq, j):
+    if seq is None:
+        return None
+    if isinstance(seq, str | int | float):
+        return seq
+    return list(seq)[j]
+
+
+def validate_counts(ds: xr.Dataset) -> xr.Dataset:
+    """Check a counts dataset and return it with ``n``/``c`` as int64.
+
+    Raises
+    ------
+    TypeError
+        If ``ds`` is not an ``xarray.Dataset``.
+    ValueError
+        On missing variables or dims, empty input, NaN, negative or non-integer
+        counts, or ``c > n``; the message names the offending config and task.
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts); got {type(ds).__name__}")
+    for var in ("n", "c"):
+        if var not in ds:
+            raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")
+        if set(ds[var].dims) != {"config", "task"}:
+            raise ValueError(f"counts[{var!r}] must have dims ('config', 'task'); got {ds[var].dims}")
+    ds = ds.transpose("config", "task", ...)
+    if ds.sizes["task"] == 0 or ds.sizes["config"] == 0:
+        raise ValueError("counts dataset is empty: it needs at least one config and one task")
+    for dim in ("config", "task"):
+        labels = pd.Index(ds[dim].values)
+        if labels.has_duplicates:
+            dup = labels[labels.duplicated()].unique().tolist()
+            raise ValueError(f"duplicate {dim} labels in counts: {dup[:5]}")
+    n = ds["n"].values
+    c = ds["c"].values
+    for var, arr in (("n", n), ("c", c)):
+        arr_f = np.asarray(arr, dtype=float)
+        bad = ~np.isfinite(arr_f) | (arr_f < 0) | (arr_f != np.round(arr_f))
+        if bad.any():
+            j, i = np.argwhere(bad)[0]
+            raise ValueError(
+                f"{var} must be a non-negative integer for every task; config "
+                f"{str(ds.config.values[j])!r}, task {str(ds.task.values[i])!r} has {var}={arr[j, i].item()!r}"
+            )
+    bad = c > n
+    if bad.any():
+        j, i = np.argwhere(bad)[0]
+        raise ValueError(
+            f"c must be <= n for every task; config {str(ds.config.values[j])!r}, task "
+            f"{str(ds.task.values[i])!r} has c={c[j, i]}, n={n[j, i]}"
+        )
+    if not (n > 0).any():
+        raise ValueError("counts dataset has no observed task (every n is 0)")
+    ds = ds.assign(n=ds["n"].astype("int64"), c=ds["c"].astype("int64"))
+    return ds
+
+
+def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | None = None,
+                      where: str = "input") -> xr.Dataset:
+    """Build a counts dataset from a long table with columns ``task, n, c`` (+ model, temperature, benchmark).
+
+    Rows for the same (config, task) are an error; pairs absent from the table
+    become ``n = 0``.  ``where`` names the input in error messages.
+    """
+    missing = [col for col in ("task", "n", "c") if col not in df.columns]
+    if missing:
+        raise ValueError(f"{where}: missing column(s) {missing}; a counts table needs task,n,c "
+                         f"(optional model,temperature,benchmark); found {list(df.columns)}")
+    if len(df) == 0:
+        raise ValueError(f"{where}: no rows")
+    df = df.copy()
+    df["model"] = df["model"].astype(str) if "model" in df else "model"
+    df["temperature"] = pd.to_numeric(df["temperature"]) if "temperature" in df else np.nan
+    df["benchmark"] = (df["benchmark"].map(lambda v: "" if pd.isna(v) else str(v))
+                       if "benchmark" in df else "")
+    for col in ("n", "c"):
+        vals = pd.to_numeric(df[col], errors="coerce")
+        bad = vals.isna() | (vals < 0) | (vals != np.round(vals))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
+                             f"non-negative integer; got {df[col].iloc[row]!r}")
+        df[col] = vals.astype("int64")
+    bad = df["c"] > df["n"]
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): c must be <= n; "
+                         f"got c={df['c'].iloc[row]}, n={df['n'].iloc[row]}")
+    df["task"] = df["task"].astype(str)
+    df["config"] = [config_label(m, t, b) for m, t, b in
+                    zip(df["model"], df["temperature"], df["benchmark"], strict=True)]
+    dup = df.duplicated(["config", "task"])
+    if dup.any():
+        row = int(np.flatnonzero(dup.to_numpy())[0])
+        raise ValueError(f"{where}, row {row + 1}: duplicate row for config {df['config'].iloc[row]!r}, "
+                         f"task {df['task'].iloc[row]!r}")
+    configs = list(dict.fromkeys(df["config"]))
+    tasks = list(dict.fromkeys(df["task"]))
+    meta = df.drop_duplicates("config").set_index("config").loc[configs]
+    wide_n = df.pivot(index="config", columns="task", values="n").reindex(index=configs, columns=tasks)
+    wide_c = df.pivot(index="config", columns="task", values="c").reindex(index=configs, columns=tasks)
+    return make_counts(
+        wide_n.fillna(0).to_numpy("int64"), wide_c.fillna(0).to_numpy("int64"),
+        task=tasks, config=configs, model=meta["model"].tolist(),
+        temperature=[None if np.isnan(t) else t for t in meta["temperature"]],
+        benchmark=meta["benchmark"].tolist(), source=source, attrs=attrs,
+    )

@@ -1,0 +1,169 @@
+"""Readers and writers for counts datasets.
+
+``read_counts(path)`` detects the format from the suffix and content:
+
+* ``.csv`` / ``.tsv``: columns ``task,n,c`` (+ optional ``model,temperature,benchmark``);
+* ``.jsonl``: one JSON object per line with the same keys;
+* ``.json``: evalplus ``eval_results.json`` (per-sample base/plus status);
+* ``.nc``: a counts dataset written by :func:`write_counts`, or a samples
+  dataset from ``bayespass.execute`` (reduced with ``to_counts``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from ..validate import check_choice
+from .counts import counts_from_frame, validate_counts
+
+__all__ = ["read_counts", "write_counts", "counts_from_evalplus"]
+
+_FORMATS = ("csv", "jsonl", "evalplus", "netcdf")
+
+
+def _detect(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".csv" in suffixes or ".tsv" in suffixes:
+        return "csv"
+    if ".jsonl" in suffixes:
+        return "jsonl"
+    if ".json" in suffixes:
+        return "evalplus"
+    if ".nc" in suffixes or ".netcdf" in suffixes:
+        return "netcdf"
+    raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of "
+                     f".csv, .tsv, .jsonl, .json (evalplus eval_results), .nc, or pass format= "
+                     f"one of {sorted(_FORMATS)}")
+
+
+def read_counts(path: str | os.PathLike, *, format: str | None = None,
+                correctness: str = "plus", model: str | None = None,
+                temperature: float | None = None, benchmark: str | None = None) -> xr.Dataset:
+    """Read a counts dataset from CSV, JSONL, evalplus ``eval_results.json`` or netCDF.
+
+    Parameters
+    ----------
+    path : path-like
+        The file to read.
+    format : {"csv", "jsonl", "evalplus", "netcdf"}, optional
+        Overrides detection from the suffix.
+    correctness : {"base", "plus"}
+        For evalplus results: a sample is correct when its base tests pass
+        (``"base"``) or when base and plus tests both pass (``"plus"``).
+    model, temperature, benchmark : optional
+        Config coordinates for evalplus results (which do not record them).
+
+    Returns
+    -------
+    xarray.Dataset
+        A validated counts dataset.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        On a malformed file; the message names the file, line and problem.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"counts file {str(path)!r} does not exist")
+    fmt = _detect(path) if format is None else check_choice(format, _FORMATS, name="format")
+    src = str(path)
+    if fmt == "csv":
+        sep = "\t" if path.suffix.lower() == ".tsv" else ","
+        try:
+            df = pd.read_csv(path, sep=sep, comment="#")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+            raise ValueError(f"{src}: not a readable CSV counts table ({err})") from err
+        return counts_from_frame(df, source=src, where=src)
+    if fmt == "jsonl":
+        rows = []
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{src}, line {lineno}: invalid JSON ({err.msg})") from err
+                if not isinstance(rec, dict):
+                    raise ValueError(f"{src}, line {lineno}: expected a JSON object, got {type(rec).__name__}")
+                rows.append(rec)
+        return counts_from_frame(pd.DataFrame(rows), source=src, where=src)
+    if fmt == "evalplus":
+        return counts_from_evalplus(path, correctness=correctness, model=model,
+                                    temperature=temperature, benchmark=benchmark)
+    ds = xr.load_dataset(path)
+    if "verdict" in ds:
+        from ..execute.results import to_counts
+
+        return to_counts(ds)
+    return validate_counts(ds)
+
+
+def _sample_ok(rec: dict, correctness: str, where: str) -> bool:
+    if "base_status" in rec:
+        base, plus = rec["base_status"], rec.get("plus_status")
+    elif "base" in rec:  # older evalplus layout: {"base": [status, details], ...}
+        base = rec["base"][0] if isinstance(rec["base"], list) else rec["base"]
+        plus = rec["plus"][0] if isinstance(rec.get("plus"), list) else rec.get("plus")
+    else:
+        raise ValueError(f"{where}: sample record has no 'base_status'; keys {sorted(rec)}")
+    if correctness == "base":
+        return base == "pass"
+    if plus is None:
+        raise ValueError(f"{where}: correctness='plus' but the record has no plus status; "
+                         "use correctness='base'")
+    return base == "pass" and plus == "pass"
+
+
+def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
+                         model: str | None = None, temperature: float | None = None,
+                         benchmark: str | None = None) -> xr.Dataset:
+    """Reduce an evalplus ``eval_results.json`` to counts (one config)."""
+    check_choice(correctness, ("base", "plus"), name="correctness")
+    src = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
+    if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):
+        raise ValueError(f"{src}: not an evalplus eval_results.json (no 'eval' mapping of task_id "
+                         "to sample results)")
+    rows = []
+    for task_id, samples in doc["eval"].items():
+        if not isinstance(samples, list):
+            raise ValueError(f"{src}: task {task_id!r} must map to a list of sample results")
+        oks = [_sample_ok(s, correctness, f"{src}, task {task_id!r}") for s in samples]
+        rows.append({"task": task_id, "n": len(oks), "c": sum(oks)})
+    df = pd.DataFrame(rows)
+    df["model"] = model or Path(src).parent.name or "model"
+    if temperature is not None:
+        df["temperature"] = temperature
+    if benchmark is not None:
+        df["benchmark"] = benchmark
+    return counts_from_frame(df, source=src, where=src,
+                             attrs={"correctness": correctness, "evalplus_hash": str(doc.get("hash", ""))})
+
+
+def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write a counts dataset to ``.nc`` (netCDF) or ``.csv`` (long format; n = 0 rows dropped)."""
+    ds = validate_counts(ds)
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".nc", ".netcdf"):
+        ds.to_netcdf(path, engine="h5netcdf")
+    elif suffix == ".csv":
+        df = ds[["n", "c"]].to_dataframe().reset_index()
+        df = df[df["n"] > 0][["model", "temperature", "benchmark", "task", "n", "c"]]
+        df.to_csv(path, index=False)
+    else:
+        raise ValueError(f"path {str(path)!r}: write_counts supports '.nc' and '.csv' suffixes")
+    return path

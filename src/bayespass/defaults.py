@@ -1,0 +1,106 @@
+"""One validated registry of defaults, in the spirit of ArviZ ``rcParams``.
+
+>>> import bayespass
+>>> bayespass.rcParams["stats.ci_prob"]
+0.9
+>>> with bayespass.rc_context({"stats.ci_prob": 0.95}):
+...     bayespass.rcParams["stats.ci_prob"]
+0.95
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["rcParams", "rc_context"]
+
+
+def _prob(name: str, v: Any) -> float:
+    v = float(v)
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must be a probability in (0, 1); got {v!r}")
+    return v
+
+
+def _pos_float(name: str, v: Any) -> float:
+    v = float(v)
+    if not v > 0:
+        raise ValueError(f"{name} must be a positive number; got {v!r}")
+    return v
+
+
+def _pos_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or int(v) != v or int(v) < 1:
+        raise ValueError(f"{name} must be a positive integer; got {v!r}")
+    return int(v)
+
+
+def _int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or int(v) != v:
+        raise ValueError(f"{name} must be an integer; got {v!r}")
+    return int(v)
+
+
+_SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
+    "stats.ci_prob": (0.9, _prob),
+    "stats.seed": (42, _int),
+    "stats.linmix_m_low": (5.0, _pos_float),
+    "stats.linmix_m_high": (50.0, _pos_float),
+    "mcmc.draws": (1000, _pos_int),
+    "mcmc.tune": (1000, _pos_int),
+    "mcmc.chains": (4, _pos_int),
+    "mcmc.cores": (min(4, os.cpu_count() or 1), _pos_int),
+    "mcmc.target_accept": (0.9, _prob),
+    "mcmc.rhat_max": (1.01, _pos_float),
+    "mcmc.ess_min": (400.0, _pos_float),
+    "execute.min_time_limit": (1.0, _pos_float),
+    "execute.gt_time_factor": (4.0, _pos_float),
+    "execute.memory_limit_mb": (2048, _pos_int),
+    "execute.workers": (os.cpu_count() or 1, _pos_int),
+}
+
+
+class _RcParams(MutableMapping):
+    def __init__(self) -> None:
+        self._data = {k: v[0] for k, v in _SPEC.items()}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._data:
+            raise KeyError(f"{key!r} is not a bayespass default; valid keys: {sorted(self._data)}")
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in _SPEC:
+            raise KeyError(f"{key!r} is not a bayespass default; valid keys: {sorted(_SPEC)}")
+        self._data[key] = _SPEC[key][1](key, value)
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("defaults cannot be deleted; set them to another value instead")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{k:28s} {v!r}" for k, v in sorted(self._data.items()))
+
+
+rcParams = _RcParams()
+
+
+@contextmanager
+def rc_context(values: dict[str, Any]) -> Iterator[None]:
+    """Temporarily set defaults inside a ``with`` block."""
+    old = {k: rcParams[k] for k in values}
+    try:
+        for k, v in values.items():
+            rcParams[k] = v
+        yield
+    finally:
+        for k, v in old.items():
+            rcParams._data[k] = v

@@ -1,0 +1,152 @@
+"""Pure NumPy/SciPy kernels for pass@k estimation (no xarray in here).
+
+Every function broadcasts over its array arguments, works in log space, and
+returns NaN where the quantity is undefined (for example ``n < k`` for the
+unbiased estimator, or ``n == 0`` for plug-in estimators).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import betaln, gammaln, logsumexp
+
+__all__ = [
+    "passk_naive",
+    "passk_unbiased",
+    "passk_bb_predictive",
+    "passk_zoibb_predictive",
+    "linmix_weight",
+    "bb_logpmf",
+    "zoibb_logpmf",
+    "log_binom",
+]
+
+
+def log_binom(n, k):
+    """Return ``log C(n, k)`` for real ``n >= k >= 0`` (``-inf`` where ``k > n``)."""
+    n = np.asarray(n, dtype=float)
+    k = np.asarray(k, dtype=float)
+    with np.errstate(invalid="ignore"):
+        out = gammaln(n + 1) - gammaln(k + 1) - gammaln(np.maximum(n - k, 0) + 1)
+    return np.where(k > n, -np.inf, out)
+
+
+def passk_naive(n, c, k):
+    """Plug-in estimate ``1 - (1 - c/n)^k``; NaN where ``n == 0``."""
+    n, c, k = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n, c, k)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fail = 1.0 - c / n
+        out = -np.expm1(k * np.log(fail))
+    return np.where(n > 0, out, np.nan)
+
+
+_EXACT_TERMS = 64
+
+
+def passk_unbiased(n, c, k):
+    """Unbiased estimator of Chen et al. (2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    The log-ratio ``log C(n-c,k)/C(n,k)`` is a sum of ``min(c, k)`` terms
+    ``log1p(-k/(n-i))`` (or ``log1p(-c/(n-j))``); it is summed exactly when
+    ``min(c, k) <= 64`` (where the result can be tiny and cancellation would
+    hurt) and taken from ``gammaln`` otherwise (where ``c k / n`` is large
+    enough that absolute error 1e-10 is harmless).  Stable for ``n`` up to
+    10^7.  Returns 1 where ``n - c < k`` and **NaN where ``n < k``** (the
+    estimator is not defined there; returning 1.0 when ``c == 0`` is a
+    common bug).
+    """
+    n, c, k = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n, c, k)))
+    f = n - c
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        lr = (
+            gammaln(f + 1)
+            - gammaln(np.maximum(f - k, 0) + 1)
+            - gammaln(n + 1)
+            + gammaln(np.maximum(n - k, 0) + 1)
+        )
+        m = np.minimum(c, k)
+        small = (m <= _EXACT_TERMS) & (f >= k)
+        if small.any():
+            cs, ks, ns, ms = c[small], k[small], n[small], m[small]
+            num = np.where(cs <= ks, ks, cs)
+            exact = np.zeros_like(cs)
+            for t in range(int(ms.max()) if ms.size else 0):
+                active = t < ms
+                exact += np.where(active, np.log1p(-num / np.where(active, ns - t, np.inf)), 0.0)
+            lr = np.array(lr, dtype=float)
+            lr[small] = exact
+        out = -np.expm1(lr)
+    out = np.where(f < k, 1.0, np.clip(out, 0.0, 1.0))
+    return np.where((n < k) | (n <= 0), np.nan, out)
+
+
+def passk_bb_predictive(n, c, k, a, b):
+    """Posterior-predictive pass@k of one task under ``p ~ Beta(a, b)``.
+
+    ``1 - B(a + c, b + n - c + k) / B(a + c, b + n - c)``; with ``n = c = 0``
+    this is the prior (unconditional) value ``1 - prod_{j<k} (b+j)/(a+b+j)``.
+    """
+    n, c, k, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n, c, k, a, b)))
+    ap = a + c
+    bp = b + n - c
+    with np.errstate(invalid="ignore"):
+        out = -np.expm1(betaln(ap, bp + k) - betaln(ap, bp))
+    return out
+
+
+def bb_logpmf(c, n, a, b):
+    """Beta-Binomial log-pmf ``log[C(n,c) B(a+c, b+n-c) / B(a,b)]``."""
+    c, n, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (c, n, a, b)))
+    return log_binom(n, c) + betaln(a + c, b + n - c) - betaln(a, b)
+
+
+def zoibb_logpmf(c, n, a, b, pi0, pi1):
+    """Zero-one-inflated Beta-Binomial log-pmf.
+
+    ``pi0 1[c=0] + pi1 1[c=n] + (1 - pi0 - pi1) BB(c | n, a, b)``; for ``n = 0``
+    the probability is 1 (log-pmf 0).
+    """
+    c, n, a, b, pi0, pi1 = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (c, n, a, b, pi0, pi1))
+    )
+    with np.errstate(divide="ignore"):
+        comps = np.stack(
+            [
+                np.where(c == 0, np.log(pi0), -np.inf),
+                np.where(c == n, np.log(pi1), -np.inf),
+                np.log1p(-(pi0 + pi1)) + bb_logpmf(c, n, a, b),
+            ]
+        )
+    out = logsumexp(comps, axis=0)
+    return np.where(n == 0, 0.0, out)
+
+
+def passk_zoibb_predictive(n, c, k, a, b, pi0, pi1):
+    """Posterior-predictive pass@k of one task under the ZOIB prior.
+
+    For ``0 < c < n`` it equals the Beta-Binomial predictive; for ``c = 0`` it
+    is ``w_B * BBpred`` with ``w_B = r / (pi0 + r)``, ``r = (1-pi0-pi1) BB(0|n)``;
+    for ``c = n`` it is ``w1 + (1 - w1) BBpred`` with ``w1 = pi1 / (pi1 + r)``,
+    ``r = (1-pi0-pi1) BB(n|n)``.  With ``n = 0`` it is the prior value
+    ``pi1 + (1-pi0-pi1) * BBpred``.
+    """
+    n, c, k, a, b, pi0, pi1 = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (n, c, k, a, b, pi0, pi1))
+    )
+    bbp = passk_bb_predictive(n, c, k, a, b)
+    pib = 1.0 - pi0 - pi1
+    r = pib * np.exp(bb_logpmf(c, n, a, b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wb0 = np.where(r > 0, r / (pi0 + r), 0.0)
+        w1 = np.where(pi1 > 0, pi1 / (pi1 + r), 0.0)
+    out = bbp
+    out = np.where(c == 0, wb0 * bbp, out)
+    out = np.where(c == n, w1 + (1.0 - w1) * bbp, out)
+    out = np.where(n == 0, pi1 + pib * bbp, out)
+    return out
+
+
+def linmix_weight(m, m_low=5.0, m_high=50.0):
+    """LinMix weight of the ZOIBB component: ``clip((m - m_low)/(m_high - m_low), 0, 1)``."""
+    m = np.asarray(m, dtype=float)
+    return np.clip((m - m_low) / (m_high - m_low), 0.0, 1.0)

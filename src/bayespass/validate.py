@@ -1,0 +1,72 @@
+"""Validators shared by every stage; each returns the cleaned value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "parse_list"]
+
+
+def parse_list(value: Any, *, name: str, cast=str) -> list:
+    """Accept ``"1,10,100"``, a scalar or an iterable and return a list of ``cast`` values."""
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, Iterable):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise ValueError(f"{name} must not be empty")
+    try:
+        return [cast(v) for v in items]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} has a value that is not a {cast.__name__}: {value!r}") from err
+
+
+def as_k(k: Any, *, name: str = "k") -> np.ndarray:
+    """Return ``k`` as a sorted-as-given 1-D int array of positive integers."""
+    vals = parse_list(k, name=name, cast=lambda v: v)
+    arr = np.asarray(vals)
+    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        arr = arr.astype(int)
+    if arr.dtype.kind not in "iu" and arr.dtype.kind != "U":
+        raise ValueError(f"{name} must hold positive integers; got {k!r}")
+    try:
+        arr = arr.astype(int)
+    except ValueError as err:
+        raise ValueError(f"{name} must hold positive integers; got {k!r}") from err
+    if np.any(arr < 1):
+        raise ValueError(f"{name} must hold positive integers (k >= 1); got {arr.tolist()}")
+    if len(np.unique(arr)) != len(arr):
+        raise ValueError(f"{name} has repeated values: {arr.tolist()}")
+    return arr
+
+
+def check_choice(value: Any, allowed: Sequence[str], *, name: str) -> str:
+    """Raise a ValueError listing the sorted allowed values when ``value`` is not one of them."""
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of {sorted(allowed)}")
+    return value
+
+
+def check_prob(value: Any, *, name: str) -> float:
+    """Check a probability in the open interval (0, 1)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}") from err
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must be in (0, 1); got {value!r}")
+    return v
+
+
+def check_positive_int(value: Any, *, name: str) -> int:
+    """Check a positive integer (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be a positive integer; got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)

@@ -1,0 +1,104 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import bayespass as bp
+
+
+def test_make_counts_layout():
+    ds = bp.make_counts([[1, 2], [3, 0]], [[0, 2], [1, 0]], task=["t0", "t1"], model=["m", "m"],
+                        temperature=[0.2, 0.8], benchmark="humaneval")
+    assert ds.n.dims == ("config", "task") and ds.n.dtype == np.int64
+    assert list(ds.config.values) == ["m|T=0.2|humaneval", "m|T=0.8|humaneval"]
+    assert ds.attrs["source"] == "arrays" and "bayespass_version" in ds.attrs
+
+
+@pytest.mark.parametrize("n,c,match", [
+    ([3, 2], [4, 0], r"c must be <= n .*task 'task-0' has c=4, n=3"),
+    ([3, -1], [0, 0], r"n must be a non-negative integer.*task 'task-1' has n=-1"),
+    ([3.5, 2], [0, 0], r"n must be a non-negative integer.*n=3.5"),
+    ([3, np.nan], [0, 0], r"n must be a non-negative integer.*n=nan"),
+    ([0, 0], [0, 0], "no observed task"),
+])
+def test_validation_errors(n, c, match):
+    with pytest.raises(ValueError, match=match):
+        bp.make_counts(n, c)
+
+
+def test_empty_and_type_errors():
+    with pytest.raises(ValueError, match="empty"):
+        bp.make_counts(np.zeros((1, 0)), np.zeros((1, 0)))
+    with pytest.raises(TypeError, match="must be an xarray.Dataset"):
+        bp.validate_counts({"n": [1]})
+    with pytest.raises(ValueError, match="same shape"):
+        bp.make_counts([1, 2], [1])
+
+
+def test_csv_roundtrip_and_missing_pairs(tmp_path):
+    df = pd.DataFrame({"model": ["a", "a", "b"], "temperature": [0.8, 0.8, 0.8],
+                       "task": ["t1", "t2", "t1"], "n": [5, 5, 3], "c": [1, 5, 0]})
+    df.to_csv(tmp_path / "x.csv", index=False)
+    ds = bp.read_counts(tmp_path / "x.csv")
+    assert ds.sizes == {"config": 2, "task": 2}
+    assert ds.n.sel(config="b|T=0.8", task="t2").item() == 0  # missing pair -> n = 0
+    bp.write_counts(ds, tmp_path / "y.nc")
+    back = bp.read_counts(tmp_path / "y.nc")
+    xr.testing.assert_equal(back[["n", "c"]], ds[["n", "c"]])
+    bp.write_counts(ds, tmp_path / "z.csv")
+    again = bp.read_counts(tmp_path / "z.csv")
+    np.testing.assert_array_equal(again.n.values, ds.n.values)
+
+
+def test_csv_errors_name_file_and_row(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("task,n,c\nt1,5,2\nt2,3,4\n")
+    with pytest.raises(ValueError, match=r"bad.csv, row 2 \(task 't2'\): c must be <= n"):
+        bp.read_counts(f)
+    f.write_text("task,n,c\nt1,5,2\nt1,5,1\n")
+    with pytest.raises(ValueError, match=r"row 2: duplicate row"):
+        bp.read_counts(f)
+    f.write_text("task,n\nt1,5\n")
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['c'\]"):
+        bp.read_counts(f)
+    f.write_text("task,n,c\nt1,five,2\n")
+    with pytest.raises(ValueError, match=r"row 1 .* n must be a non-negative integer; got 'five'"):
+        bp.read_counts(f)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        bp.read_counts(tmp_path / "nope.csv")
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        (tmp_path / "x.txt").write_text("")
+        bp.read_counts(tmp_path / "x.txt")
+
+
+def test_jsonl(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"task": "a", "n": 4, "c": 1}\n\n{"task": "b", "n": 4, "c": 4}\n')
+    assert bp.read_counts(f).c.values.tolist() == [[1, 4]]
+    f.write_text('{"task": "a", "n": 4, "c": 1}\n{oops\n')
+    with pytest.raises(ValueError, match=r"c.jsonl, line 2: invalid JSON"):
+        bp.read_counts(f)
+
+
+def test_evalplus_results(tmp_path):
+    doc = {"date": "x", "hash": "h", "eval": {
+        "HumanEval/0": [{"task_id": "HumanEval/0", "solution": "", "base_status": "pass",
+                         "plus_status": "pass"},
+                        {"task_id": "HumanEval/0", "solution": "", "base_status": "pass",
+                         "plus_status": "fail"}],
+        "HumanEval/1": [{"task_id": "HumanEval/1", "solution": "", "base_status": "fail",
+                         "plus_status": "fail"}]}}
+    f = tmp_path / "eval_results.json"
+    f.write_text(json.dumps(doc))
+    plus = bp.read_counts(f, model="qwen", temperature=0.8)
+    assert plus.c.values.tolist() == [[1, 0]] and plus.n.values.tolist() == [[2, 1]]
+    assert plus.config.item() == "qwen|T=0.8"
+    base = bp.read_counts(f, correctness="base")
+    assert base.c.values.tolist() == [[2, 0]]
+    with pytest.raises(ValueError, match="correctness='all' is not supported"):
+        bp.read_counts(f, correctness="all")
+    f.write_text('{"eval": 3}')
+    with pytest.raises(ValueError, match="not an evalplus eval_results.json"):
+        bp.read_counts(f)

@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.optimize import approx_fprime
+
+import bayespass as bp
+from bayespass.models import eb
+from bayespass.testing import draw_zoib, simulate_counts
+
+
+@pytest.mark.parametrize("a,b,m", [(0.4, 1.2, 20), (2.0, 3.0, 10), (0.8, 0.3, 50)])
+def test_bb_recovers_hyperparameters_within_10pct(a, b, m):
+    p = draw_zoib(5000, a, b, seed=7)
+    fit = bp.fit_eb(simulate_counts(p, m, seed=8))
+    assert fit.status.item() == "ok" and bool(fit.converged.item())
+    assert_allclose(fit.a.item(), a, rtol=0.10)
+    assert_allclose(fit.b.item(), b, rtol=0.10)
+
+
+def test_zoibb_recovers_boundary_masses():
+    p = draw_zoib(5000, 1.0, 1.5, 0.3, 0.1, seed=1)
+    fit = bp.fit_eb(simulate_counts(p, 20, seed=2), "zoibb")
+    assert_allclose(fit.pi0.item(), 0.3, atol=0.03)
+    assert_allclose(fit.pi1.item(), 0.1, atol=0.03)
+    assert_allclose(fit.a.item(), 1.0, rtol=0.2)
+    assert_allclose(fit.b.item(), 1.5, rtol=0.2)
+
+
+def test_zoibb_evidence_at_least_bb():
+    p = draw_zoib(800, 0.5, 0.5, seed=4)
+    ds = simulate_counts(p, 10, seed=5)
+    bb, z = bp.fit_eb(ds, "bb"), bp.fit_eb(ds, "zoibb")
+    assert z.log_marginal.item() >= bb.log_marginal.item() - 1e-6
+
+
+@pytest.mark.parametrize("prior,dim", [("bb", 2), ("zoibb", 4)])
+def test_analytic_gradient_matches_numeric(prior, dim):
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 30, 40).astype(float)
+    c = rng.binomial(n.astype(int), 0.3).astype(float)
+    c[:3] = 0
+    c[3:5] = n[3:5]
+    w = rng.integers(1, 4, 40).astype(float)
+    obj = eb._bb_objective if prior == "bb" else eb._zoibb_objective
+    theta = np.array([0.3, 0.7, -1.0, -2.0])[:dim]
+    _, grad = obj(theta, n, c, w)
+    num = approx_fprime(theta, lambda t: obj(t, n, c, w)[0], 1e-7)
+    assert_allclose(grad, num, rtol=1e-4, atol=1e-4)
+
+
+def test_mean_only_is_reported_not_garbage():
+    rng = np.random.default_rng(0)
+    ds = bp.make_counts(np.ones(500, int), rng.binomial(1, 0.3, 500))
+    with pytest.warns(bp.FitWarning, match="mean_only"):
+        fit = bp.fit_eb(ds)
+    assert fit.status.item() == "mean_only"
+    assert np.isnan(fit.a.item()) and np.isnan(fit.kappa.item())
+    assert_allclose(fit.mu.item(), ds.c.sum().item() / 500)
+
+
+@pytest.mark.parametrize("value,status", [(0, "all_zero"), (1, "all_one")])
+def test_degenerate_data_flagged(value, status):
+    ds = bp.make_counts(np.full(50, 10), np.full(50, 10 * value))
+    for prior in ("bb", "zoibb"):
+        with pytest.warns(bp.FitWarning, match=status):
+            fit = bp.fit_eb(ds, prior)
+        assert fit.status.item() == status
+        pk = bp.passk(ds, [1, 10], method=prior, fits={prior: fit}).values
+        assert_allclose(pk, value, atol=1e-3)
+
+
+def test_bad_prior():
+    with pytest.raises(ValueError, match="prior='beta' is not supported"):
+        bp.fit_eb(bp.make_counts([3], [1]), "beta")
+
+
+def test_missing_tasks_ignored_in_fit():
+    p = draw_zoib((2, 3000), 0.6, 1.4, seed=3)
+    ds = simulate_counts(p, 20, seed=3)
+    ds["n"][1, :1000] = 0
+    ds["c"][1, :1000] = 0
+    fit = bp.fit_eb(ds)
+    assert list(fit.n_tasks.values) == [3000, 2000]
+    assert_allclose(fit.a.values, 0.6, rtol=0.15)

@@ -1,0 +1,130 @@
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose
+from scipy import integrate, stats
+
+from bayespass.stats import kernels as K
+
+
+def brute_unbiased(n, c, k):
+    """Fraction of k-subsets of n samples (c correct) containing a correct one."""
+    items = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return np.mean([any(items[i] for i in s) for s in subsets])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_unbiased_equals_brute_force(nck):
+    n, c, k = nck
+    assert_allclose(K.passk_unbiased(n, c, k), brute_unbiased(n, c, k), atol=1e-12)
+
+
+def test_known_value_n5_c3_k2():
+    assert_allclose(K.passk_unbiased(5, 3, 2), 0.9)
+
+
+def test_unbiased_nan_when_n_less_than_k_never_one():
+    out = K.passk_unbiased([3, 3, 3], [0, 1, 3], 5)
+    assert np.all(np.isnan(out))
+
+
+def test_unbiased_stable_for_large_n():
+    n = np.arange(1, 100_001)
+    for k in (1, 10, 1000):
+        for frac in (0.0, 1e-4, 0.01, 0.5, 1.0):
+            c = np.floor(frac * n)
+            out = K.passk_unbiased(n, c, k)
+            defined = n >= k
+            assert np.all(np.isfinite(out[defined]))
+            assert np.all(np.isnan(out[~defined]))
+            assert np.all((out[defined] >= 0) & (out[defined] <= 1))
+    # closed form for c = 1: k / n
+    assert_allclose(K.passk_unbiased(100_000, 1, 10), 10 / 100_000, rtol=1e-8)
+    # c = 0 gives exactly 0
+    assert K.passk_unbiased(100_000, 0, 10) == 0.0
+
+
+def test_naive():
+    assert_allclose(K.passk_naive(4, 1, 2), 1 - 0.75**2)
+    assert np.isnan(K.passk_naive(0, 0, 1))
+
+
+@pytest.mark.parametrize("a,b,n,c,k", [(0.5, 1.5, 10, 3, 5), (2.0, 0.3, 5, 5, 20),
+                                       (0.1, 4.0, 20, 0, 100), (1.0, 1.0, 0, 0, 7)])
+def test_bb_predictive_equals_quadrature(a, b, n, c, k):
+    post = stats.beta(a + c, b + n - c)
+    expect, _ = integrate.quad(lambda p: (1 - (1 - p) ** k) * post.pdf(p), 0, 1, limit=200)
+    assert_allclose(K.passk_bb_predictive(n, c, k, a, b), expect, rtol=1e-6)
+
+
+def test_bb_unconditional_product_form():
+    a, b = 0.7, 2.3
+    for k in (1, 2, 17):
+        prod = np.prod([(b + j) / (a + b + j) for j in range(k)])
+        assert_allclose(K.passk_bb_predictive(0, 0, k, a, b), 1 - prod)
+
+
+def test_bb_logpmf_matches_scipy():
+    n, a, b = 12, 0.4, 1.7
+    c = np.arange(n + 1)
+    assert_allclose(K.bb_logpmf(c, n, a, b), stats.betabinom(n, a, b).logpmf(c))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))),
+       st.floats(0.05, 20), st.floats(0.05, 20), st.integers(1, 500))
+def test_zoibb_reduces_to_bb(nc, a, b, k):
+    n, c = nc
+    assert_allclose(K.passk_zoibb_predictive(n, c, k, a, b, 0.0, 0.0),
+                    K.passk_bb_predictive(n, c, k, a, b), atol=1e-12)
+    if 0 < c < n:
+        assert_allclose(K.passk_zoibb_predictive(n, c, k, a, b, 0.3, 0.2),
+                        K.passk_bb_predictive(n, c, k, a, b), atol=1e-12)
+
+
+def test_zoibb_boundary_closed_form_by_simulation():
+    """Posterior predictive for c = 0 and c = n against Bayes' rule by Monte Carlo."""
+    rng = np.random.default_rng(1)
+    a, b, pi0, pi1, n, k = 0.6, 0.9, 0.25, 0.15, 4, 8
+    m = 2_000_000
+    u = rng.random(m)
+    p = np.where(u < pi0, 0.0, np.where(u < pi0 + pi1, 1.0, rng.beta(a, b, m)))
+    c = rng.binomial(n, p)
+    for c_obs in (0, n, 2):
+        sel = c == c_obs
+        mc = np.mean(1 - (1 - p[sel]) ** k)
+        assert_allclose(K.passk_zoibb_predictive(n, c_obs, k, a, b, pi0, pi1), mc, atol=3e-3)
+    # prior predictive (n = 0)
+    assert_allclose(K.passk_zoibb_predictive(0, 0, k, a, b, pi0, pi1), np.mean(1 - (1 - p) ** k), atol=2e-3)
+
+
+def test_zoibb_logpmf_sums_to_one():
+    n = 7
+    c = np.arange(n + 1)
+    total = np.exp(K.zoibb_logpmf(c, n, 0.5, 2.0, 0.2, 0.1)).sum()
+    assert_allclose(total, 1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))),
+       st.floats(0.05, 10), st.floats(0.05, 10), st.floats(0, 0.45), st.floats(0, 0.45))
+def test_all_estimators_monotone_in_k_and_bounded(nc, a, b, pi0, pi1):
+    n, c = nc
+    k = np.arange(1, 300)
+    curves = [K.passk_naive(n, c, k), K.passk_unbiased(n, c, k)[: n],
+              K.passk_bb_predictive(n, c, k, a, b),
+              K.passk_zoibb_predictive(n, c, k, a, b, pi0, pi1)]
+    for cur in curves:
+        assert np.all(np.isfinite(cur))
+        assert np.all((cur >= -1e-12) & (cur <= 1 + 1e-12))
+        assert np.all(np.diff(cur) >= -1e-12)
+
+
+def test_linmix_weight():
+    assert_allclose(K.linmix_weight([1, 5, 27.5, 50, 80]), [0, 0, 0.5, 1, 1])
+    assert_allclose(K.linmix_weight(10, 0, 20), 0.5)

@@ -1,0 +1,56 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import bayespass as bp
+from bayespass.cli import app
+
+runner = CliRunner()
+
+
+def test_import_is_light():
+    code = "import sys, bayespass; print(sorted(m for m in ('xarray', 'pymc', 'torch', 'pandas') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_version_and_help():
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"bayespass {bp.__version__}"
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0 and "estimate" in res.stdout
+
+
+def test_estimate_cli(tmp_path):
+    f = tmp_path / "c.csv"
+    f.write_text("task,n,c\nt1,3,2\nt2,3,2\nt3,3,1\nt4,3,0\n")
+    res = runner.invoke(app, ["estimate", str(f), "--k", "3", "--method", "unbiased", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert rows[0]["pass@3"] == pytest.approx(0.75)
+    assert rows[0]["avg@n"] == pytest.approx(5 / 12)
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,2", "--format", "csv"])
+    assert res.exit_code == 0 and res.stdout.count("\n") == 6
+
+
+def test_estimate_cli_errors(tmp_path):
+    f = tmp_path / "c.csv"
+    f.write_text("task,n,c\nt1,3,4\n")
+    res = runner.invoke(app, ["estimate", str(f)])
+    assert res.exit_code == 2 and "c must be <= n" in res.output
+    res = runner.invoke(app, ["estimate", str(f), "--format", "xml"])
+    assert res.exit_code == 2 and "--format 'xml' is not supported" in res.output
+
+
+def test_rcparams():
+    assert bp.rcParams["stats.ci_prob"] == 0.9
+    with bp.rc_context({"stats.ci_prob": 0.5}):
+        assert bp.rcParams["stats.ci_prob"] == 0.5
+    assert bp.rcParams["stats.ci_prob"] == 0.9
+    with pytest.raises(ValueError, match="stats.ci_prob must be a probability"):
+        bp.rcParams["stats.ci_prob"] = 2
+    with pytest.raises(KeyError, match="not a bayespass default"):
+        bp.rcParams["nope"] = 1
