@@ -128,3 +128,19 @@ def test_all_estimators_monotone_in_k_and_bounded(nc, a, b, pi0, pi1):
 def test_linmix_weight():
     assert_allclose(K.linmix_weight([1, 5, 27.5, 50, 80]), [0, 0, 0.5, 1, 1])
     assert_allclose(K.linmix_weight(10, 0, 20), 0.5)
+
+
+def test_grid_kernels_equal_elementwise():
+    rng = np.random.default_rng(5)
+    n = rng.integers(0, 300, 200).astype(float)
+    c = np.floor(rng.random(200) * (n + 1))
+    a, b = rng.uniform(0.05, 5, 200), rng.uniform(0.05, 5, 200)
+    pi0, pi1 = rng.uniform(0, 0.4, 200), rng.uniform(0, 0.4, 200)
+    k = np.array([1, 2, 3, 7, 50, 299, 1000])
+    N, C, KK = n[:, None], c[:, None], k[None, :]
+    assert_allclose(K.passk_unbiased_grid(n, c, k), K.passk_unbiased(N, C, KK), rtol=1e-9, atol=1e-13)
+    assert_allclose(K.passk_bb_predictive_grid(n, c, k, a, b),
+                    K.passk_bb_predictive(N, C, KK, a[:, None], b[:, None]), rtol=1e-9, atol=1e-13)
+    assert_allclose(K.passk_zoibb_predictive_grid(n, c, k, a, b, pi0, pi1),
+                    K.passk_zoibb_predictive(N, C, KK, a[:, None], b[:, None], pi0[:, None], pi1[:, None]),
+                    rtol=1e-9, atol=1e-13)

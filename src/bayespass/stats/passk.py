@@ -25,20 +25,20 @@ def _config_coords(counts: xr.Dataset) -> dict:
 
 def _pair_values(method: str, table: PairTable, k: np.ndarray, fits: dict,
                  m_low: float, m_high: float) -> np.ndarray:
-    n, c, kk = table.n[:, None], table.c[:, None], k[None, :]
+    n, c = table.n, table.c
     if method == "naive":
-        return kernels.passk_naive(n, c, kk)
+        return kernels.passk_naive(n[:, None], c[:, None], k[None, :])
     if method == "unbiased":
-        return kernels.passk_unbiased(n, c, kk)
+        return kernels.passk_unbiased_grid(n, c, k)
 
     def par(fit, name):
-        return fit[name].values[table.cfg][:, None]
+        return fit[name].values[table.cfg]
 
     if method == "bb":
         f = fits["bb"]
-        return kernels.passk_bb_predictive(n, c, kk, par(f, "a"), par(f, "b"))
+        return kernels.passk_bb_predictive_grid(n, c, k, par(f, "a"), par(f, "b"))
     f = fits["zoibb"]
-    z = kernels.passk_zoibb_predictive(n, c, kk, par(f, "a"), par(f, "b"), par(f, "pi0"), par(f, "pi1"))
+    z = kernels.passk_zoibb_predictive_grid(n, c, k, par(f, "a"), par(f, "b"), par(f, "pi0"), par(f, "pi1"))
     if method == "zoibb":
         return z
     bb = _pair_values("bb", table, k, fits, m_low, m_high)
