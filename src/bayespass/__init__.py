@@ -26,6 +26,16 @@ _LAZY = {
     "FitWarning": "models.eb",
     "estimate_table": "stats.table",
     "testing": None,
+    "fit": "models.fit",
+    "build_model": "models.specs",
+    "passk_draws": "models.predictive",
+    "passk_curve": "stats.curve",
+    "plot_passk_curve": "stats.curve",
+    "improvability": "stats.curve",
+    "ppc": "stats.ppc",
+    "plot_ppc": "stats.ppc",
+    "compare": "stats.compare",
+    "cv_elpd": "stats.compare",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]
@@ -51,4 +61,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .defaults import rc_context, rcParams
     from .models.eb import FitWarning, fit_eb
     from .stats.passk import avg_at_n, cons_at_k, passk
+    from .models.fit import fit
+    from .models.predictive import passk_draws
+    from .models.specs import build_model
+    from .stats.compare import compare, cv_elpd
+    from .stats.curve import improvability, passk_curve, plot_passk_curve
+    from .stats.ppc import plot_ppc, ppc
     from .stats.table import estimate_table

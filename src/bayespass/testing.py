@@ -39,4 +39,5 @@ def true_passk(p: np.ndarray, k) -> np.ndarray:
     """Exact dataset pass@k ``mean_i [1 - (1 - p_i)^k]`` for p of shape (..., task)."""
     p = np.asarray(p, dtype=float)[..., None]
     k = np.atleast_1d(np.asarray(k))
-    return np.mean(-np.expm1(k * np.log1p(-np.minimum(p, 1.0))), axis=-2)
+    with np.errstate(divide="ignore"):
+        return np.mean(-np.expm1(k * np.log1p(-np.minimum(p, 1.0))), axis=-2)

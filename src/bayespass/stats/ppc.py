@@ -1,0 +1,104 @@
+"""Posterior predictive checks on dataset-level statistics of the counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["ppc", "plot_ppc", "STATISTICS"]
+
+STATISTICS = ("frac_zero", "frac_full", "mean_rate", "var_rate", "hist_distance")
+_BINS = np.linspace(0, 1, 11)
+
+
+def _hist(rate: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """Normalised histogram of success rates over observed tasks along the last axis."""
+    idx = np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2)
+    onehot = (idx[..., None] == np.arange(len(_BINS) - 1)) & obs[..., None]
+    return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
+
+
+def _stats(c: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
+    obs = np.broadcast_to(n > 0, c.shape)
+    m = np.maximum(obs.sum(-1), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(obs, c / np.where(n > 0, n, 1), 0.0)
+    mean = rate.sum(-1) / m
+    return {
+        "frac_zero": ((c == 0) & obs).sum(-1) / m,
+        "frac_full": ((c == n) & obs).sum(-1) / m,
+        "mean_rate": mean,
+        "var_rate": (np.where(obs, (rate - mean[..., None]) ** 2, 0.0)).sum(-1) / m,
+        "hist": _hist(rate, obs),
+    }
+
+
+def ppc(idata) -> xr.Dataset:
+    """Bayesian p-values for dataset-level statistics, per config.
+
+    Statistics (over observed tasks): fraction with ``c = 0``, fraction with
+    ``c = n``, mean and variance of ``c/n``, and a chi-square distance
+    between the histogram of ``c/n`` (10 bins) and its posterior-predictive
+    expectation.  ``p_value = P(T_rep > T_obs) + 0.5 P(T_rep = T_obs)``
+    (mid-p, since the statistics are discrete); values near 0 or 1 flag a
+    misfit (for ``hist_distance`` only small p-values do).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``(config, statistic)``: ``observed``, ``replicated_mean``,
+        ``p_value``, and ``extreme`` (p < 0.025 or p > 0.975; p < 0.05 for
+        the histogram distance).
+    """
+    if "posterior_predictive" not in idata.groups():
+        raise ValueError("idata has no posterior_predictive group; fit it with bayespass.fit")
+    n = idata.constant_data["n"].values
+    c = idata.observed_data["c"].values
+    rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
+    t_obs, t_rep = _stats(c, n), _stats(rep, n)
+    expected = t_rep["hist"].mean(0)
+
+    def dist(h):
+        return (((h - expected) ** 2) / (expected + 1e-3)).sum(-1)
+
+    t_obs["hist_distance"], t_rep["hist_distance"] = dist(t_obs["hist"]), dist(t_rep["hist"])
+    obs_v = np.stack([t_obs[s] for s in STATISTICS], -1)
+    rep_v = np.stack([t_rep[s] for s in STATISTICS], -1)
+    p = (rep_v > obs_v).mean(0) + 0.5 * (np.isclose(rep_v, obs_v)).mean(0)
+    one_sided = np.array([s == "hist_distance" for s in STATISTICS])
+    extreme = np.where(one_sided, p < 0.05, (p < 0.025) | (p > 0.975))
+    dims = ("config", "statistic")
+    return xr.Dataset({"observed": (dims, obs_v), "replicated_mean": (dims, rep_v.mean(0)),
+                       "p_value": (dims, p), "extreme": (dims, extreme)},
+                      coords={"config": idata.observed_data.config.values, "statistic": list(STATISTICS)},
+                      attrs={"model": idata.posterior.attrs.get("bayespass_model", "")})
+
+
+def plot_ppc(idata, *, ax=None):
+    """Observed histogram of ``c/n`` against the replicated 90% band, one panel per config."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    n = idata.constant_data["n"].values
+    c = idata.observed_data["c"].values
+    rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
+    h_obs, h_rep = _stats(c, n)["hist"], _stats(rep, n)["hist"]
+    configs = idata.observed_data.config.values
+    if ax is None:
+        _, axes = plt.subplots(1, len(configs), figsize=(3.2 * len(configs), 3), squeeze=False)
+        axes = axes[0]
+    else:
+        axes = np.atleast_1d(ax)
+    mids = 0.5 * (_BINS[1:] + _BINS[:-1])
+    for j, a in enumerate(axes):
+        lo, hi = np.quantile(h_rep[:, j], [0.05, 0.95], axis=0)
+        a.bar(mids, h_obs[j], width=0.09, color="0.6", label="observed")
+        a.errorbar(mids, h_rep[:, j].mean(0), yerr=[h_rep[:, j].mean(0) - lo, hi - h_rep[:, j].mean(0)],
+                   fmt="o", color="C3", ms=3, label="replicated (90%)")
+        a.set_title(str(configs[j]), fontsize=8)
+        a.set_xlabel("c / n")
+    axes[0].set_ylabel("fraction of tasks")
+    axes[0].legend(fontsize=7)
+    return axes
