@@ -54,3 +54,17 @@ def test_rcparams():
         bp.rcParams["stats.ci_prob"] = 2
     with pytest.raises(KeyError, match="not a bayespass default"):
         bp.rcParams["nope"] = 1
+
+
+def test_fit_and_curve_cli(tmp_path):
+    out = tmp_path / "fit.nc"
+    res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "zoibb", "--method", "eb",
+                              "--out", str(out), "--draws", "400"])
+    assert res.exit_code == 0, res.output
+    assert out.exists() and "convergence" in res.stdout
+    png = tmp_path / "curve.png"
+    res = runner.invoke(app, ["curve", str(out), "--k", "1,10,1000", "--plot", str(png), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.count("\n") == 1 + 3 * 3 and png.stat().st_size > 10_000
+    res = runner.invoke(app, ["curve", str(tmp_path / "missing.nc")])
+    assert res.exit_code == 2 and "does not exist" in res.output

@@ -60,11 +60,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data.io import read_counts, write_counts
     from .defaults import rc_context, rcParams
     from .models.eb import FitWarning, fit_eb
-    from .stats.passk import avg_at_n, cons_at_k, passk
     from .models.fit import fit
     from .models.predictive import passk_draws
     from .models.specs import build_model
     from .stats.compare import compare, cv_elpd
     from .stats.curve import improvability, passk_curve, plot_passk_curve
+    from .stats.passk import avg_at_n, cons_at_k, passk
     from .stats.ppc import plot_ppc, ppc
     from .stats.table import estimate_table

@@ -83,6 +83,68 @@ def estimate(
     emit(df, format)
 
 
+@app.command("fit")
+def fit_cmd(
+    counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate').")],
+    model: Annotated[str, typer.Option(help="bb, zoibb or hier.")] = "bb",
+    method: Annotated[str, typer.Option(help="mcmc or eb.")] = "mcmc",
+    out: Annotated[Path, typer.Option(help="Where to write the InferenceData (netCDF).")] = Path("fit.nc"),
+    draws: Annotated[int, typer.Option(help="Draws per chain.")] = 1000,
+    tune: Annotated[int, typer.Option(help="Tuning steps per chain (mcmc).")] = 1000,
+    chains: Annotated[int, typer.Option(help="Chains (mcmc).")] = 4,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 42,
+    correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
+) -> None:
+    """Fit a PyMC model (MCMC) or an empirical-Bayes approximation and save InferenceData."""
+    from .data.io import read_counts
+    from .models.fit import fit
+    from .stats.curve import passk_curve
+
+    try:
+        ds = read_counts(counts, correctness=correctness)
+        idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        fail(str(err))
+    idata.to_netcdf(str(out))
+    conv = idata.posterior.attrs.get("convergence", "")
+    typer.echo(f"wrote {out} (model={model}, method={method}, convergence: {conv})")
+    curve = passk_curve(idata, [1, 10, 100])
+    emit(curve.to_dataframe().reset_index()[["config", "k", "mean", "eti_lower", "eti_upper"]], "table")
+
+
+@app.command()
+def curve(
+    fit_path: Annotated[Path, typer.Argument(metavar="FIT", help="InferenceData netCDF from 'bayespass fit'.")],
+    k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
+    ci_prob: Annotated[float, typer.Option(help="Credible interval probability.")] = 0.9,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of the curves with bands.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """pass@k with credible intervals from a saved fit; optional plot."""
+    import arviz as az
+
+    from .stats.curve import passk_curve, plot_passk_curve
+
+    if format not in FORMATS:
+        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+    if not fit_path.exists():
+        fail(f"fit file {str(fit_path)!r} does not exist")
+    try:
+        idata = az.from_netcdf(str(fit_path))
+        res = passk_curve(idata, k, ci_prob=ci_prob)
+    except (ValueError, TypeError, OSError) as err:
+        fail(str(err))
+    emit(res.to_dataframe().reset_index(), format)
+    if plot is not None:
+        import matplotlib.pyplot as plt
+
+        full = passk_curve(idata, ci_prob=ci_prob)
+        ax = plot_passk_curve(full)
+        ax.figure.savefig(plot, dpi=120, bbox_inches="tight")
+        plt.close(ax.figure)
+        typer.echo(f"wrote {plot}", err=True)
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
     app(prog_name="bayespass")

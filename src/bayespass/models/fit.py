@@ -122,18 +122,20 @@ def _fit_eb(counts, model, *, draws, seed):
     table = pair_table(counts.n.values, counts.c.values)
     names = ("mu", "kappa", "a", "b", "pi0", "pi1")
     post = {k: np.full((1, draws, table.n_config), np.nan) for k in names}
-    notes, logml = [], []
+    notes, accept, logml = [], [], []
     for j in range(table.n_config):
         sel = (table.cfg == j) & table.observed
         if not sel.any():
             notes.append(np.nan)
+            accept.append(np.nan)
             logml.append(np.nan)
             continue
         n, c, w = table.n[sel].astype(float), table.c[sel].astype(float), table.weight[sel]
-        vals, khat, lm = laplace_draws(n, c, w, model, draws=draws, rng=g)
+        vals, diag, lm = laplace_draws(n, c, w, model, draws=draws, rng=g)
         for key in names:
             post[key][0, :, j] = vals[key]
-        notes.append(khat)
+        notes.append(diag["khat"])
+        accept.append(diag["acceptance"])
         logml.append(lm + float(np.sum(w * kernels.log_binom(n, c))))
     coords = {"chain": [0], "draw": np.arange(draws), "config": counts.config.values}
     posterior = xr.Dataset({k: (("chain", "draw", "config"), v) for k, v in post.items()}, coords=coords)
@@ -141,10 +143,11 @@ def _fit_eb(counts, model, *, draws, seed):
         posterior = posterior.drop_vars(["pi0", "pi1"])
     idata = az.InferenceData(posterior=posterior)
     idata.posterior.attrs["importance_khat"] = notes
+    idata.posterior.attrs["rejuvenation_acceptance"] = accept
     idata.posterior.attrs["log_marginal"] = logml
-    bad = [str(cfg) for cfg, kh in zip(counts.config.values, notes, strict=True) if kh > 0.7]
+    bad = [str(cfg) for cfg, kh in zip(counts.config.values, notes, strict=True) if kh > 1.0]
     if bad:
-        warnings.warn(f"EB Laplace/importance approximation unreliable (Pareto k-hat > 0.7) for "
+        warnings.warn(f"EB Laplace/importance approximation failed (Pareto k-hat > 1) for "
                       f"{bad[:5]}; use method='mcmc' for these configs.", FitWarning, stacklevel=3)
     return idata
 

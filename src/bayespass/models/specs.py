@@ -13,7 +13,7 @@ Three models of per-task success probability, all vectorised over configs:
 ``hier``
     Several configs on the same tasks share task difficulty::
 
-        d_i = sigma_d * z_i,  z_i ~ Normal(0, 1)          (non-centred)
+        d_i = sigma_d * z_i,  z ~ ZeroSumNormal(1)     (non-centred, sum_i d_i = 0)
         alpha_j ~ Normal(0, 2),  sigma_d ~ HalfNormal(2)
         m_ij = logistic(alpha_j - d_i)
         log phi_j ~ Normal(log 5, 1.5)                       (overdispersion)
@@ -99,7 +99,8 @@ def build_model(counts: xr.Dataset, model: str = "bb"):
         else:
             alpha = pm.Normal("alpha", 0.0, 2.0, dims="config")
             sigma_d = pm.HalfNormal("sigma_d", 2.0)
-            z = pm.Normal("z", 0.0, 1.0, dims="task")
+            # zero-sum: the mean difficulty is absorbed by alpha (no additive ridge)
+            z = pm.ZeroSumNormal("z", sigma=1.0, dims="task")
             d = pm.Deterministic("d", sigma_d * z, dims="task")
             log_phi = pm.Normal("log_phi", np.log(5.0), 1.5, dims="config")
             phi = pm.Deterministic("phi", pt.exp(log_phi), dims="config")

@@ -1,0 +1,163 @@
+"""Fits against known truth. MCMC fits are kept small; compiled models are cached by pytensor."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import bayespass as bp
+from bayespass.testing import draw_zoib, simulate_counts, true_passk
+
+MCMC = dict(draws=500, tune=500, chains=4, progressbar=False)
+
+
+@pytest.fixture(scope="module")
+def data400():
+    p = draw_zoib(400, 0.6, 1.4, seed=11)
+    return simulate_counts(p, 20, seed=12)
+
+
+@pytest.fixture(scope="module")
+def bb_mcmc(data400):
+    return bp.fit(data400, "bb", "mcmc", seed=1, **MCMC)
+
+
+def test_layout(bb_mcmc):
+    groups = set(bb_mcmc.groups())
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data",
+            "sample_stats", "passk"} <= groups
+    assert bb_mcmc.log_likelihood["c"].dims == ("chain", "draw", "config", "task")
+    assert bb_mcmc.posterior_predictive["c"].dims == ("chain", "draw", "config", "task")
+    assert bb_mcmc.posterior.attrs["convergence"] == "ok"
+    assert bb_mcmc.passk.k.max() >= 200
+
+
+def test_mcmc_and_eb_agree_on_pass10(data400, bb_mcmc):
+    eb = bp.fit(data400, "bb", "eb", seed=1)
+    m_mcmc = bp.passk_curve(bb_mcmc, [10])["mean"].item()
+    m_eb = bp.passk_curve(eb, [10])["mean"].item()
+    assert abs(m_mcmc - m_eb) < 0.01
+    # and both equal the closed-form EB plug-in to the same precision
+    assert abs(bp.passk(data400, 10, method="bb").item() - m_eb) < 0.01
+
+
+def test_marginal_loglik_matches_scipy(bb_mcmc, data400):
+    from scipy.stats import betabinom
+
+    post = bb_mcmc.posterior
+    a, b = post.a.values[0, 0, 0], post.b.values[0, 0, 0]
+    expect = betabinom(data400.n.values[0], a, b).logpmf(data400.c.values[0])
+    assert_allclose(bb_mcmc.log_likelihood["c"].values[0, 0, 0], expect, rtol=1e-6)
+
+
+def test_eb_zoibb_recovers_and_covers_truth():
+    p = draw_zoib((3, 500), 0.8, 1.6, 0.25, 0.1, seed=5)
+    ds = simulate_counts(p, 10, seed=6)
+    idata = bp.fit(ds, "zoibb", "eb", seed=0)
+    post = idata.posterior
+    for name, truth in (("pi0", 0.25), ("pi1", 0.1)):
+        lo, hi = np.quantile(post[name].values[0], [0.02, 0.98], axis=0)
+        assert np.all((lo < truth + 0.03) & (hi > truth - 0.03)), (name, lo, hi)
+    cur = bp.passk_curve(idata, [1, 5, 50])
+    truth = true_passk(p, [1, 5, 50])
+    inside = (cur.eti_lower.values <= truth) & (truth <= cur.eti_upper.values)
+    assert inside.mean() >= 2 / 3
+
+
+def test_loo_prefers_zoibb_with_structural_zeros_and_bb_on_beta():
+    p_z = draw_zoib(600, 1.5, 1.5, 0.3, 0.0, seed=21)
+    ds_z = simulate_counts(p_z, 20, seed=22)
+    fits = {m: bp.fit(ds_z, m, "eb", seed=0) for m in ("bb", "zoibb")}
+    table = bp.compare(fits)
+    assert table.xs(ds_z.config.item()).index[0] == "zoibb"
+    p_b = draw_zoib(600, 2.0, 3.0, seed=23)
+    ds_b = simulate_counts(p_b, 20, seed=24)
+    fits = {m: bp.fit(ds_b, m, "eb", seed=0) for m in ("bb", "zoibb")}
+    table = bp.compare(fits).xs(ds_b.config.item())
+    assert table.index[0] == "bb" or table.loc["zoibb", "elpd_diff"] < table.loc["zoibb", "dse"]
+    assert table["n_bad_k"].sum() == 0
+    cv = bp.cv_elpd(ds_z, folds=10, seed=0)
+    assert cv.best.item() == "zoibb"
+
+
+def test_ppc_calm_when_well_specified_and_flags_structural_zeros():
+    p = draw_zoib(500, 0.7, 1.3, seed=31)
+    good = bp.ppc(bp.fit(simulate_counts(p, 20, seed=32), "bb", "eb", seed=0))
+    assert not good.extreme.any()
+    p = draw_zoib(500, 3.0, 3.0, 0.4, 0.0, seed=33)
+    bad = bp.ppc(bp.fit(simulate_counts(p, 20, seed=34), "bb", "eb", seed=0))
+    assert bool(bad.extreme.sel(statistic="frac_zero").item())
+    fixed = bp.ppc(bp.fit(simulate_counts(p, 20, seed=34), "zoibb", "eb", seed=0))
+    assert not fixed.extreme.any()
+
+
+def test_hier_borrows_strength():
+    """6 configs x 164 tasks, m = 5, shared task difficulty: hier beats per-config bb."""
+    rng = np.random.default_rng(41)
+    d = rng.normal(0, 2.0, 164)
+    alpha = np.linspace(-1.5, 1.5, 6)
+    logit = alpha[:, None] - d[None, :] + rng.normal(0, 0.5, (6, 164))
+    p = 1 / (1 + np.exp(-logit))
+    ds = simulate_counts(p, 5, seed=42)
+    k = [10, 50]
+    truth = true_passk(p, k)
+    hier = bp.passk_curve(bp.fit(ds, "hier", "mcmc", seed=3, progressbar=False), k)["mean"].values
+    bb = bp.passk_curve(bp.fit(ds, "bb", "eb", seed=3), k)["mean"].values
+    err_h, err_b = np.abs(hier - truth).mean(), np.abs(bb - truth).mean()
+    assert err_h < err_b, (err_h, err_b)
+
+
+def test_zoibb_mcmc_runs_and_matches_eb():
+    p = draw_zoib(300, 0.8, 1.2, 0.2, 0.1, seed=51)
+    ds = simulate_counts(p, 10, seed=52)
+    mc = bp.fit(ds, "zoibb", "mcmc", seed=2, progressbar=False)
+    eb = bp.fit(ds, "zoibb", "eb", seed=2)
+    assert abs(bp.passk_curve(mc, [10])["mean"].item() - bp.passk_curve(eb, [10])["mean"].item()) < 0.01
+    assert abs(mc.posterior.pi0.mean().item() - eb.posterior.pi0.mean().item()) < 0.03
+
+
+def test_bad_arguments(data400):
+    with pytest.raises(ValueError, match="model='gp' is not supported"):
+        bp.fit(data400, "gp")
+    with pytest.raises(ValueError, match="supports method='mcmc' only"):
+        bp.fit(data400, "hier", "eb")
+    with pytest.raises(ValueError, match="sampler='stan' is not supported"):
+        bp.fit(data400, "bb", sampler="stan")
+    with pytest.raises(TypeError, match="draws must be a positive integer"):
+        bp.fit(data400, "bb", "eb", draws=1.5)
+    with pytest.raises(ValueError, match="not produced by bayespass.fit"):
+        import arviz as az
+
+        bp.passk_curve(az.from_dict({"a": np.zeros((1, 10))}), [1])
+
+
+def test_curve_any_k_and_plot(tmp_path, data400):
+    idata = bp.fit(data400, "zoibb", "eb", seed=0)
+    cur = bp.passk_curve(idata, [3, 777, 5000])
+    assert np.all(np.diff(cur["mean"].values[0]) > 0)
+    assert np.all(cur.eti_lower <= cur["mean"]) and np.all(cur["mean"] <= cur.eti_upper)
+    ax = bp.plot_passk_curve(bp.passk_curve(idata), counts=data400)
+    ax.figure.savefig(tmp_path / "c.png")
+    axes = bp.plot_ppc(idata)
+    axes[0].figure.savefig(tmp_path / "p.png")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    imp = bp.improvability(idata)
+    assert imp.dpass_lower.item() < imp.dpass_mean.item() < imp.dpass_upper.item()
+
+
+@pytest.mark.slow
+def test_hyperparameter_interval_coverage_replicates():
+    """True (mu, kappa) inside the 90% interval in >= 80% of replicates (one MCMC fit, one config each).
+
+    The issue asks for 30 replicates; with 30 the coverage estimate itself has sd 0.055, so a
+    0.8 threshold fails ~3-7% of the time for a perfectly calibrated method.  60 replicates
+    (sd 0.039) make the check meaningful rather than lucky.
+    """
+    a, b, reps = 0.7, 1.5, 60
+    p = draw_zoib((reps, 150), a, b, seed=61)
+    ds = simulate_counts(p, 10, seed=62)
+    idata = bp.fit(ds, "bb", "mcmc", seed=4, progressbar=False)
+    hits = []
+    for name, truth in (("mu", a / (a + b)), ("kappa", a + b)):
+        lo, hi = np.quantile(idata.posterior[name].values.reshape(-1, reps), [0.05, 0.95], axis=0)
+        hits.append((lo <= truth) & (truth <= hi))
+    assert np.mean(hits[0]) >= 0.8 and np.mean(hits[1]) >= 0.8, [h.mean() for h in hits]
