@@ -29,26 +29,36 @@ PRELOAD = ("copy", "ctypes", "errno", "socket", "resource", "math", "cmath", "re
 
 
 def encode(x, depth=0):
-    """Tagged JSON for exact built-in types only; anything else raises TypeError."""
+    """Tagged JSON for built-in value types only; anything else raises TypeError.
+
+    Subclasses of built-in containers/scalars (Counter, namedtuple, ...) are
+    encoded through the *base* class's own methods, so overridden ``__eq__``
+    or ``items`` can only change what is reported, never how it is judged.
+    """
     if depth > MAX_DEPTH:
         raise TypeError("nesting too deep")
     t = type(x)
-    if x is None or t is bool or t is str:
+    if x is None or t is bool:
         return x
-    if t is int:
-        return ["I", str(x)] if abs(x) > 2**53 else x
-    if t is float:
-        return ["F", repr(x)]
-    if t is list:
-        return ["L", [encode(v, depth + 1) for v in x]]
-    if t is tuple:
-        return ["T", [encode(v, depth + 1) for v in x]]
-    if t is set or t is frozenset:
-        return ["S", [encode(v, depth + 1) for v in x]]
-    if t is dict:
-        return ["D", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]]
-    if t is bytes:
-        return ["B", x.hex()]
+    if isinstance(x, str):
+        return str.__str__(x)
+    if isinstance(x, int):
+        v = int.__index__(x)
+        return ["I", hex(v)] if abs(v) > 2**53 else v  # hex: no int/str digit limit
+    if isinstance(x, float):
+        return ["F", float.__repr__(x)]
+    if isinstance(x, complex):
+        return ["C", [float.__repr__(x.real), float.__repr__(x.imag)]]
+    if isinstance(x, list):
+        return ["L", [encode(v, depth + 1) for v in list.__iter__(x)]]
+    if isinstance(x, tuple):
+        return ["T", [encode(v, depth + 1) for v in tuple.__iter__(x)]]
+    if isinstance(x, set | frozenset):
+        return ["S", [encode(v, depth + 1) for v in (set.__iter__(x) if isinstance(x, set) else frozenset.__iter__(x))]]
+    if isinstance(x, dict):
+        return ["D", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]]
+    if isinstance(x, bytes):
+        return ["B", bytes.hex(x)]
     raise TypeError(f"unsupported return type {t.__name__}")
 
 
@@ -56,7 +66,7 @@ def decode(x):
     if isinstance(x, list):
         tag, v = x
         if tag == "I":
-            return int(v)
+            return int(v, 16)
         if tag == "F":
             return float(v)
         if tag == "L":
@@ -69,6 +79,8 @@ def decode(x):
             return {decode(k): decode(e) for k, e in v}
         if tag == "B":
             return bytes.fromhex(v)
+        if tag == "C":
+            return complex(float(v[0]), float(v[1]))
         raise ValueError(tag)
     return x
 
@@ -189,7 +201,7 @@ def main():
     inputs = [decode(x) for x in job["inputs"]]
     entry, start = job["entry_point"], job.get("start", 0)
     not_none = job.get("output_not_none", False)
-    cap = job.get("max_value_bytes", 1 << 20)
+    cap = job.get("max_value_bytes", 1 << 26)
 
     def emit(obj):
         data = (_dumps(obj) + "\n").encode()

@@ -1,0 +1,253 @@
+"""``bayespass.execute``: samples -> per-test verdicts and output digests (xarray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .._version import __version__
+from .child import decode
+from .harness import SlotPool
+from .judge import VERDICTS, digest, judge
+from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox
+from .samples_io import code_hash, read_samples
+from .store import VerdictStore
+
+__all__ = ["execute", "to_counts"]
+
+
+def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
+    unknown = sorted(set(table["task"]) - set(suite.tasks))
+    if unknown:
+        raise ValueError(f"{len(unknown)} sample task id(s) are not in suite {suite.name!r}: {unknown[:5]}")
+    codes = [suite.program(t, solution=r.get("solution") if isinstance(r.get("solution"), str) else None,
+                           completion=r.get("completion") if isinstance(r.get("completion"), str) else None)
+             for t, r in zip(table["task"], table.to_dict("records"), strict=True)]
+    return table.assign(code=codes, code_hash=[code_hash(c) for c in codes])
+
+
+class _Judge:
+    """Per-task expected values (decoded once) and the verdict/digest of each outcome."""
+
+    def __init__(self, suite, limits: Limits):
+        self.suite = suite
+        self.expected = {t: [decode(v) for v in e["values"]] for t, e in suite.expected.items()}
+        self.limits = {t: [limits.time_limit(x) for x in e["times"]] for t, e in suite.expected.items()}
+
+    def job(self, task_id: str, code: str) -> dict:
+        t = self.suite.tasks[task_id]
+        return {"code": code, "entry_point": t.entry_point, "inputs": self.suite.expected[task_id]["inputs"],
+                "time_limits": self.limits[task_id], "output_not_none": t.output_not_none}
+
+    def verdict(self, task_id: str, i: int, o: Outcome) -> str:
+        t = self.suite.tasks[task_id]
+        return judge(o, self.expected[task_id][i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
+
+    def score(self, task_id: str, outcomes: list[Outcome]):
+        atol = self.suite.tasks[task_id].atol
+        v = [VERDICTS[self.verdict(task_id, i, o)] for i, o in enumerate(outcomes)]
+        d = [digest(o, atol=atol) if o.status != "not_run" else 0 for o in outcomes]
+        return v, d, [o.duration for o in outcomes]
+
+
+def _run_job(sb: Sandbox, job: dict, stop=None) -> list[Outcome]:
+    return sb.run(job["code"], job["entry_point"], job["inputs"], job["time_limits"],
+                  output_not_none=job["output_not_none"], stop=stop)
+
+
+def _remote_batch(jobs: list[dict], limits: Limits, layer: str, slot: int) -> list[list[tuple]]:
+    """Dask worker entry point: run a batch of programs in this worker's own sandbox."""
+    sb = Sandbox(limits=limits, layer=layer, slot=slot)
+    return [[(o.status, o.value, o.error, o.duration) for o in _run_job(sb, j)] for j in jobs]
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="executing programs", unit="prog", disable=not enabled, smoothing=0.05)
+
+
+def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: int | None = None,
+            limits: Limits | None = None, layer: str = "auto", fast_check: bool = False,
+            scheduler=None, progress: bool = True) -> xr.Dataset:
+    """Execute every sample against its task's tests in the sandbox.
+
+    Parameters
+    ----------
+    samples : path, list of dict or DataFrame
+        evalplus-format samples (see :func:`bayespass.execute.samples_io.read_samples`).
+    suite : Suite
+        From :func:`bayespass.load_suite` (expected outputs are computed if missing).
+    out : path, optional
+        Run directory: verdicts are committed to ``out/verdicts.sqlite`` as
+        they are judged (re-running resumes) and the dataset is written to
+        ``out/samples.nc``.
+    workers : int, optional
+        Sandbox slots (default: ``rcParams["execute.workers"]`` = cores).
+    limits : Limits, optional
+        Resource and time limits (evalplus defaults: 1 s / 4x ground truth).
+    layer : str
+        Isolation layer (``"auto"`` probes bubblewrap).
+    fast_check : bool
+        Stop a program at its first non-passing test (the rest ``not_run``).
+    scheduler : str or dask Client/LocalCluster, optional
+        Run program batches on a Dask cluster instead of local slots.
+    progress : bool
+        Show a progress bar (programs done, rate, ETA).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``(config, task, sample, test)``: ``verdict`` (int8; codes in
+        ``attrs["verdict_codes"]``, -1 where the test or sample does not
+        exist), ``digest`` (int64 behaviour digest), ``duration`` (s);
+        per sample ``exists``, ``correct`` (all tests pass) and
+        ``base_correct`` (all base tests pass); per (task, test)
+        ``is_plus``.
+    """
+    limits = limits or Limits()
+    table = _prepare(suite, read_samples(samples))
+    if not suite.expected:
+        suite.compute_expected(workers=workers)
+    tmp = None
+    if out is None:
+        tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-")
+        out = tmp.name
+    out = Path(out)
+    store = VerdictStore(out / "verdicts.sqlite")
+    try:
+        extra = [json.dumps({k: v for k, v in r.items() if k in ("mean_logprob", "n_tokens", "correct_true")},
+                            default=float) for r in table.to_dict("records")]
+        store.add_samples(list(zip(table["config"], table["task"], table["sample"].astype(int),
+                                   table["code_hash"], extra, strict=True)))
+        testsets = {t: suite.testset_hash(t) for t in table["task"].unique()}
+        done = store.done(testsets, HARNESS_VERSION)
+        todo = table.drop_duplicates(["task", "code_hash"])
+        todo = todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]]
+        judge_ = _Judge(suite, limits)
+        jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
+        layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
+                          fast_check=fast_check, scheduler=scheduler, progress=progress)
+        ds = _dataset(table, suite, store.get(HARNESS_VERSION))
+    finally:
+        store.close()
+    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=HARNESS_VERSION,
+                    sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
+                    min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
+                    memory_mb=limits.memory_mb, n_samples=len(table),
+                    n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]),
+                    verdict_codes=json.dumps(VERDICTS))
+    if tmp is None:
+        ds.to_netcdf(out / "samples.nc.tmp", engine="h5netcdf")
+        os.replace(out / "samples.nc.tmp", out / "samples.nc")
+    else:
+        tmp.cleanup()
+    return ds
+
+
+def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress) -> str:
+    bar = _progress(len(jobs), progress)
+
+    def record(task, h, outcomes):
+        v, d, u = judge_.score(task, outcomes)
+        store.put(task, h, testsets[task], HARNESS_VERSION, v, d, u)
+        bar.update(1)
+
+    try:
+        if scheduler is not None:
+            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler)
+        pool = SlotPool(workers, limits=limits, layer=layer)
+
+        def work(sb, item):
+            task, h, job = item
+            stop = (lambda i, o: judge_.verdict(task, i, o) != "pass") if fast_check else None
+            return _run_job(sb, job, stop=stop)
+
+        pool.map(work, jobs, on_done=lambda item, outs: record(item[0], item[1], outs))
+        return pool.layer
+    finally:
+        bar.close()
+
+
+def _run_dask(jobs, record, *, limits, layer, scheduler) -> str:
+    from dask.distributed import Client, as_completed
+
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        batches = [jobs[i::n_workers * 4] for i in range(n_workers * 4)]
+        batches = [b for b in batches if b]
+        futs = {client.submit(_remote_batch, [j for _, _, j in b], limits, layer, i, pure=False): b
+                for i, b in enumerate(batches)}
+        for fut in as_completed(futs):
+            for (task, h, _), raw in zip(futs[fut], fut.result(), strict=True):
+                record(task, h, [Outcome(*r) for r in raw])
+        return layer if layer != "auto" else "auto (per dask worker)"
+    finally:
+        if client is not scheduler:
+            client.close()
+
+
+def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
+    configs = list(dict.fromkeys(table["config"]))
+    tasks = [t for t in suite.tasks if t in set(table["task"])]
+    n_samp = int(table["sample"].max()) + 1
+    n_test = max(len(suite.expected[t]["values"]) for t in tasks)
+    ci = {c: i for i, c in enumerate(configs)}
+    ti = {t: i for i, t in enumerate(tasks)}
+    shape = (len(configs), len(tasks), n_samp, n_test)
+    verdict = np.full(shape, VERDICTS["absent"], np.int8)
+    dig = np.zeros(shape, np.int64)
+    dur = np.full(shape, np.nan, np.float32)
+    exists = np.zeros(shape[:3], bool)
+    for cfg, task, s, h in zip(table["config"], table["task"], table["sample"], table["code_hash"], strict=True):
+        key = (task, h)
+        idx = (ci[cfg], ti[task], int(s))
+        exists[idx] = True
+        n = len(suite.expected[task]["values"])
+        if key in results:
+            v, d, u = results[key]
+            verdict[idx][:n], dig[idx][:n], dur[idx][:n] = v, d, u
+        else:
+            verdict[idx][:n] = VERDICTS["not_run"]
+    is_plus = np.zeros((len(tasks), n_test), np.int8) - 1
+    for t in tasks:
+        n, nb = len(suite.expected[t]["values"]), suite.expected[t]["n_base"]
+        is_plus[ti[t], :nb], is_plus[ti[t], nb:n] = 0, 1
+    present = verdict != VERDICTS["absent"]
+    passed = (verdict == VERDICTS["pass"]) | ~present
+    base_mask = (is_plus == 0)[None, :, None, :]
+    dims = ("config", "task", "sample", "test")
+    return xr.Dataset(
+        {"verdict": (dims, verdict), "digest": (dims, dig), "duration": (dims, dur),
+         "exists": (dims[:3], exists),
+         "correct": (dims[:3], exists & passed.all(-1)),
+         "base_correct": (dims[:3], exists & (passed | ~base_mask).all(-1)),
+         "is_plus": (("task", "test"), is_plus)},
+        coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test)})
+
+
+def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus") -> xr.Dataset:
+    """Reduce an executed samples dataset to a counts dataset (``n``, ``c`` per config x task).
+
+    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.
+    """
+    from ..data.counts import make_counts
+    from ..validate import check_choice
+
+    check_choice(correctness, ("base", "plus"), name="correctness")
+    var = "correct" if correctness == "plus" else "base_correct"
+    n = samples_ds["exists"].sum("sample").values
+    c = samples_ds[var].sum("sample").values
+    cfg = samples_ds.config.values
+    return make_counts(n, c, task=samples_ds.task.values, config=cfg,
+                       model=samples_ds["model"].values if "model" in samples_ds.coords else cfg,
+                       temperature=samples_ds["temperature"].values if "temperature" in samples_ds.coords else None,
+                       benchmark=samples_ds.attrs.get("suite", ""), source="execute",
+                       attrs={"correctness": correctness})

@@ -1,0 +1,138 @@
+"""Judging in the trusted supervisor: compare decoded return values, digest behaviour.
+
+Values arrive as tagged JSON (see ``child.encode``) and are decoded to exact
+built-in types, so no user-defined ``__eq__`` can run here.  Comparison
+follows evalplus: exact equality, else (for floats) ``allclose`` with
+``rtol=1e-7`` and ``atol`` (1e-6 when the task's atol is 0), plus evalplus's
+special oracles for a few HumanEval/MBPP tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+
+from .child import decode
+
+__all__ = ["VERDICTS", "CODES", "judge", "digest", "equal"]
+
+#: int8 verdict codes stored in the samples dataset
+VERDICTS = {"absent": -1, "not_run": 0, "pass": 1, "fail": 2, "error": 3, "timeout": 4,
+            "crash": 5, "oversize": 6}
+CODES = {v: k for k, v in VERDICTS.items()}
+
+_SET_EQ = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
+           "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
+
+
+def _is_floats(x) -> bool:
+    if type(x) is float:
+        return True
+    return isinstance(x, list | tuple) and len(x) > 0 and all(type(i) is float for i in x)
+
+
+def _allclose(out, exp, atol) -> bool:
+    if type(out) is not type(exp):
+        return False
+    if isinstance(exp, list | tuple) and len(out) != len(exp):
+        return False
+    try:
+        return bool(np.allclose(np.asarray(out, dtype=float), np.asarray(exp, dtype=float),
+                                rtol=1e-07, atol=atol))
+    except (TypeError, ValueError):
+        return False
+
+
+def _poly(xs, x):
+    return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
+
+
+def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bool:
+    """Return whether decoded output ``out`` matches expected ``exp`` (evalplus rules)."""
+    try:
+        exact = out == exp
+    except RecursionError:
+        exact = False
+    if entry_point == "find_zero" and inp is not None:  # HumanEval/32
+        try:
+            return type(out) in (float, int) and abs(_poly(*inp, out)) <= max(atol, 1e-6)
+        except (TypeError, ValueError, OverflowError):
+            return False
+    if entry_point == "are_equivalent":  # Mbpp/164
+        return True
+    if entry_point == "sum_div":  # Mbpp/295
+        exact = exact or out == 0
+    elif entry_point in ("surface_Area", "digit_distance_nums") and inp is not None:  # Mbpp/581, 558
+        from evalplus.eval._special_oracle import _digit_distance_nums, _surface_Area
+
+        try:
+            if entry_point == "surface_Area":
+                exact = exact or abs(out - _surface_Area(*inp)) <= atol
+            else:
+                exact = exact or out == _digit_distance_nums(*inp)
+        except (TypeError, ValueError):
+            pass
+    elif entry_point in _SET_EQ:
+        try:
+            return isinstance(out, list | tuple | set) and set(out) == set(exp)
+        except TypeError:
+            return False
+    if atol == 0 and _is_floats(exp):
+        atol = 1e-6
+    if not exact and atol != 0:
+        return _allclose(out, exp, atol)
+    return bool(exact)
+
+
+def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None) -> str:
+    """Verdict name for one test from a sandbox :class:`~bayespass.execute.sandbox.Outcome`.
+
+    ``expected`` is the *decoded* expected value.
+    """
+    if outcome.status != "value":
+        return {"error": "error", "timeout": "timeout", "crash": "crash", "oversize": "oversize",
+                "not_run": "not_run"}[outcome.status]
+    try:
+        out = decode(outcome.value)
+    except (ValueError, TypeError, RecursionError):
+        return "error"
+    return "pass" if equal(out, expected, atol=atol, entry_point=entry_point, inp=inp) else "fail"
+
+
+def _normalise(x, tol):
+    if type(x) is float:
+        if math.isnan(x) or math.isinf(x):
+            return ["F", repr(x)]
+        return ["F", round(x / tol) * tol if tol > 0 else x]
+    if isinstance(x, list):
+        return ["L", [_normalise(v, tol) for v in x]]
+    if isinstance(x, tuple):
+        return ["T", [_normalise(v, tol) for v in x]]
+    if isinstance(x, set | frozenset):
+        return ["S", sorted((_normalise(v, tol) for v in x), key=repr)]
+    if isinstance(x, dict):
+        return ["D", sorted(([_normalise(k, tol), _normalise(v, tol)] for k, v in x.items()), key=repr)]
+    if isinstance(x, bytes):
+        return ["B", x.hex()]
+    return x
+
+
+def digest(outcome, *, atol: float = 0.0) -> int:
+    """Stable 63-bit digest of a test's behaviour: normalised value, error type, or verdict.
+
+    Floats are rounded to the task's tolerance (1e-6 when atol is 0) so that
+    programs equal under the judge's float comparison share a digest.
+    """
+    if outcome.status == "value":
+        try:
+            key = json.dumps(_normalise(decode(outcome.value), atol or 1e-6), sort_keys=True)
+        except (ValueError, TypeError, RecursionError):
+            key = "undecodable"
+    elif outcome.status == "error":
+        key = "error:" + outcome.error.split(":")[0]
+    else:
+        key = outcome.status
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1

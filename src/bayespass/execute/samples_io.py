@@ -1,0 +1,85 @@
+"""Reading generated samples (evalplus format) into one normalised table."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tokenize
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["read_samples", "normalise_code", "code_hash"]
+
+
+def normalise_code(code: str) -> str:
+    """Code with comments, blank lines and trailing whitespace removed (tokenize-based)."""
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                if t.type not in (tokenize.COMMENT, tokenize.NL)]
+        return tokenize.untokenize((t.type, t.string) for t in toks)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(line.rstrip() for line in code.splitlines() if line.strip())
+
+
+def code_hash(code: str) -> str:
+    """Hash of normalised code (identical programs execute once)."""
+    return hashlib.sha256(normalise_code(code).encode()).hexdigest()[:20]
+
+
+def _config_of(rec: dict, default: str) -> str:
+    if "config" in rec:
+        return str(rec["config"])
+    if "model" in rec:
+        from ..data.counts import config_label
+
+        return config_label(rec["model"], rec.get("temperature"), rec.get("benchmark"))
+    return default
+
+
+def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
+    """Samples as a table with columns config, task, sample, solution/completion (+ extras).
+
+    ``samples`` is a JSONL path, an evalplus samples directory
+    (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
+    Records need ``task_id`` and ``solution`` (a full program) or ``completion``
+    (appended to the prompt); optional ``config`` or ``model``/``temperature``.
+    Sample indices number the records of each (config, task) in order.
+    """
+    default = config or "samples"
+    if isinstance(samples, pd.DataFrame):
+        recs = samples.to_dict("records")
+    elif isinstance(samples, list | tuple):
+        recs = list(samples)
+    else:
+        path = Path(os.fspath(samples))
+        if not path.exists():
+            raise FileNotFoundError(f"samples {str(path)!r} do not exist")
+        default = config or path.stem
+        recs = []
+        if path.is_dir():
+            for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):
+                for f in sorted(task_dir.glob("*.py"), key=lambda p: (len(p.stem), p.stem)):
+                    recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": f.read_text()})
+        else:
+            with open(path, encoding="utf-8") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if line.strip():
+                        try:
+                            recs.append(json.loads(line))
+                        except json.JSONDecodeError as err:
+                            raise ValueError(f"{path}, line {lineno}: invalid JSON ({err.msg})") from err
+    rows = []
+    for i, rec in enumerate(recs):
+        if not isinstance(rec, dict) or "task_id" not in rec:
+            raise ValueError(f"sample record {i} has no 'task_id'")
+        if "solution" not in rec and "completion" not in rec:
+            raise ValueError(f"sample record {i} (task {rec['task_id']!r}) needs 'solution' or 'completion'")
+        rows.append(dict(rec, config=_config_of(rec, default), task=str(rec["task_id"])))
+    if not rows:
+        raise ValueError("no samples found")
+    df = pd.DataFrame(rows)
+    df["sample"] = df.groupby(["config", "task"]).cumcount()
+    return df

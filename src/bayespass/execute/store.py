@@ -1,0 +1,77 @@
+"""Crash-safe verdict store (SQLite in WAL mode), one row per executed program.
+
+Rows are keyed by (task, code hash, test-set hash, harness version) and
+committed the moment a program's tests are judged; the samples table maps
+(config, task, sample) to code hashes.  Re-running skips stored programs, so
+SIGINT or ``kill -9`` of the supervisor loses only what was in flight.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["VerdictStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    task TEXT, code_hash TEXT, testset TEXT, harness TEXT,
+    verdicts BLOB, digests BLOB, durations BLOB,
+    PRIMARY KEY (task, code_hash, testset, harness));
+CREATE TABLE IF NOT EXISTS samples (
+    config TEXT, task TEXT, sample INTEGER, code_hash TEXT, extra TEXT,
+    PRIMARY KEY (config, task, sample));
+"""
+
+
+class VerdictStore:
+    """Append-only store of per-program verdicts in ``RUNDIR/verdicts.sqlite``."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def add_samples(self, rows) -> None:
+        """Record (config, task, sample, code_hash, extra-json) rows (idempotent)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+
+    def done(self, testsets: dict[str, str], harness: str) -> set[tuple[str, str]]:
+        """(task, code_hash) pairs already judged under the current test sets and harness."""
+        with self._lock:
+            cur = self._db.execute("SELECT task, code_hash, testset FROM results WHERE harness = ?", (harness,))
+            return {(t, h) for t, h, ts in cur if testsets.get(t) == ts}
+
+    def put(self, task, code_hash, testset, harness, verdicts, digests, durations) -> None:
+        """Commit one program's results."""
+        row = (task, code_hash, testset, harness, np.asarray(verdicts, np.int8).tobytes(),
+               np.asarray(digests, np.int64).tobytes(), np.asarray(durations, np.float32).tobytes())
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+
+    def get(self, harness: str) -> dict:
+        """All results under ``harness`` as {(task, code_hash): (verdicts, digests, durations)}."""
+        with self._lock:
+            cur = self._db.execute("SELECT task, code_hash, verdicts, digests, durations FROM results "
+                                   "WHERE harness = ?", (harness,))
+            return {(t, h): (np.frombuffer(v, np.int8), np.frombuffer(d, np.int64), np.frombuffer(u, np.float32))
+                    for t, h, v, d, u in cur}
+
+    def samples(self) -> list[tuple]:
+        """All sample rows."""
+        with self._lock:
+            return list(self._db.execute("SELECT config, task, sample, code_hash, extra FROM samples"))

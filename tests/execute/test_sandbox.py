@@ -1,0 +1,142 @@
+"""The SANDBOX.md threat list: every hostile program gets the right verdict, the supervisor
+survives, nothing outside the sandbox changes, no process outlives the run, and a normal
+sample afterwards still passes."""
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bayespass.execute import engine
+from bayespass.execute.judge import CODES
+from bayespass.execute.sandbox import Limits
+
+MARK = f"bp_canary_{uuid.uuid4().hex[:8]}"
+
+
+def threats(canary_dir: Path) -> dict[str, tuple[str, set[str]]]:
+    """name -> (completion of add1, allowed verdicts)."""
+    c = str(canary_dir)
+    touch = f"{c}/{MARK}_touched"
+    return {
+        "infinite_loop": ("    while True:\n        pass\n", {"timeout"}),
+        "sleep": ("    import time\n    time.sleep(30)\n", {"timeout"}),
+        "sigalrm_ignored": ("    import signal\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                            "    signal.alarm(1)\n    while True:\n        pass\n", {"timeout"}),
+        "deep_recursion": ("    def r(n):\n        return r(n + 1) + 1\n    return r(0)\n", {"error"}),
+        "memory_bomb": ("    b = []\n    while True:\n        b.append(bytearray(10**8))\n", {"error", "crash"}),
+        "raise_rlimits": ("    import resource\n    resource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n"
+                          "    return x + 1\n", {"error"}),
+        "fork_loop": ("    import os\n    for _ in range(8):\n        os.fork()\n    return x + 1\n", {"error"}),
+        "posix_fork": ("    import posix\n    for _ in range(8):\n        posix.fork()\n    return x + 1\n", {"error"}),
+        "open_outside": (f"    open('{c}/{MARK}_open', 'w').write('x')\n    return x + 2\n", {"error", "fail"}),
+        "io_open_outside": (f"    import io\n    io.open('/tmp/{MARK}_io', 'w').write('x')\n    return x + 2\n",
+                            {"error", "fail"}),
+        "posix_open_outside": (f"    import posix\n    posix.open('{c}/{MARK}_posix', posix.O_CREAT | posix.O_WRONLY)\n"
+                               "    return x + 2\n", {"error", "fail"}),
+        "unlink_canary": (f"    import posix\n    posix.unlink('{c}/canary')\n    return x + 2\n", {"error", "fail"}),
+        "read_passwd": ("    return open('/etc/passwd').read()\n", {"error", "fail"}),
+        "socket": ("    import socket\n    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+                   "    s.connect(('127.0.0.1', 9))\n    return x + 1\n", {"error"}),
+        "os_system": (f"    import os\n    os.system('touch {touch}')\n    return x + 2\n", {"error", "fail"}),
+        "subprocess": (f"    import subprocess\n    subprocess.run(['touch', '{touch}'])\n    return x + 2\n",
+                       {"error", "fail"}),
+        "posix_system": (f"    import posix\n    posix.system('touch {touch}')\n    return x + 2\n", {"error", "fail"}),
+        "posix_spawn": (f"    import os\n    os.posix_spawn('/usr/bin/touch', ['touch', '{touch}'], {{}})\n"
+                        "    return x + 2\n", {"error", "fail"}),
+        "ctypes_system": (f"    import ctypes\n    ctypes.CDLL(None).system(b'touch {touch}')\n    return x + 2\n",
+                          {"error", "fail"}),
+        "segfault": ("    import ctypes\n    ctypes.string_at(0)\n", {"crash"}),
+        "os_exit": ("    import os\n    os._exit(0)\n", {"crash"}),
+        "sys_exit": ("    import sys\n    sys.exit(0)\n", {"error"}),
+        "kill_parent": ("    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return x + 2\n",
+                        {"error", "fail"}),
+        "kill_all": ("    import os, signal\n    os.kill(-1, signal.SIGKILL)\n    return x + 2\n", {"error", "fail"}),
+        "always_equal": ("    class E:\n        def __eq__(self, o):\n            return True\n"
+                         "        __hash__ = object.__hash__\n    return E()\n", {"error"}),
+        "always_equal_int": ("    class E(int):\n        def __eq__(self, o):\n            return True\n"
+                             "    return E(-5)\n", {"fail"}),
+        "frame_walk_forge": ("    import sys\n    f = sys._getframe()\n    while f is not None:\n"
+                             "        for k in list(f.f_locals):\n            if k in ('out', 'enc'):\n"
+                             "                f.f_locals[k] = 'pass'\n        f = f.f_back\n    return x + 2\n",
+                             {"fail"}),
+        "forged_lines": ("    import os\n    for i in range(3):\n        os.write(4, ('{\"i\": %d, \"ok\": true, \"v\": \"pass\", "
+                         "\"verdict\": \"pass\"}\\n' % i).encode())\n    return x + 2\n", {"fail"}),
+        "pickle_payload": (f"    import os, pickle\n    class P:\n        def __reduce__(self):\n"
+                           f"            return (os.system, ('touch {touch}',))\n"
+                           "    for fd in range(3, 10):\n        try:\n            os.write(fd, pickle.dumps(P()) + b'\\n')\n"
+                           "        except OSError:\n            pass\n    return x + 2\n", {"error", "fail"}),
+        "flood_print": ("    for _ in range(200000):\n        print('x' * 100)\n    return x + 2\n", {"fail"}),
+        "flood_os_write": ("    import os\n    for fd in (1, 2):\n        os.write(fd, b'x' * (1 << 24))\n"
+                           "    return x + 2\n", {"fail"}),
+        "flood_result_fd": ("    import os\n    os.write(4, b'y' * (1 << 27))\n    return x + 1\n",
+                            {"oversize", "error", "fail"}),
+    }
+
+
+def _sandbox_processes():
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        uid = int(status.split("Uid:")[1].split()[0])
+        if 61000 <= uid < 61100 or b"bp_canary" in cmd:
+            found.append(pid)
+    return found
+
+
+def test_threat_list(tmp_path, suite, layer):
+    canary_dir = tmp_path / "outside"
+    canary_dir.mkdir()
+    (canary_dir / "canary").write_text("keep me")
+    before_tmp = set(os.listdir("/tmp"))
+    table = threats(canary_dir)
+    samples = [{"task_id": "toy/add1", "completion": code, "config": name} for name, (code, _) in table.items()]
+    samples.append({"task_id": "toy/add1", "completion": "    return x + 1\n", "config": "normal"})
+    limits = Limits(min_time_limit=0.5, memory_mb=512)
+    ds = engine.execute(samples, suite, out=tmp_path / "run", limits=limits, layer=layer, workers=2,
+                        progress=False)
+    assert ds.attrs["sandbox_layer"] == layer
+    task = ds.sel(task="toy/add1", sample=0)
+    for name, (_, allowed) in table.items():
+        verdicts = {CODES[int(v)] for v in task.verdict.sel(config=name).values if v >= 0}
+        assert verdicts <= allowed, (name, verdicts, allowed)
+        assert not bool(task.correct.sel(config=name)), name
+    assert bool(task.correct.sel(config="normal"))
+    assert sorted(p.name for p in canary_dir.iterdir()) == ["canary"]
+    assert (canary_dir / "canary").read_text() == "keep me"
+    assert not [f for f in set(os.listdir("/tmp")) - before_tmp if MARK in f]
+    assert _sandbox_processes() == []
+
+
+def test_crash_is_never_timeout(tmp_path, suite, layer):
+    samples = [{"task_id": "toy/add1", "completion": "    import ctypes\n    ctypes.string_at(0)\n"},
+               {"task_id": "toy/add1", "completion": "    import os\n    os.abort()\n"}]
+    ds = engine.execute(samples, suite, layer=layer, workers=1, progress=False)
+    v = ds.verdict.sel(task="toy/add1").values[0][:, :3]
+    assert np.all(v == 5), v  # crash
+
+
+def test_float_tolerance_and_fast_check(suite, layer):
+    samples = [{"task_id": "toy/halve", "completion": "    return x / 2 + 1e-9\n"},
+               {"task_id": "toy/halve", "completion": "    return x * 0.5 + 1e-3\n"}]
+    ds = engine.execute(samples, suite, layer=layer, workers=1, progress=False, fast_check=True)
+    sel = ds.verdict.sel(task="toy/halve").values[0]
+    assert list(sel[0, :4]) == [1, 1, 1, 1]
+    assert list(sel[1, :4]) == [2, 0, 0, 0]  # fail, then not_run under fast_check
+
+
+def test_digests_cluster_behaviour(suite):
+    samples = [{"task_id": "toy/add1", "completion": "    return x + 1\n"},
+               {"task_id": "toy/add1", "completion": "    y = x\n    return 1 + y  # same behaviour\n"},
+               {"task_id": "toy/add1", "completion": "    return x + 2\n"}]
+    ds = engine.execute(samples, suite, workers=1, progress=False).sel(task="toy/add1")
+    d = ds.digest.values[0]
+    assert (d[0, :3] == d[1, :3]).all() and (d[0, :3] != d[2, :3]).all()
