@@ -36,6 +36,10 @@ _LAZY = {
     "plot_ppc": "stats.ppc",
     "compare": "stats.compare",
     "cv_elpd": "stats.compare",
+    "load_suite": "data.suites",
+    "execute": "execute.engine",
+    "to_counts": "execute.engine",
+    "Limits": "execute.sandbox",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]
@@ -60,6 +64,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data.io import read_counts, write_counts
     from .defaults import rc_context, rcParams
     from .models.eb import FitWarning, fit_eb
+    from .data.suites import load_suite
+    from .execute.engine import execute, to_counts
+    from .execute.sandbox import Limits
     from .models.fit import fit
     from .models.predictive import passk_draws
     from .models.specs import build_model

@@ -145,6 +145,43 @@ def curve(
         typer.echo(f"wrote {plot}", err=True)
 
 
+@app.command("execute")
+def execute_cmd(
+    samples: Annotated[Path, typer.Argument(help="evalplus-format samples: .jsonl or a samples directory.")],
+    suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
+    dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
+    out: Annotated[Path, typer.Option(help="Run directory (verdict store, samples.nc, counts).")] = Path("run"),
+    workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="Dask scheduler address, e.g. tcp://host:8786.")] = None,
+    fast_check: Annotated[bool, typer.Option(help="Stop each program at its first failing test.")] = False,
+    layer: Annotated[str, typer.Option(help="Sandbox layer: auto, bwrap, seccomp+uid, seccomp, rlimit.")] = "auto",
+) -> None:
+    """Run every sample in the sandbox; write per-test verdicts and counts to the run directory."""
+    from .data.io import write_counts
+    from .data.suites import load_suite
+    from .execute.engine import execute, to_counts
+
+    try:
+        s = load_suite(suite, dataset, workers=workers)
+        ds = execute(samples, s, out=out, workers=workers, scheduler=scheduler, fast_check=fast_check,
+                     layer=layer)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        fail(str(err))
+    counts = to_counts(ds)
+    write_counts(counts, out / "counts.nc")
+    write_counts(counts, out / "counts.csv")
+    typer.echo(f"sandbox layer: {ds.attrs['sandbox_layer']}; {ds.attrs['n_samples']} samples, "
+               f"{ds.attrs['n_unique_programs']} distinct programs; wrote {out}/samples.nc, counts.nc, counts.csv")
+    import pandas as pd
+
+    rows = pd.DataFrame({"config": ds.config.values,
+                         "samples": ds.exists.sum(("task", "sample")).values,
+                         "pass@1 (plus)": (ds.correct.sum(("task", "sample")) / ds.exists.sum(("task", "sample"))).values,
+                         "pass@1 (base)": (ds.base_correct.sum(("task", "sample"))
+                                           / ds.exists.sum(("task", "sample"))).values})
+    emit(rows, "table")
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
     app(prog_name="bayespass")

@@ -227,6 +227,7 @@ def main():
         try:
             out = fn(*args)
             dt = _perf() - t0
+            emit({"i": i, "returned": True, "t": dt})  # encoding/transfer time is not charged
             if not_none and type(out) is not bool:
                 out = out is not None
             try:

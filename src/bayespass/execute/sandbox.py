@@ -40,7 +40,7 @@ from pathlib import Path
 
 __all__ = ["Limits", "Outcome", "Sandbox", "probe_layer", "HARNESS_VERSION"]
 
-HARNESS_VERSION = "3"
+HARNESS_VERSION = "4"
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 _UID_BASE = 61000
 
@@ -65,6 +65,9 @@ class Limits:
         RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (nproc applies after a uid drop).
     max_value_bytes : int
         Largest encoded return value accepted for one test (else ``oversize``).
+    encode_time_limit : float
+        Wall seconds, after the function has returned, for encoding and
+        sending its value (not charged to the test's time limit).
     recursion : int
         Python recursion limit in the child.
     """
@@ -79,6 +82,7 @@ class Limits:
     nproc: int = 16
     max_value_bytes: int = 1 << 26
     recursion: int = 3000
+    encode_time_limit: float = 20.0
 
     def time_limit(self, gt_time: float) -> float:
         """Per-test wall-clock limit from the ground truth's time."""
@@ -317,6 +321,9 @@ class Sandbox:
                         continue
                     if phase != "tests" or msg.get("i") != nxt:
                         continue  # results are accepted in order, each index once
+                    if msg.get("returned") is True:
+                        deadline = time.monotonic() + lim.encode_time_limit
+                        continue
                     dur = _num(msg.get("t"))
                     outcomes[nxt] = (Outcome("value", value=msg.get("v"), duration=dur) if msg.get("ok") is True
                                      else Outcome("oversize" if msg.get("e") == "Oversize" else "error",
