@@ -82,3 +82,11 @@ def test_missing_tasks_ignored_in_fit():
     fit = bp.fit_eb(ds)
     assert list(fit.n_tasks.values) == [3000, 2000]
     assert_allclose(fit.a.values, 0.6, rtol=0.15)
+
+
+def test_mean_only_gives_undefined_passk_not_zero():
+    rng = np.random.default_rng(1)
+    ds = bp.make_counts(np.ones(300, int), rng.binomial(1, 0.6, 300))
+    with pytest.warns(bp.FitWarning):
+        out = bp.passk(ds, [1, 10], method=["bb", "zoibb", "linmix"]).values
+    assert np.isnan(out).all()

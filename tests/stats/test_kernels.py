@@ -144,3 +144,9 @@ def test_grid_kernels_equal_elementwise():
     assert_allclose(K.passk_zoibb_predictive_grid(n, c, k, a, b, pi0, pi1),
                     K.passk_zoibb_predictive(N, C, KK, a[:, None], b[:, None], pi0[:, None], pi1[:, None]),
                     rtol=1e-9, atol=1e-13)
+
+
+def test_grid_kernels_propagate_nan_parameters():
+    out = K.passk_bb_predictive_grid(np.array([1.0, 5.0]), np.array([0.0, 2.0]), np.array([1, 10]),
+                                     np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+    assert np.isnan(out[0]).all() and np.isfinite(out[1]).all()

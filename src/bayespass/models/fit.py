@@ -112,7 +112,8 @@ def _fit_mcmc(counts, model, *, draws, tune, chains, cores, seed, sampler, targe
         warnings.filterwarnings("ignore", "PyTensor could not link to a BLAS", UserWarning)
         return pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
                          target_accept=target_accept, nuts_sampler=sampler, progressbar=progressbar,
-                         compute_convergence_checks=False, idata_kwargs={"log_likelihood": True})
+                         compute_convergence_checks=False,
+                         idata_kwargs={"log_likelihood": model != "zoibb"})
 
 
 def _fit_eb(counts, model, *, draws, seed):
@@ -174,8 +175,9 @@ def _finish(idata, counts, model, method, seed, k):
     idata.posterior.attrs.update(bayespass_model=model, bayespass_method=method, seed=seed,
                                  bayespass_version=__version__)
     groups = {"observed_data": obs.drop_vars(list(cfg_coords)), "constant_data": const.drop_vars(list(cfg_coords))}
-    if method == "eb":
+    if method == "eb" or model == "zoibb":
         groups["log_likelihood"] = _log_likelihood(idata, counts, model)
+    if method == "eb":
         groups["sample_stats"] = xr.Dataset(
             {"lp": (("chain", "draw"), np.zeros((1, idata.posterior.sizes["draw"])))},
             coords={"chain": [0], "draw": idata.posterior.draw.values})

@@ -21,10 +21,11 @@ Three models of per-task success probability, all vectorised over configs:
 
     so a config with few samples borrows strength from the others through d.
 
-Unobserved pairs (n = 0) contribute log-likelihood 0.  The observed node is
-named ``c`` with dims ``(config, task)`` so ``log_likelihood`` is per
-(config, task) from the marginal likelihood (valid for LOO in bb/zoibb; in
-``hier`` it is conditional on the shared d_i).
+Unobserved pairs (n = 0) contribute log-likelihood 0.  ``log_likelihood``
+is per (config, task) from the marginal likelihood (valid for LOO in
+bb/zoibb; in ``hier`` it is conditional on the shared d_i).  The zoibb
+likelihood is a ``pm.Potential`` (see :func:`zoibb_logp_tensor`); its
+pointwise log-likelihood is computed from the draws after sampling.
 """
 
 from __future__ import annotations
@@ -52,16 +53,25 @@ def _bb_hyper(pm, pt):
     return a, b
 
 
-def _zoibb_logp(value, n, a, b, pi0, pi1):
-    import pymc as pm
+def zoibb_logp_tensor(c, n, a, b, pi0, pi1):
+    """Elementwise ZOIBB log-pmf as a pytensor expression (all arguments broadcast).
+
+    Written with plain tensor ops (not ``pm.CustomDist``, which silently uses
+    only the first row of (config, 1) parameters) so every config's data
+    informs its own parameters.
+    """
     import pytensor.tensor as pt
 
-    bb = pm.logp(pm.BetaBinomial.dist(n=n, alpha=a, beta=b), value)
+    log_binom = pt.gammaln(n + 1) - pt.gammaln(c + 1) - pt.gammaln(n - c + 1)
+    bb = log_binom + pt.gammaln(a + c) + pt.gammaln(b + n - c) - pt.gammaln(a + b + n) \
+        - (pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b))
     minus_inf = pt.constant(-np.inf)
-    l0 = pt.switch(pt.eq(value, 0), pt.log(pi0), minus_inf)
-    l1 = pt.switch(pt.eq(value, n), pt.log(pi1), minus_inf)
+    l0 = pt.switch(pt.eq(c, 0), pt.log(pi0), minus_inf)
+    l1 = pt.switch(pt.eq(c, n), pt.log(pi1), minus_inf)
     lb = pt.log1p(-pi0 - pi1) + bb
-    return pm.math.logsumexp(pt.stack([l0, l1, lb]), axis=0)[0]
+    stacked = pt.stack([l0, l1, lb])
+    m = pt.max(stacked, axis=0)
+    return m + pt.log(pt.sum(pt.exp(stacked - m), axis=0))
 
 
 def build_model(counts: xr.Dataset, model: str = "bb"):
@@ -91,11 +101,8 @@ def build_model(counts: xr.Dataset, model: str = "bb"):
             w = pm.Dirichlet("w", np.ones(3), dims=("config", "component"))
             pi0 = pm.Deterministic("pi0", w[:, 1], dims="config")
             pi1 = pm.Deterministic("pi1", w[:, 2], dims="config")
-            # Each parameter is passed as its own (config, 1) tensor: CustomDist
-            # broadcasts them elementwise against (config, task).
-            pm.CustomDist("c", n_data, a[:, None], b[:, None], pi0[:, None], pi1[:, None],
-                          logp=_zoibb_logp, observed=c, dims=("config", "task"),
-                          dtype="int64")
+            ll = zoibb_logp_tensor(c, n_data, a[:, None], b[:, None], pi0[:, None], pi1[:, None])
+            pm.Potential("c_loglik", pt.switch(pt.gt(n_data, 0), ll, 0.0).sum())
         else:
             alpha = pm.Normal("alpha", 0.0, 2.0, dims="config")
             sigma_d = pm.HalfNormal("sigma_d", 2.0)

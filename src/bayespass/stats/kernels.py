@@ -175,6 +175,8 @@ def _log_ratio_grid(d, den0, step, k):
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(den > 0, np.log1p(-d[s:s + rows, None] / np.where(den > 0, den, 1.0)), 0.0)
         out[s:s + rows] = np.cumsum(terms, axis=1)[:, k - 1]
+    bad = ~(np.isfinite(d) & np.isfinite(den0))
+    out[bad] = np.nan  # undefined inputs (e.g. non-identified hyperparameters) stay undefined
     return out
 
 
