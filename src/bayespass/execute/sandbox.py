@@ -266,6 +266,8 @@ class Sandbox:
                 # The child ended without reporting test `start`: a crash (or a CPU-limit kill).
                 cpu = rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
                 outcomes[start] = Outcome("timeout" if cpu else "crash", error=f"exit {rc}")
+                if self._stop is not None and self._stop(start, outcomes[start]):
+                    break
                 start += 1
         return [o if o is not None else Outcome("not_run") for o in outcomes]
 
@@ -294,6 +296,8 @@ class Sandbox:
                             outcomes[i] = Outcome("timeout", error="load")
                         return -1, False
                     outcomes[nxt] = Outcome("timeout", duration=time.monotonic() - t_start)
+                    if self._stop is not None and self._stop(nxt, outcomes[nxt]):
+                        return -1, False
                     return nxt + 1, False
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:

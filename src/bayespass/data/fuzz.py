@@ -1,0 +1,181 @@
+"""Type-aware mutation fuzzing of task inputs (the ``Gen`` of the incoherence method).
+
+Seeded by each task's own inputs, as in EvalPlus: ints/floats +-1, +-10 or a
+random value; bools flipped; strings get a character inserted, deleted or
+replaced, or a substring truncated, extended or duplicated; lists, sets,
+dicts and tuples get an element inserted (random or a copy), swapped,
+duplicated or deleted; mutation recurses into nested values.  A candidate
+input is kept only if the task's contract accepts it and the canonical
+solution returns within its time limit without raising (checked in the
+sandbox).  Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import string
+
+import numpy as np
+
+__all__ = ["mutate", "fuzz_inputs", "fuzz_suite"]
+
+
+def _mutate_scalar(x, rng: random.Random):
+    if type(x) is bool:
+        return not x
+    if type(x) is int:
+        return rng.choice([x + 1, x - 1, x + 10, x - 10, rng.randint(-100, 100)])
+    if type(x) is float:
+        return rng.choice([x + 1.0, x - 1.0, x + 10.0, x - 10.0, round(rng.uniform(-100, 100), 3)])
+    if type(x) is str:
+        return _mutate_str(x, rng)
+    return x
+
+
+def _mutate_str(s: str, rng: random.Random) -> str:
+    alphabet = string.ascii_letters + string.digits + " "
+    i = rng.randint(0, len(s))
+    op = rng.randrange(6) if s else 0
+    if op == 0:
+        return s[:i] + rng.choice(alphabet) + s[i:]
+    j = min(len(s), i + rng.randint(1, 3))
+    if op == 1:
+        return s[:i] + s[i + 1:]
+    if op == 2:
+        return s[:i] + rng.choice(alphabet) + s[i + 1:]
+    if op == 3:
+        return s[: rng.randint(0, len(s))]
+    if op == 4:
+        return s + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+    return s[:j] + s[i:j] + s[j:]
+
+
+def _mutate_seq(xs: list, rng: random.Random) -> list:
+    xs = list(xs)
+    op = rng.randrange(5) if xs else 0
+    if op == 0:
+        new = copy.deepcopy(rng.choice(xs)) if xs else 0
+        xs.insert(rng.randint(0, len(xs)), mutate(new, rng) if xs else new)
+    elif op == 1 and len(xs) > 1:
+        i, j = rng.sample(range(len(xs)), 2)
+        xs[i], xs[j] = xs[j], xs[i]
+    elif op == 2:
+        i = rng.randrange(len(xs))
+        xs.insert(i, copy.deepcopy(xs[i]))
+    elif op == 3:
+        del xs[rng.randrange(len(xs))]
+    else:
+        i = rng.randrange(len(xs))
+        xs[i] = mutate(xs[i], rng)
+    return xs
+
+
+def mutate(x, rng: random.Random):
+    """Return one type-preserving mutation of ``x`` (recursing into containers)."""
+    if isinstance(x, list):
+        return _mutate_seq(x, rng)
+    if isinstance(x, tuple):
+        return tuple(_mutate_seq(list(x), rng))
+    if isinstance(x, set):
+        return set(_mutate_seq(sorted(x, key=repr), rng))
+    if isinstance(x, dict):
+        items = list(x.items())
+        if items and rng.random() < 0.5:
+            k, v = rng.choice(items)
+            return dict(x, **{k: mutate(v, rng)}) if isinstance(k, str) else {**x, k: mutate(v, rng)}
+        if items and rng.random() < 0.5:
+            k = rng.choice(items)[0]
+            return {kk: vv for kk, vv in items if kk != k}
+        new_k = mutate(rng.choice(items)[0], rng) if items else "k"
+        return {**x, new_k: copy.deepcopy(rng.choice(items)[1]) if items else 0}
+    return _mutate_scalar(x, rng)
+
+
+def _candidates(seeds: list, n: int, rng: random.Random, budget: int) -> list:
+    pool = [list(s) for s in seeds]
+    seen = {json.dumps(s, default=repr) for s in pool}
+    out = []
+    tries = 0
+    while len(out) < n and tries < budget and pool:
+        tries += 1
+        parent = rng.choice(pool)
+        args = list(parent)
+        if not args:
+            break
+        i = rng.randrange(len(args))
+        args[i] = mutate(args[i], rng)
+        key = json.dumps(args, default=repr)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(args)
+        pool.append(args)
+    return out
+
+
+def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit: float = 0.2,
+                oversample: float = 1.5, max_timeouts: int = 8) -> dict:
+    """Up to ``n`` valid fuzzed inputs of one task with the canonical outputs on them.
+
+    Candidates on which the canonical solution times out are dropped; after
+    ``max_timeouts`` of them the task stops (exponential-time tasks such as
+    recursive Fibonacci would otherwise cost a time limit per candidate).
+
+    Returns ``{"inputs": [...], "values": [tagged...], "times": [...], "tried": int}``.
+    """
+    from ..execute.child import encode
+    from ..execute.sandbox import Limits, Sandbox
+
+    rng = random.Random(f"{seed}:{task.task_id}")
+    sb = sandbox or Sandbox(limits=Limits(cpu_s=600))
+    cands = _candidates(task.inputs, int(n * oversample), rng, budget=int(20 * n * oversample))
+    program = task.prompt + task.contract + task.canonical_solution if task.contract else task.reference_program
+    tagged = []
+    keep_c = []
+    for c in cands:
+        try:
+            tagged.append(encode(tuple(c)))
+            keep_c.append(c)
+        except TypeError:
+            continue
+    timeouts = [0]
+
+    def stop(i, o):
+        timeouts[0] += o.status == "timeout"
+        return timeouts[0] >= max_timeouts
+
+    outs = sb.run(program, task.entry_point, tagged, [time_limit] * len(tagged),
+                  output_not_none=task.output_not_none, stop=stop)
+    ok = [i for i, o in enumerate(outs) if o.status == "value"][:n]
+    return {"inputs": [tagged[i] for i in ok], "values": [outs[i].value for i in ok],
+            "times": [outs[i].duration for i in ok], "tried": len(tagged)}
+
+
+def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True) -> dict:
+    """Fuzz every task of a suite in the sandbox (cached on disk by suite hash, n and seed)."""
+    from ..execute.harness import SlotPool
+    from ..execute.sandbox import Limits
+    from .suites import cache_dir
+
+    if not suite.expected:
+        suite.compute_expected(workers=workers)
+    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}.json"
+    if use_cache and path.exists():
+        return json.loads(path.read_text())
+    pool = SlotPool(workers, limits=Limits(cpu_s=600))
+    tasks = list(suite.tasks.values())
+    res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb), tasks)
+    out = {t.task_id: r for t, r in zip(tasks, res, strict=True)}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(path)
+    return out
+
+
+def summary(fuzzed: dict, threshold: int = 200) -> dict:
+    """Fraction of tasks with at least ``threshold`` valid inputs, and the median count."""
+    counts = np.array([len(v["inputs"]) for v in fuzzed.values()])
+    return {"tasks": len(counts), "frac_ge_threshold": float(np.mean(counts >= threshold)),
+            "median_inputs": float(np.median(counts)), "min_inputs": int(counts.min())}
