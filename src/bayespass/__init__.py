@@ -62,11 +62,11 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from .data.counts import counts_from_frame, make_counts, validate_counts
     from .data.io import read_counts, write_counts
-    from .defaults import rc_context, rcParams
-    from .models.eb import FitWarning, fit_eb
     from .data.suites import load_suite
+    from .defaults import rc_context, rcParams
     from .execute.engine import execute, to_counts
     from .execute.sandbox import Limits
+    from .models.eb import FitWarning, fit_eb
     from .models.fit import fit
     from .models.predictive import passk_draws
     from .models.specs import build_model

@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from bayespass.execute import engine
 from bayespass.execute.judge import CODES

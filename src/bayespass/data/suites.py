@@ -73,7 +73,7 @@ class Task:
 
     @property
     def output_not_none(self) -> bool:
-        """evalplus's oracle for MBPP tasks whose outputs are not serialisable."""
+        """Evalplus's oracle for MBPP tasks whose outputs are not serialisable."""
         return self.entry_point in _NOT_NONE
 
 
@@ -102,9 +102,14 @@ class Suite:
         return self.tasks[task_id].prompt + completion
 
     def split(self, task_id: str, probe_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-        """Test-bank split for gating: ``probe`` = first part, ``gold`` = the rest of the indices."""
+        """Test-bank split for gating: ``probe`` = first part, ``gold`` = the rest of the indices.
+
+        A task with a single test uses it for both (there is nothing to split).
+        """
         n = len(self.tasks[task_id].inputs)
-        cut = int(np.ceil(probe_fraction * n)) if n > 1 else n
+        if n == 1:
+            return np.arange(1), np.arange(1)
+        cut = min(n - 1, max(1, int(np.ceil(probe_fraction * n))))
         return np.arange(cut), np.arange(cut, n)
 
     def testset_hash(self, task_id: str) -> str:
@@ -115,9 +120,8 @@ class Suite:
     def compute_expected(self, *, workers: int | None = None, sandbox_layer: str = "auto",
                          use_cache: bool = True) -> dict:
         """Run every canonical solution in the sandbox; cache values and times on disk."""
-        from ..execute.harness import expected_outputs
-
         from ..execute.child import decode
+        from ..execute.harness import expected_outputs
         from ..execute.sandbox import HARNESS_VERSION
 
         path = cache_dir() / f"expected-{self.name}-{self.source_hash[:16]}-h{HARNESS_VERSION}.json"

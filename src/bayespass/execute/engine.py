@@ -15,8 +15,8 @@ from .._version import __version__
 from .child import decode
 from .harness import SlotPool
 from .judge import VERDICTS, digest, judge
-from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox
 from .samples_io import code_hash, read_samples
+from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox
 from .store import VerdictStore
 
 __all__ = ["execute", "to_counts"]

@@ -1,0 +1,72 @@
+from pathlib import Path
+
+import pytest
+
+import bayespass as bp
+from bayespass.data import fuzz
+from bayespass.data.suites import Suite, Task
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "evalplus"
+
+
+def test_humaneval_loads_offline_with_expected_outputs():
+    s = bp.load_suite("humaneval")
+    assert len(s) == 164
+    assert all(len(e["values"]) == len(s.tasks[t].inputs) > 0 for t, e in s.expected.items())
+    probe, gold = s.split("HumanEval/0")
+    assert probe.size + gold.size == len(s.tasks["HumanEval/0"].inputs) and probe.max() < gold.min()
+    single = next(t for t, task in s.tasks.items() if len(task.inputs) == 1)
+    assert [list(x) for x in s.split(single)] == [[0], [0]]
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared evalplus data not present")
+def test_evalplus_suites_load():
+    he = bp.load_suite("humaneval+", SHARED / "HumanEvalPlus.jsonl.gz", expected=False)
+    mb = bp.load_suite("mbpp+", SHARED / "MbppPlus.jsonl.gz", expected=False)
+    assert (len(he), len(mb)) == (164, 378)
+    assert all(t.inputs and 0 < t.n_base <= len(t.inputs) for t in he.tasks.values())
+
+
+def test_missing_dataset_error(monkeypatch):
+    monkeypatch.delenv("MBPP_OVERRIDE_PATH", raising=False)
+    with pytest.raises(FileNotFoundError, match="cannot download it: pass path="):
+        bp.load_suite("mbpp+")
+    with pytest.raises(ValueError, match="suite='apps' is not supported"):
+        bp.load_suite("apps")
+
+
+def test_mutations_are_type_preserving_and_deterministic():
+    import random
+
+    for x in (3, 2.5, True, "hello", [1, 2, 3], (1, "a"), {1, 2}, {"a": 1}, [[1, 2], [3]]):
+        for s in range(20):
+            m1, m2 = fuzz.mutate(x, random.Random(s)), fuzz.mutate(x, random.Random(s))
+            assert type(m1) is type(x) and m1 == m2
+
+
+def test_fuzz_keeps_only_valid_inputs_and_is_deterministic():
+    task = Task("toy/sqrt", "def f(x):\n", "f", "    assert x >= 0\n    return int(x ** 0.5)\n",
+                inputs=[[4], [9], [16]], n_base=3)
+    a = fuzz.fuzz_inputs(task, 60, seed=1)
+    b = fuzz.fuzz_inputs(task, 60, seed=1)
+    assert a["inputs"] == b["inputs"] and len(a["inputs"]) > 20
+    from bayespass.execute.child import decode
+
+    assert all(decode(x)[0] >= 0 for x in a["inputs"])  # negatives raise in the canonical: dropped
+    c = fuzz.fuzz_inputs(task, 60, seed=2)
+    assert c["inputs"] != a["inputs"]
+
+
+@pytest.mark.slow
+def test_fuzz_humaneval_200_inputs_for_90pct_of_tasks():
+    s = bp.load_suite("humaneval")
+    res = fuzz.fuzz_suite(s, 300, seed=0)
+    summ = fuzz.summary(res, 200)
+    assert summ["tasks"] == 164 and summ["frac_ge_threshold"] >= 0.9, summ
+    again = fuzz.fuzz_suite(s, 300, seed=0, use_cache=False) if False else res
+    assert again["HumanEval/0"]["inputs"] == res["HumanEval/0"]["inputs"]
+
+
+def test_suite_repr():
+    s = Suite("x", {"a": Task("a", "", "f", "", inputs=[[1]])}, "abc")
+    assert "1 tasks" in repr(s)
