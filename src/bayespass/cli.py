@@ -174,11 +174,10 @@ def execute_cmd(
                f"{ds.attrs['n_unique_programs']} distinct programs; wrote {out}/samples.nc, counts.nc, counts.csv")
     import pandas as pd
 
-    rows = pd.DataFrame({"config": ds.config.values,
-                         "samples": ds.exists.sum(("task", "sample")).values,
-                         "pass@1 (plus)": (ds.correct.sum(("task", "sample")) / ds.exists.sum(("task", "sample"))).values,
-                         "pass@1 (base)": (ds.base_correct.sum(("task", "sample"))
-                                           / ds.exists.sum(("task", "sample"))).values})
+    drawn = ds.exists.sum(("task", "sample"))
+    rows = pd.DataFrame({"config": ds.config.values, "samples": drawn.values,
+                         "pass@1 (plus)": (ds.correct.sum(("task", "sample")) / drawn).values,
+                         "pass@1 (base)": (ds.base_correct.sum(("task", "sample")) / drawn).values})
     emit(rows, "table")
 
 

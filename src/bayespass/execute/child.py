@@ -63,6 +63,7 @@ def encode(x, depth=0):
 
 
 def decode(x):
+    """Inverse of :func:`encode`."""
     if isinstance(x, list):
         tag, v = x
         if tag == "I":
@@ -86,6 +87,7 @@ def decode(x):
 
 
 def set_limits(lim):
+    """Apply rlimits (hard = soft, so they cannot be raised again)."""
     import resource as r
 
     mb = 1024 * 1024
@@ -114,6 +116,7 @@ def private_mounts():
 
 
 def drop_privileges(uid):
+    """Switch to the unprivileged slot uid (root only)."""
     if os.getuid() != 0 or uid is None:
         return
     os.setgroups([])
@@ -176,6 +179,7 @@ def install_seccomp():
 
 
 def main():
+    """Read the job, lock down, run the program test by test, report results."""
     raw = b""
     while True:
         chunk = os.read(3, 1 << 16)

@@ -81,7 +81,7 @@ def _task_expected(sb: Sandbox, task) -> dict:
 
 
 def expected_outputs(suite, *, workers: int | None = None, layer: str = "auto") -> dict:
-    """Expected tagged outputs and ground-truth times for every task of ``suite``.
+    """Return expected tagged outputs and ground-truth times for every task of ``suite``.
 
     Inputs on which the canonical solution itself does not return a value
     (rare) are dropped and listed under ``"dropped"``.

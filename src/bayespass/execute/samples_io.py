@@ -40,7 +40,7 @@ def _config_of(rec: dict, default: str) -> str:
 
 
 def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
-    """Samples as a table with columns config, task, sample, solution/completion (+ extras).
+    """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
     ``samples`` is a JSONL path, an evalplus samples directory
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.

@@ -126,7 +126,7 @@ class SyntheticCoder(Coder):
         self.seed = seed
 
     def truth(self, temperature: float) -> xr.Dataset:
-        """True per-task success probability ``p_true`` at a temperature."""
+        """Return the true per-task success probability ``p_true`` at a temperature."""
         p = self.p_base
         with np.errstate(divide="ignore"):
             p_t = np.where((p > 0) & (p < 1), expit(logit(np.clip(p, 1e-12, 1 - 1e-12)) / temperature), p)
