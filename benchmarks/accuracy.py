@@ -7,10 +7,10 @@ error averaged over replicates and the regime's priors, for naive,
 unbiased (m >= k only), EB BB / ZOIBB / LinMix, and the full-Bayes ZOIBB
 posterior mean ("bayes": importance-corrected Laplace posterior, same
 hyperpriors as the PyMC model); and the coverage of the 90% intervals.
-One cell (MBPP-like, m = 5) is also fitted by NUTS to show both posteriors
-agree.
+With ``--nuts`` one cell (MBPP-like, m = 5) is also fitted by NUTS to
+compare the two posteriors.
 
-Usage: python benchmarks/accuracy.py [--reps 10] [--no-nuts]
+Usage: python benchmarks/accuracy.py [--reps 10] [--nuts]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def fmt(v):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--no-nuts", action="store_true")
+    ap.add_argument("--nuts", action="store_true", help="also fit one cell by NUTS (about 10 more minutes)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     names = list(METHODS) + ["bayes"]
@@ -91,7 +91,7 @@ def main():
             cover_lines.append(f"| {regime} | {m} | {cov.mean():.2f} | {width.mean():.3f} |")
             print(f"{regime} m={m} done ({time.perf_counter() - t0:.0f}s)", flush=True)
     nuts = []
-    if not args.no_nuts:
+    if args.nuts:
         T, priors = REGIMES["MBPP-like"]
         t1 = time.perf_counter()
         err_n, cov_n, _ = run_cell(T, priors, 5, args.reps, seed=5000, fit_method="mcmc")

@@ -73,7 +73,8 @@ def test_loo_prefers_zoibb_with_structural_zeros_and_bb_on_beta():
     ds_b = simulate_counts(p_b, 20, seed=24)
     fits = {m: bp.fit(ds_b, m, "eb", seed=0) for m in ("bb", "zoibb")}
     table = bp.compare(fits).xs(ds_b.config.item())
-    assert table.index[0] == "bb" or table.loc["zoibb", "elpd_diff"] < table.loc["zoibb", "dse"]
+    # zoibb nests bb, so on pure Beta data the preference is weak (about one dse) by nature
+    assert table.index[0] == "bb"
     assert table["n_bad_k"].sum() == 0
     cv = bp.cv_elpd(ds_z, folds=10, seed=0)
     assert cv.best.item() == "zoibb"
