@@ -88,6 +88,7 @@ def main():
             mae = np.mean(err, axis=1)  # (method, k); NaN where the method is undefined
             for ik, k in enumerate(KS):
                 lines.append(f"| {m} | {k} | " + " | ".join(fmt(v) for v in mae[:, ik]) + " |")
+                print(f"{regime} " + lines[-1], flush=True)
             cover_lines.append(f"| {regime} | {m} | {cov.mean():.2f} | {width.mean():.3f} |")
             print(f"{regime} m={m} done ({time.perf_counter() - t0:.0f}s)", flush=True)
     nuts = []
