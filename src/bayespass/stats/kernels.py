@@ -121,6 +121,18 @@ def zoibb_logpmf(c, n, a, b, pi0, pi1):
     return np.where(n == 0, 0.0, out)
 
 
+def _zoibb_affine(n, c, a, b, pi0, pi1):
+    """ZOIBB predictive as ``lo + slope * BBpred`` per task (weights of the boundary components)."""
+    pib = 1.0 - pi0 - pi1
+    r = pib * np.exp(bb_logpmf(c, n, a, b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wb0 = np.where(r > 0, r / (pi0 + r), 0.0)
+        w1 = np.where(pi1 > 0, pi1 / (pi1 + r), 0.0)
+    lo = np.where(n == 0, pi1, np.where((c == n) & (c > 0), w1, 0.0))
+    slope = np.where(n == 0, pib, np.where(c == 0, wb0, np.where(c == n, 1.0 - w1, 1.0)))
+    return lo, slope
+
+
 def passk_zoibb_predictive(n, c, k, a, b, pi0, pi1):
     """Posterior-predictive pass@k of one task under the ZOIB prior.
 
@@ -133,17 +145,8 @@ def passk_zoibb_predictive(n, c, k, a, b, pi0, pi1):
     n, c, k, a, b, pi0, pi1 = np.broadcast_arrays(
         *(np.asarray(x, dtype=float) for x in (n, c, k, a, b, pi0, pi1))
     )
-    bbp = passk_bb_predictive(n, c, k, a, b)
-    pib = 1.0 - pi0 - pi1
-    r = pib * np.exp(bb_logpmf(c, n, a, b))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wb0 = np.where(r > 0, r / (pi0 + r), 0.0)
-        w1 = np.where(pi1 > 0, pi1 / (pi1 + r), 0.0)
-    out = bbp
-    out = np.where(c == 0, wb0 * bbp, out)
-    out = np.where(c == n, w1 + (1.0 - w1) * bbp, out)
-    out = np.where(n == 0, pi1 + pib * bbp, out)
-    return out
+    lo, slope = _zoibb_affine(n, c, a, b, pi0, pi1)
+    return lo + slope * passk_bb_predictive(n, c, k, a, b)
 
 
 def linmix_weight(m, m_low=5.0, m_high=50.0):
@@ -212,14 +215,5 @@ def passk_bb_predictive_grid(n, c, k, a, b):
 def passk_zoibb_predictive_grid(n, c, k, a, b, pi0, pi1):
     """:func:`passk_zoibb_predictive` for 1-D per-pair arrays over a k grid, shape (U, K)."""
     n, c, a, b, pi0, pi1 = (np.asarray(x, dtype=float) for x in (n, c, a, b, pi0, pi1))
-    bbp = passk_bb_predictive_grid(n, c, k, a, b)
-    pib = 1.0 - pi0 - pi1
-    r = pib * np.exp(bb_logpmf(c, n, a, b))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wb0 = np.where(r > 0, r / (pi0 + r), 0.0)
-        w1 = np.where(pi1 > 0, pi1 / (pi1 + r), 0.0)
-    lo = np.where(c == 0, 0.0, np.where(c == n, w1, 0.0))
-    slope = np.where(c == 0, wb0, np.where(c == n, 1.0 - w1, 1.0))
-    lo = np.where(n == 0, pi1, lo)
-    slope = np.where(n == 0, pib, slope)
-    return lo[:, None] + slope[:, None] * bbp
+    lo, slope = _zoibb_affine(n, c, a, b, pi0, pi1)
+    return lo[:, None] + slope[:, None] * passk_bb_predictive_grid(n, c, k, a, b)
