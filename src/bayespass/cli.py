@@ -138,8 +138,17 @@ def curve(
     if plot is not None:
         import matplotlib.pyplot as plt
 
-        full = passk_curve(idata, ci_prob=ci_prob)
-        ax = plot_passk_curve(full)
+        import numpy as np
+
+        from .data.counts import make_counts
+
+        k_max = max(int(x) for x in k.split(","))
+        grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
+                                         np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
+        full = passk_curve(idata, grid, ci_prob=ci_prob)
+        counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
+                             task=idata.observed_data.task.values, config=idata.observed_data.config.values)
+        ax = plot_passk_curve(full, counts=counts)
         ax.figure.savefig(plot, dpi=120, bbox_inches="tight")
         plt.close(ax.figure)
         typer.echo(f"wrote {plot}", err=True)
