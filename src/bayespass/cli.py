@@ -137,7 +137,6 @@ def curve(
     emit(res.to_dataframe().reset_index(), format)
     if plot is not None:
         import matplotlib.pyplot as plt
-
         import numpy as np
 
         from .data.counts import make_counts

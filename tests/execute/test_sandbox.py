@@ -64,8 +64,10 @@ def threats(canary_dir: Path) -> dict[str, tuple[str, set[str]]]:
                              "        for k in list(f.f_locals):\n            if k in ('out', 'enc'):\n"
                              "                f.f_locals[k] = 'pass'\n        f = f.f_back\n    return x + 2\n",
                              {"fail"}),
-        "forged_lines": ("    import os\n    for i in range(3):\n        os.write(4, ('{\"i\": %d, \"ok\": true, \"v\": \"pass\", "
-                         "\"verdict\": \"pass\"}\\n' % i).encode())\n    return x + 2\n", {"fail"}),
+        "forged_lines": ("    import os\n    for fd in range(3, 20):\n        for i in range(3):\n            try:\n"
+                         "                os.write(fd, ('{\"i\": %d, \"ok\": true, \"v\": \"pass\", "
+                         "\"verdict\": \"pass\"}\\n' % i).encode())\n            except OSError:\n"
+                         "                pass\n    return x + 2\n", {"fail"}),
         "pickle_payload": (f"    import os, pickle\n    class P:\n        def __reduce__(self):\n"
                            f"            return (os.system, ('touch {touch}',))\n"
                            "    for fd in range(3, 10):\n        try:\n            os.write(fd, pickle.dumps(P()) + b'\\n')\n"
@@ -73,8 +75,10 @@ def threats(canary_dir: Path) -> dict[str, tuple[str, set[str]]]:
         "flood_print": ("    for _ in range(200000):\n        print('x' * 100)\n    return x + 2\n", {"fail"}),
         "flood_os_write": ("    import os\n    for fd in (1, 2):\n        os.write(fd, b'x' * (1 << 24))\n"
                            "    return x + 2\n", {"fail"}),
-        "flood_result_fd": ("    import os\n    os.write(4, b'y' * (1 << 27))\n    return x + 1\n",
-                            {"oversize", "error", "fail"}),
+        "flood_result_fd": ("    import os\n    for fd in range(3, 12):\n        try:\n"
+                            "            os.write(fd, b'y' * (1 << 27))\n        except OSError:\n            pass\n"
+                            "    return x + 1\n",
+                            {"oversize", "error", "fail", "timeout"}),
     }
 
 

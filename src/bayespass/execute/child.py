@@ -1,13 +1,13 @@
 # bayespass sandbox child.  Stdlib only: the supervisor runs this source as
-#     python -I -B -S -c <this file>          (fresh interpreter, no site-packages)
-# with fd 3 = job pipe (read) and fd 4 = result pipe (write); stdin/stdout/stderr
-# are /dev/null.  The child never sees expected outputs and never judges: it
-# sends back each test's return value as tagged JSON and the supervisor compares.
+#     python -I -B -S -c <this file> <job fd> <result fd>   (fresh interpreter, no site-packages)
+# with a job pipe to read and a result pipe to write; stdin/stdout/stderr are /dev/null.
+# The child never sees expected outputs and never judges: it sends back each test's
+# return value as tagged JSON and the supervisor compares.
 #
-# Job (JSON on fd 3): {"code", "entry_point", "inputs": [tagged...], "start": i0,
+# Job (JSON on the job pipe): {"code", "entry_point", "inputs": [tagged...], "start": i0,
 #   "limits": {"as_mb", "cpu_s", "fsize_mb", "nofile", "nproc"}, "uid", "seccomp",
 #   "recursion", "output_not_none", "max_value_bytes"}
-# Results (JSON lines on fd 4): {"i", "ok": true, "v": tagged, "t"} or
+# Results (JSON lines on the result pipe): {"i", "ok": true, "v": tagged, "t"} or
 #   {"i", "ok": false, "e": "ExceptionType", "t"}; first line {"ready": true}.
 import json
 import os
@@ -180,15 +180,15 @@ def install_seccomp():
 
 def main():
     """Read the job, lock down, run the program test by test, report results."""
-    raw = b""
+    job_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
+    chunks = []
     while True:
-        chunk = os.read(3, 1 << 16)
+        chunk = os.read(job_fd, 1 << 16)
         if not chunk:
             break
-        raw += chunk
-    os.close(3)
-    job = json.loads(raw)
-    out_fd = 4
+        chunks.append(chunk)
+    os.close(job_fd)
+    job = json.loads(b"".join(chunks))
     sys.setrecursionlimit(job.get("recursion", 3000))
     if job.get("uid") is not None:
         import importlib

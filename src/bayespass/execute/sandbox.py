@@ -2,8 +2,8 @@
 
 Each program runs in a fresh ``python -I -B -S`` child (never a fork of this
 process) with a clean environment, stdin/stdout/stderr on /dev/null, all other
-descriptors closed except a job pipe (fd 3) and a size-capped result pipe
-(fd 4).  The child sets rlimits, drops to a per-slot unprivileged uid when the
+descriptors closed except a job pipe and a size-capped result pipe (their
+numbers are passed on the child's command line).  The child sets rlimits, drops to a per-slot unprivileged uid when the
 supervisor is root, installs a seccomp filter when libseccomp is available,
 and only *reports* return values as tagged JSON; this supervisor parses them
 with ``json.loads`` and judges.  A per-test watchdog kills the child's whole
@@ -24,7 +24,6 @@ Isolation layers (the one in use is reported as ``Sandbox.layer``):
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import selectors
@@ -185,24 +184,18 @@ class Sandbox:
         os.chmod(workdir, 0o700)
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
-        inner = [exe, "-I", "-B", "-S", "-c", _CHILD_SRC]
+        # The pipes keep whatever descriptor numbers they have; the child is told them on its
+        # command line (pass_fds with fixed numbers would race with other worker threads).
+        inner = [exe, "-I", "-B", "-S", "-c", _CHILD_SRC, str(job_r), str(res_w)]
         uid_in_job = self.uid
         if self.layer == "bwrap":
             cmd = _bwrap_prefix(self.uid) + inner
             uid_in_job = None  # bwrap already switched uid inside its user namespace
         else:
             cmd = inner
-
-        def _preexec():  # in the forked child before exec: map the pipes to fds 3 and 4
-            a = fcntl.fcntl(job_r, fcntl.F_DUPFD, 10)
-            b = fcntl.fcntl(res_w, fcntl.F_DUPFD, 10)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},
-                                start_new_session=True, close_fds=True, pass_fds=(3, 4),
-                                preexec_fn=_preexec)
+                                start_new_session=True, close_fds=True, pass_fds=(job_r, res_w))
         os.close(job_r)
         os.close(res_w)
         job = dict(job, uid=uid_in_job, seccomp=self.layer != "rlimit",
