@@ -212,17 +212,16 @@ class Sandbox:
         return proc, res_r, workdir
 
     def _kill(self, proc: subprocess.Popen, workdir: str, grace: float = 0.0) -> int:
-        if grace:
+        if grace:  # let a child that ended by itself report its own exit status
             try:
-                return_code = proc.wait(timeout=grace)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                return_code = None
+                pass
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group, even after the leader exited
         except ProcessLookupError:
             pass
-        rc = proc.wait()
-        rc = return_code if grace and return_code is not None else rc
+        rc = proc.wait()  # Popen keeps the first status it collected
         if self.uid is not None and self.layer != "bwrap":
             # Anything the program left behind under its uid (seccomp should make this empty).
             subprocess.run(["/bin/kill", "-9", "-1"], user=self.uid, group=self.uid,
@@ -237,7 +236,6 @@ class Sandbox:
         ``inputs`` are tagged-JSON encoded argument tuples (see ``child.encode``).
         ``stop(i, outcome) -> bool`` may end the run early (remaining tests ``not_run``).
         """
-        self._stop = stop
         lim = self.limits
         outcomes: list[Outcome | None] = [None] * len(inputs)
         start = 0
@@ -249,7 +247,7 @@ class Sandbox:
                    "max_value_bytes": lim.max_value_bytes}
             proc, fd, workdir = self._spawn(job)
             try:
-                start, ended = self._read(proc, fd, start, time_limits, outcomes)
+                start, ended = self._read(proc, fd, start, time_limits, outcomes, stop)
             finally:
                 os.close(fd)
                 rc = self._kill(proc, workdir, grace=0.5 if ended else 0.0)
@@ -259,12 +257,12 @@ class Sandbox:
                 # The child ended without reporting test `start`: a crash (or a CPU-limit kill).
                 cpu = rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
                 outcomes[start] = Outcome("timeout" if cpu else "crash", error=f"exit {rc}")
-                if self._stop is not None and self._stop(start, outcomes[start]):
+                if stop is not None and stop(start, outcomes[start]):
                     break
                 start += 1
         return [o if o is not None else Outcome("not_run") for o in outcomes]
 
-    def _read(self, proc, fd, start, time_limits, outcomes) -> tuple[int, bool]:
+    def _read(self, proc, fd, start, time_limits, outcomes, stop=None) -> tuple[int, bool]:
         """Read results until the child ends or a limit is hit.
 
         Returns the next index to run (-1: nothing more) and whether the child
@@ -289,7 +287,7 @@ class Sandbox:
                             outcomes[i] = Outcome("timeout", error="load")
                         return -1, False
                     outcomes[nxt] = Outcome("timeout", duration=time.monotonic() - t_start)
-                    if self._stop is not None and self._stop(nxt, outcomes[nxt]):
+                    if stop is not None and stop(nxt, outcomes[nxt]):
                         return -1, False
                     return nxt + 1, False
                 chunk = os.read(fd, 1 << 16)
@@ -325,7 +323,7 @@ class Sandbox:
                     outcomes[nxt] = (Outcome("value", value=msg.get("v"), duration=dur) if msg.get("ok") is True
                                      else Outcome("oversize" if msg.get("e") == "Oversize" else "error",
                                                   error=str(msg.get("e"))[:100], duration=dur))
-                    if self._stop is not None and self._stop(nxt, outcomes[nxt]):
+                    if stop is not None and stop(nxt, outcomes[nxt]):
                         return -1, False
                     nxt += 1
                     t_start = time.monotonic()

@@ -36,6 +36,23 @@ class FitWarning(UserWarning):
     """A fit is non-identified, at a boundary, or failed its convergence gates."""
 
 
+def theta_to_params(theta, prior: str) -> dict:
+    """Map unconstrained ``(logit mu, log kappa[, z0, z1])`` (last axis) to named parameters.
+
+    Works on one vector or on draws of shape (..., P); the boundary masses
+    are a softmax of ``(0, z0, z1)`` for zoibb and 0 for bb.
+    """
+    theta = np.asarray(theta, dtype=float)
+    mu, kappa = expit(theta[..., 0]), np.exp(theta[..., 1])
+    if prior == "zoibb":
+        logits = np.stack([np.zeros_like(mu), theta[..., 2], theta[..., 3]], axis=-1)
+        probs = softmax(logits, axis=-1)
+        pi0, pi1 = probs[..., 1], probs[..., 2]
+    else:
+        pi0 = pi1 = np.zeros_like(mu)
+    return {"mu": mu, "kappa": kappa, "a": mu * kappa, "b": (1 - mu) * kappa, "pi0": pi0, "pi1": pi1}
+
+
 def _bb_terms(theta, n, c):
     """Per-pair BB log-lik (without log C(n,c)) and its gradient wrt (logit mu, log kappa)."""
     mu = expit(theta[0])
@@ -157,11 +174,8 @@ def fit_eb(counts: xr.Dataset, prior: str = "bb", *, warn: bool = True) -> xr.Da
             continue
         res = _fit_one(n, c, w, prior)
         theta = res.x
-        mu, kappa = expit(theta[0]), np.exp(theta[1])
-        probs = softmax([0.0, theta[2], theta[3]]) if prior == "zoibb" else np.array([1.0, 0, 0])
-        out["mu"][j], out["kappa"][j] = mu, kappa
-        out["a"][j], out["b"][j] = mu * kappa, (1 - mu) * kappa
-        out["pi0"][j], out["pi1"][j] = probs[1], probs[2]
+        for key, value in theta_to_params(theta, prior).items():
+            out[key][j] = value
         out["log_marginal"][j] = -res.fun + np.sum(w * log_binom(n, c))
         converged[j] = bool(res.success)
         status[j] = _status(theta, n, c, w, prior)

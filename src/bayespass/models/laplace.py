@@ -120,11 +120,4 @@ def laplace_draws(n, c, w, prior, *, draws, rng, oversample=4, moves=25):
         acc = np.log(rng.random(draws)) < new - cur
         th[acc], cur[acc] = prop_th[acc], new[acc]
         accepted += int(acc.sum())
-    mu, kappa = expit(th[:, 0]), np.exp(th[:, 1])
-    if prior == "zoibb":
-        probs = softmax(np.column_stack([np.zeros(draws), th[:, 2], th[:, 3]]), axis=1)
-    else:
-        probs = np.column_stack([np.ones(draws), np.zeros(draws), np.zeros(draws)])
-    vals = {"mu": mu, "kappa": kappa, "a": mu * kappa, "b": (1 - mu) * kappa,
-            "pi0": probs[:, 1], "pi1": probs[:, 2]}
-    return vals, {"khat": float(khat), "acceptance": accepted / (moves * draws)}, -start.fun
+    return eb.theta_to_params(th, prior), {"khat": float(khat), "acceptance": accepted / (moves * draws)}, -start.fun

@@ -63,14 +63,10 @@ def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
 
 
 def _eb_params(n, c, w, prior):
-    from scipy.special import expit, softmax
+    from ..models.eb import _fit_one, theta_to_params
 
-    from ..models.eb import _fit_one
-
-    th = _fit_one(n, c, w, prior).x
-    mu, kappa = expit(th[0]), np.exp(th[1])
-    pis = softmax([0.0, th[2], th[3]]) if prior == "zoibb" else np.array([1.0, 0.0, 0.0])
-    return mu * kappa, (1 - mu) * kappa, pis[1], pis[2]
+    p = theta_to_params(_fit_one(n, c, w, prior).x, prior)
+    return p["a"], p["b"], p["pi0"], p["pi1"]
 
 
 def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed=0) -> xr.Dataset:
