@@ -19,7 +19,7 @@ import string
 
 import numpy as np
 
-__all__ = ["mutate", "fuzz_inputs", "fuzz_suite"]
+__all__ = ["mutate", "fuzz_inputs", "fuzz_suite", "fuzzed_suite"]
 
 
 def _mutate_scalar(x, rng: random.Random):
@@ -179,3 +179,30 @@ def summary(fuzzed: dict, threshold: int = 200) -> dict:
     counts = np.array([len(v["inputs"]) for v in fuzzed.values()])
     return {"tasks": len(counts), "frac_ge_threshold": float(np.mean(counts >= threshold)),
             "median_inputs": float(np.median(counts)), "min_inputs": int(counts.min())}
+
+
+def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True):
+    """Return a :class:`Suite` whose tests are the fuzzed inputs (expected = canonical outputs on them).
+
+    Executing samples against it (``bayespass.execute``) records every
+    program's behaviour digest on the fuzzed inputs, which is what
+    :func:`bayespass.stats.incoherence.incoherence` needs.
+    """
+    import dataclasses
+    import hashlib
+
+    from ..execute.child import decode
+    from .suites import Suite
+
+    fz = fuzz_suite(suite, n, seed=seed, workers=workers, use_cache=use_cache)
+    tasks, expected = {}, {}
+    for tid, task in suite.tasks.items():
+        res = fz.get(tid)
+        if not res or not res["inputs"]:
+            continue
+        tasks[tid] = dataclasses.replace(task, inputs=[list(decode(x)) for x in res["inputs"]],
+                                         n_base=len(res["inputs"]), test_code="")
+        expected[tid] = {"inputs": res["inputs"], "values": res["values"], "times": res["times"],
+                         "n_base": len(res["inputs"]), "dropped": []}
+    h = hashlib.sha256(f"{suite.source_hash}:fuzz:{n}:{seed}".encode()).hexdigest()
+    return Suite(f"{suite.name}:fuzz", tasks, h, expected=expected)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..validate import check_choice
 
-__all__ = ["Task", "Suite", "load_suite", "SUITES", "cache_dir"]
+__all__ = ["Task", "Suite", "load_suite", "SUITES", "cache_dir", "split_indices"]
 
 SUITES = ("humaneval", "humaneval+", "mbpp+")
 _ENV = {"humaneval+": "HUMANEVAL_OVERRIDE_PATH", "mbpp+": "MBPP_OVERRIDE_PATH"}
@@ -50,6 +50,19 @@ def cache_dir() -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
+
+
+def split_indices(n: int, probe_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Probe (first part) and gold (the rest) test indices of a task with ``n`` tests.
+
+    A task with a single test uses it for both (there is nothing to split).
+    """
+    if not 0 < probe_fraction < 1:
+        raise ValueError(f"probe_fraction must be in (0, 1); got {probe_fraction!r}")
+    if n <= 1:
+        return np.arange(n), np.arange(n)
+    cut = min(n - 1, max(1, int(np.ceil(probe_fraction * n))))
+    return np.arange(cut), np.arange(cut, n)
 
 
 @dataclass
@@ -106,11 +119,7 @@ class Suite:
 
         A task with a single test uses it for both (there is nothing to split).
         """
-        n = len(self.tasks[task_id].inputs)
-        if n == 1:
-            return np.arange(1), np.arange(1)
-        cut = min(n - 1, max(1, int(np.ceil(probe_fraction * n))))
-        return np.arange(cut), np.arange(cut, n)
+        return split_indices(len(self.tasks[task_id].inputs), probe_fraction)
 
     def testset_hash(self, task_id: str) -> str:
         """Hash of a task's inputs (part of the verdict-store key)."""

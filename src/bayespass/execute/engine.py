@@ -61,10 +61,12 @@ def _run_job(sb: Sandbox, job: dict, stop=None) -> list[Outcome]:
                   output_not_none=job["output_not_none"], stop=stop)
 
 
-def _remote_batch(jobs: list[dict], limits: Limits, layer: str, slot: int) -> list[list[tuple]]:
+def _remote_batch(jobs: list[dict], limits: Limits, layer: str, slot: int,
+                  max_timeouts: int | None = None) -> list[list[tuple]]:
     """Dask worker entry point: run a batch of programs in this worker's own sandbox."""
     sb = Sandbox(limits=limits, layer=layer, slot=slot)
-    return [[(o.status, o.value, o.error, o.duration) for o in _run_job(sb, j)] for j in jobs]
+    return [[(o.status, o.value, o.error, o.duration)
+             for o in _run_job(sb, j, stop=_stopper(None, None, False, max_timeouts))] for j in jobs]
 
 
 def _progress(total: int, enabled: bool):
@@ -75,7 +77,7 @@ def _progress(total: int, enabled: bool):
 
 def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: int | None = None,
             limits: Limits | None = None, layer: str = "auto", fast_check: bool = False,
-            scheduler=None, progress: bool = True) -> xr.Dataset:
+            scheduler=None, progress: bool = True, reuse=(), max_timeouts: int | None = None) -> xr.Dataset:
     """Execute every sample against its task's tests in the sandbox.
 
     Parameters
@@ -100,6 +102,15 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         Run program batches on a Dask cluster instead of local slots.
     progress : bool
         Show a progress bar (programs done, rate, ETA).
+    max_timeouts : int, optional
+        Stop a program after this many timed-out tests and record its
+        remaining tests as timeouts too (presumed; the ``duration`` of those
+        is NaN).  Meant for many cheap tests such as fuzzed inputs, where a
+        non-terminating program would otherwise cost one time limit per input.
+    reuse : sequence of path
+        Other run directories (or ``verdicts.sqlite`` files) whose results for
+        the same programs, test sets and harness version are imported instead
+        of re-executed (e.g. the synthetic coder's pool run).
 
     Returns
     -------
@@ -107,9 +118,13 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         Dims ``(config, task, sample, test)``: ``verdict`` (int8; codes in
         ``attrs["verdict_codes"]``, -1 where the test or sample does not
         exist), ``digest`` (int64 behaviour digest), ``duration`` (s);
-        per sample ``exists``, ``correct`` (all tests pass) and
-        ``base_correct`` (all base tests pass); per (task, test)
-        ``is_plus``.
+        per sample ``exists``, ``program`` (60-bit hash of the normalised
+        code: equal for textually identical programs), ``correct`` (all
+        tests pass), ``base_correct`` (all base tests pass) and, when the
+        records carry them, ``mean_logprob``, ``n_tokens`` and
+        ``correct_true`` (NaN where missing); per (task, test) ``is_plus``
+        (-1 where the task has fewer tests) and ``reference_digest`` (the
+        canonical solution's digest).
     """
     limits = limits or Limits()
     table = _prepare(suite, read_samples(samples))
@@ -127,14 +142,17 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         store.add_samples(list(zip(table["config"], table["task"], table["sample"].astype(int),
                                    table["code_hash"], extra, strict=True)))
         testsets = {t: suite.testset_hash(t) for t in table["task"].unique()}
+        for other in ([reuse] if isinstance(reuse, str | os.PathLike) else reuse):
+            other = Path(other)
+            store.import_results(other / "verdicts.sqlite" if other.is_dir() else other, HARNESS_VERSION, testsets)
         done = store.done(testsets, HARNESS_VERSION)
         todo = table.drop_duplicates(["task", "code_hash"])
         todo = todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]]
         judge_ = _Judge(suite, limits)
         jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
-                          fast_check=fast_check, scheduler=scheduler, progress=progress)
-        ds = _dataset(table, suite, store.get(HARNESS_VERSION))
+                          fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts)
+        ds = _dataset(table, suite, store.get(HARNESS_VERSION, testsets))
     finally:
         store.close()
     ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=HARNESS_VERSION,
@@ -151,23 +169,44 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     return ds
 
 
-def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress) -> str:
+def _stopper(judge_, task, fast_check, max_timeouts):
+    if not fast_check and max_timeouts is None:
+        return None
+    seen = [0]
+
+    def stop(i, o):
+        seen[0] += o.status == "timeout"
+        if max_timeouts is not None and seen[0] >= max_timeouts:
+            return True
+        return fast_check and judge_.verdict(task, i, o) != "pass"
+
+    return stop
+
+
+def _presume_timeouts(outcomes: list[Outcome], max_timeouts) -> list[Outcome]:
+    if max_timeouts is None or sum(o.status == "timeout" for o in outcomes) < max_timeouts:
+        return outcomes
+    return [Outcome("timeout", duration=float("nan")) if o.status == "not_run" else o for o in outcomes]
+
+
+def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress,
+         max_timeouts=None) -> str:
     bar = _progress(len(jobs), progress)
 
     def record(task, h, outcomes):
+        outcomes = _presume_timeouts(outcomes, max_timeouts)
         v, d, u = judge_.score(task, outcomes)
         store.put(task, h, testsets[task], HARNESS_VERSION, v, d, u)
         bar.update(1)
 
     try:
         if scheduler is not None:
-            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler)
+            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts)
         pool = SlotPool(workers, limits=limits, layer=layer)
 
         def work(sb, item):
             task, h, job = item
-            stop = (lambda i, o: judge_.verdict(task, i, o) != "pass") if fast_check else None
-            return _run_job(sb, job, stop=stop)
+            return _run_job(sb, job, stop=_stopper(judge_, task, fast_check, max_timeouts))
 
         pool.map(work, jobs, on_done=lambda item, outs: record(item[0], item[1], outs))
         return pool.layer
@@ -175,7 +214,7 @@ def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, s
         bar.close()
 
 
-def _run_dask(jobs, record, *, limits, layer, scheduler) -> str:
+def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None) -> str:
     from dask.distributed import Client, as_completed
 
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
@@ -183,7 +222,8 @@ def _run_dask(jobs, record, *, limits, layer, scheduler) -> str:
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         batches = [jobs[i::n_workers * 4] for i in range(n_workers * 4)]
         batches = [b for b in batches if b]
-        futs = {client.submit(_remote_batch, [j for _, _, j in b], limits, layer, i, pure=False): b
+        futs = {client.submit(_remote_batch, [j for _, _, j in b], limits, layer, i, max_timeouts,
+                              pure=False): b
                 for i, b in enumerate(batches)}
         for fut in as_completed(futs):
             for (task, h, _), raw in zip(futs[fut], fut.result(), strict=True):
@@ -192,6 +232,10 @@ def _run_dask(jobs, record, *, limits, layer, scheduler) -> str:
     finally:
         if client is not scheduler:
             client.close()
+
+
+#: numeric per-sample fields carried from the sample records into the dataset
+_EXTRAS = ("mean_logprob", "n_tokens", "correct_true")
 
 
 def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
@@ -206,10 +250,18 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     dig = np.zeros(shape, np.int64)
     dur = np.full(shape, np.nan, np.float32)
     exists = np.zeros(shape[:3], bool)
-    for cfg, task, s, h in zip(table["config"], table["task"], table["sample"], table["code_hash"], strict=True):
+    program = np.zeros(shape[:3], np.int64)
+    extras = {k: np.full(shape[:3], np.nan) for k in _EXTRAS if k in table.columns}
+    for row, (cfg, task, s, h) in enumerate(zip(table["config"], table["task"], table["sample"], table["code_hash"],
+                                                strict=True)):
         key = (task, h)
         idx = (ci[cfg], ti[task], int(s))
         exists[idx] = True
+        program[idx] = int(h[:15], 16)
+        for k, arr in extras.items():
+            val = table[k].iat[row]
+            if val is not None and not (isinstance(val, float) and np.isnan(val)):
+                arr[idx] = float(val)
         n = len(suite.expected[task]["values"])
         if key in results:
             v, d, u = results[key]
@@ -217,19 +269,23 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
         else:
             verdict[idx][:n] = VERDICTS["not_run"]
     is_plus = np.zeros((len(tasks), n_test), np.int8) - 1
+    ref = np.zeros((len(tasks), n_test), np.int64)
     for t in tasks:
         n, nb = len(suite.expected[t]["values"]), suite.expected[t]["n_base"]
         is_plus[ti[t], :nb], is_plus[ti[t], nb:n] = 0, 1
+        atol = suite.tasks[t].atol
+        ref[ti[t], :n] = [digest(Outcome("value", v), atol=atol) for v in suite.expected[t]["values"]]
     present = verdict != VERDICTS["absent"]
     passed = (verdict == VERDICTS["pass"]) | ~present
     base_mask = (is_plus == 0)[None, :, None, :]
     dims = ("config", "task", "sample", "test")
     return xr.Dataset(
         {"verdict": (dims, verdict), "digest": (dims, dig), "duration": (dims, dur),
-         "exists": (dims[:3], exists),
+         "exists": (dims[:3], exists), "program": (dims[:3], program),
+         **{k: (dims[:3], v) for k, v in extras.items()},
          "correct": (dims[:3], exists & passed.all(-1)),
          "base_correct": (dims[:3], exists & (passed | ~base_mask).all(-1)),
-         "is_plus": (("task", "test"), is_plus)},
+         "is_plus": (("task", "test"), is_plus), "reference_digest": (("task", "test"), ref)},
         coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test)})
 
 

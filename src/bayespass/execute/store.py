@@ -63,13 +63,33 @@ class VerdictStore:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)", row)
 
-    def get(self, harness: str) -> dict:
-        """All results under ``harness`` as {(task, code_hash): (verdicts, digests, durations)}."""
+    def get(self, harness: str, testsets: dict[str, str] | None = None) -> dict:
+        """Results under ``harness`` (and these test sets) as {(task, code_hash): (verdicts, digests, durations)}."""
         with self._lock:
-            cur = self._db.execute("SELECT task, code_hash, verdicts, digests, durations FROM results "
+            cur = self._db.execute("SELECT task, code_hash, testset, verdicts, digests, durations FROM results "
                                    "WHERE harness = ?", (harness,))
             return {(t, h): (np.frombuffer(v, np.int8), np.frombuffer(d, np.int64), np.frombuffer(u, np.float32))
-                    for t, h, v, d, u in cur}
+                    for t, h, ts, v, d, u in cur if testsets is None or testsets.get(t) == ts}
+
+    def import_results(self, other: str | Path, harness: str, testsets: dict[str, str]) -> int:
+        """Copy another store's results for these task test sets under ``harness``; return the count."""
+        other = Path(other)
+        if not other.exists():
+            return 0
+        with self._lock:
+            before = self._db.total_changes
+            self._db.execute("ATTACH DATABASE ? AS other", (str(other),))
+            try:
+                self._db.execute("BEGIN")
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (task TEXT, testset TEXT)")
+                self._db.execute("DELETE FROM wanted")
+                self._db.executemany("INSERT INTO wanted VALUES (?, ?)", list(testsets.items()))
+                self._db.execute("INSERT OR IGNORE INTO results SELECT r.* FROM other.results r JOIN wanted w "
+                                 "ON r.task = w.task AND r.testset = w.testset WHERE r.harness = ?", (harness,))
+                self._db.execute("COMMIT")
+            finally:
+                self._db.execute("DETACH DATABASE other")
+            return self._db.total_changes - before
 
     def samples(self) -> list[tuple]:
         """All sample rows."""

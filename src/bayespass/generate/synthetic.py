@@ -101,8 +101,8 @@ class SyntheticCoder(Coder):
 
     name = "synthetic"
 
-    def __init__(self, suite, *, prior=(0.6, 0.8, 0.15, 0.1), stable_wrong: float = 0.5,
-                 dominance: float = 0.8, logprob_signal: float = 0.2, max_mutants: int = 20,
+    def __init__(self, suite, *, prior=(0.8, 0.6, 0.1, 0.15), stable_wrong: float = 0.3,
+                 dominance: float = 0.7, logprob_signal: float = 0.1, max_mutants: int = 20,
                  seed: int = 0, workers=None, progress: bool = False):
         self.suite = suite
         self.pools = build_pools(suite, max_mutants=max_mutants, seed=seed, workers=workers, progress=progress)

@@ -1,0 +1,283 @@
+"""Deployment gating with Conformal Risk Control (Angelopoulos et al., 2022).
+
+Rule: answer task x (deploy its dominant behaviour cluster's representative)
+iff its score ``s(x) >= lambda``; the silent-failure loss is
+``L(lambda; x) = 1[s(x) >= lambda and the deployed program is wrong]``,
+bounded by 1 and non-increasing in lambda.  On a calibration split of n tasks
+CRC picks the smallest lambda with
+
+    n/(n+1) * R_n(lambda) + 1/(n+1) <= alpha          (variant "crc")
+    R_n(lambda) <= alpha - 1/n                         (variant "conservative")
+
+so that E[silent failure on a new task] <= alpha under exchangeability of
+tasks.  Scores: ``f_max`` (largest behaviour cluster / K) for the
+behavioural gate, sample 0's mean token log-probability for the logprob
+baseline.  Correctness is judged on the gold half of the test bank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..validate import check_choice, check_prob
+from .behaviour import behaviour
+
+__all__ = ["crc_threshold", "gate", "gate_table", "gate_diagnostics", "risk_coverage", "plot_risk_coverage",
+           "METHODS"]
+
+METHODS = ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC")
+VARIANTS = ("crc", "conservative")
+
+
+def crc_threshold(scores, wrong, alpha: float, *, variant: str = "crc") -> float:
+    """Smallest threshold lambda whose CRC-adjusted silent-failure risk is <= alpha.
+
+    Parameters
+    ----------
+    scores : array of float
+        Calibration scores (accept iff score >= lambda; -inf is never accepted, NaN is not allowed).
+    wrong : array of bool
+        Whether the program deployed on each calibration task is wrong.
+    alpha : float
+        Target risk in (0, 1).
+    variant : {"crc", "conservative"}
+
+    Returns
+    -------
+    float
+        The threshold; ``inf`` (abstain on everything) when no finite one qualifies.
+    """
+    alpha = check_prob(alpha, name="alpha")
+    check_choice(variant, VARIANTS, name="variant")
+    s = np.asarray(scores, float)
+    w = np.asarray(wrong, bool)
+    if s.shape != w.shape or s.ndim != 1:
+        raise ValueError(f"scores and wrong must be 1-d arrays of equal length; got {s.shape} and {w.shape}")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN; give -inf to tasks that must never be accepted")
+    n = s.size
+    if n == 0:
+        return np.inf
+    cands = np.unique(s[np.isfinite(s)])  # ascending; risk is non-increasing along it
+    if cands.size == 0:
+        return np.inf
+    # R_n(lambda) for each candidate = #(s >= lambda and wrong) / n
+    ws = np.sort(s[w])
+    risk = (ws.size - np.searchsorted(ws, cands, side="left")) / n
+    ok = (n / (n + 1) * risk + 1 / (n + 1) <= alpha) if variant == "crc" else (risk <= alpha - 1 / n)
+    hit = np.flatnonzero(ok)
+    return float(cands[hit[0]]) if hit.size else np.inf
+
+
+def _scores(beh: xr.Dataset, diversity_floor: float, cluster_penalty: float) -> np.ndarray:
+    f_max = beh["f_max"].values
+    n = beh["n"].values
+    score = f_max - cluster_penalty * (beh["n_clusters"].values - 1) / np.maximum(n - 1, 1)
+    diverse = beh["n_programs"].values >= np.ceil(diversity_floor * n)
+    return np.where(diverse & (n > 0), score, -np.inf)
+
+
+def _metrics(accept: np.ndarray, correct: np.ndarray) -> tuple:
+    """abstention, effective pass-rate, silent-failure rate, accuracy among answered (over the last axis)."""
+    m = accept.shape[-1]
+    ans = accept.sum(-1)
+    eff = (accept & correct).sum(-1) / m
+    sil = (accept & ~correct).sum(-1) / m
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = np.where(ans > 0, (accept & correct).sum(-1) / np.maximum(ans, 1), np.nan)
+    return 1 - ans / m, eff, sil, acc
+
+
+def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: int = 100, seed: int | None = None,
+         signature: str = "verdict", probe_fraction: float = 0.5, variant: str = "crc",
+         diversity_floor: float = 0.0, cluster_penalty: float = 0.0) -> xr.Dataset:
+    """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
+
+    Parameters
+    ----------
+    samples : xarray.Dataset or arviz.InferenceData
+        Executed samples (or an InferenceData with a ``samples`` group).
+    alpha : float
+        Target silent-failure rate.
+    calib_fraction : float
+        Share of tasks in the calibration split (the rest is the test split).
+    n_splits : int
+        Random calibration/test splits (the same splits for every method and config).
+    seed : int, optional
+        Split seed (default ``rcParams["stats.seed"]``).
+    signature, probe_fraction
+        Passed to :func:`bayespass.stats.behaviour.behaviour`.
+    variant : {"crc", "conservative"}
+        CRC rule (see the module docstring).
+    diversity_floor : float
+        Sample-collapse guard: never accept a task whose K samples contain
+        fewer than ``diversity_floor * K`` textually distinct programs.
+    cluster_penalty : float
+        Score = f_max - penalty * (clusters - 1) / (K - 1).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``(config, rule, split)``: ``threshold``, ``abstention``,
+        ``effective`` (answered and correct), ``silent`` (answered and
+        wrong), ``accuracy`` (among answered).  Rules (named ``rule`` rather
+        than ``method``, which ``Dataset.sel`` reserves): ``pass@1`` (sample
+        0, always answers), ``best-of-K`` (oracle: right if any sample is),
+        ``logprob-CRC``, ``behaviour-CRC``.
+    """
+    from ..defaults import rcParams
+
+    alpha = check_prob(alpha, name="alpha")
+    calib_fraction = check_prob(calib_fraction, name="calib_fraction")
+    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
+        raise ValueError(f"n_splits must be a positive integer; got {n_splits!r}")
+    if diversity_floor < 0 or diversity_floor > 1:
+        raise ValueError(f"diversity_floor must be in [0, 1]; got {diversity_floor!r}")
+    if cluster_penalty < 0:
+        raise ValueError(f"cluster_penalty must be >= 0; got {cluster_penalty!r}")
+    beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
+    seed = rcParams["stats.seed"] if seed is None else seed
+    rng = np.random.default_rng(seed)
+    n_cfg = beh.sizes["config"]
+    out = {v: np.full((n_cfg, len(METHODS), n_splits), np.nan)
+           for v in ("threshold", "abstention", "effective", "silent", "accuracy")}
+    score_b = _scores(beh, diversity_floor, cluster_penalty)
+    has_lp = "first_mean_logprob" in beh
+    score_l = beh["first_mean_logprob"].values if has_lp else None
+    for c in range(n_cfg):
+        tasks = np.flatnonzero(beh["n"].values[c] > 0)
+        m = tasks.size
+        n_cal = int(round(calib_fraction * m))
+        if n_cal < 1 or n_cal >= m:
+            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
+        splits = np.stack([rng.permutation(tasks) for _ in range(n_splits)])
+        cal, test = splits[:, :n_cal], splits[:, n_cal:]
+        first = beh["first_correct"].values[c]
+        dom = beh["dominant_correct"].values[c]
+        anyc = beh["any_correct"].values[c]
+        always = np.ones(test.shape, bool)
+        for j, (corr, acc_t) in enumerate(((first, always), (anyc, always))):
+            res = _metrics(acc_t, corr[test])
+            for name, val in zip(("abstention", "effective", "silent", "accuracy"), res, strict=True):
+                out[name][c, j] = val
+        for j, (score, corr) in ((2, (score_l[c] if has_lp else None, first)), (3, (score_b[c], dom))):
+            if score is None or np.isnan(score[tasks]).any():
+                continue
+            lam = np.array([crc_threshold(score[ci], ~corr[ci], alpha, variant=variant) for ci in cal])
+            accept = score[test] >= lam[:, None]
+            res = _metrics(accept, corr[test])
+            out["threshold"][c, j] = lam
+            for name, val in zip(("abstention", "effective", "silent", "accuracy"), res, strict=True):
+                out[name][c, j] = val
+    dims = ("config", "rule", "split")
+    ds = xr.Dataset({k: (dims, v) for k, v in out.items()},
+                    coords={"config": beh.config.values, "rule": list(METHODS), "split": np.arange(n_splits)})
+    ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, variant=variant,
+                    signature=signature, probe_fraction=probe_fraction, diversity_floor=diversity_floor,
+                    cluster_penalty=cluster_penalty, has_logprob=int(has_lp))
+    return ds
+
+
+def gate_table(gated: xr.Dataset) -> pd.DataFrame:
+    """Mean and standard deviation over splits of each rule's metrics, one row per (config, rule)."""
+    rows = []
+    for cfg in gated.config.values:
+        for m in gated.rule.values:
+            cell = gated.sel({"config": cfg, "rule": m})
+            row = {"config": cfg, "rule": m}
+            for v in ("abstention", "effective", "silent", "accuracy", "threshold"):
+                x = cell[v].values
+                row[v] = np.nanmean(x) if np.isfinite(x).any() else np.nan
+                if v in ("effective", "silent"):
+                    row[f"{v}_sd"] = np.nanstd(x) if np.isfinite(x).any() else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float = 0.5) -> pd.DataFrame:
+    """Per-config behaviour diagnostics of the K-sample bundles.
+
+    Columns: split rate (>= 2 clusters), mean clusters, mean f_max, dominant-correct
+    rate, stable-wrong rate (f_max = 1 and dominant wrong), fragile-correct
+    rate (dominant passes every base test but fails a plus test), mean f_pass,
+    and the collapse rate (all K samples one program text, K > 1).
+    """
+    beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
+    rows = []
+    for cfg in beh.config.values:
+        b = beh.sel(config=cfg)
+        has = b["n"].values > 0
+        pick = lambda v, b=b, has=has: b[v].values[has]  # noqa: E731
+        rows.append({"config": cfg, "tasks": int(has.sum()), "split_rate": np.mean(pick("n_clusters") >= 2),
+                     "mean_clusters": np.mean(pick("n_clusters")), "mean_f_max": np.mean(pick("f_max")),
+                     "dominant_correct": np.mean(pick("dominant_correct")),
+                     "stable_wrong": np.mean(pick("stable_wrong")), "fragile": np.mean(pick("fragile")),
+                     "mean_f_pass": np.mean(pick("f_pass")),
+                     "collapsed": np.mean((pick("n_programs") == 1) & (pick("n") > 1))})
+    return pd.DataFrame(rows)
+
+
+def risk_coverage(samples, *, signature: str = "verdict", probe_fraction: float = 0.5) -> xr.Dataset:
+    """Coverage (answer rate), silent-failure rate and selective risk at every threshold, all tasks.
+
+    Over ``(config, rule, point)`` for ``logprob-CRC`` and ``behaviour-CRC``
+    (padded with NaN): ``threshold``, ``coverage``, ``silent``, ``selective_risk``.
+    """
+    beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
+    methods = ["logprob-CRC", "behaviour-CRC"]
+    n_cfg, n_task = beh.sizes["config"], beh.sizes["task"]
+    arr = {v: np.full((n_cfg, 2, n_task + 1), np.nan) for v in ("threshold", "coverage", "silent", "selective_risk")}
+    for c in range(n_cfg):
+        has = beh["n"].values[c] > 0
+        pairs = [(beh["first_mean_logprob"].values[c] if "first_mean_logprob" in beh else None,
+                  beh["first_correct"].values[c]),
+                 (beh["f_max"].values[c], beh["dominant_correct"].values[c])]
+        for j, (score, corr) in enumerate(pairs):
+            if score is None or np.isnan(score[has]).any():
+                continue
+            s, ok = score[has], corr[has]
+            lams = np.concatenate([np.unique(s), [np.inf]])
+            acc = s[None, :] >= lams[:, None]
+            cov = acc.mean(1)
+            sil = (acc & ~ok).mean(1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                sel = np.where(cov > 0, sil / cov, np.nan)
+            for name, val in (("threshold", lams), ("coverage", cov), ("silent", sil), ("selective_risk", sel)):
+                arr[name][c, j, : lams.size] = val
+    dims = ("config", "rule", "point")
+    return xr.Dataset({k: (dims, v) for k, v in arr.items()},
+                      coords={"config": beh.config.values, "rule": methods, "point": np.arange(n_task + 1)})
+
+
+def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax=None):
+    """Silent-failure rate vs coverage per config and method, with the CRC operating points (mean over splits)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4.2))
+    styles = {"logprob-CRC": "--", "behaviour-CRC": "-"}
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, cfg in enumerate(curve.config.values):
+        col = colours[i % len(colours)]
+        for m in curve.rule.values:
+            cell = curve.sel({"config": cfg, "rule": m})
+            cov, sil = cell["coverage"].values, cell["silent"].values
+            keep = np.isfinite(cov)
+            if not keep.any():
+                continue
+            ax.step(cov[keep], sil[keep], where="post", ls=styles[m], color=col, label=f"{cfg} {m}")
+            if gated is not None:
+                g = gated.sel({"config": cfg, "rule": m})
+                ax.plot(1 - np.nanmean(g["abstention"].values), np.nanmean(g["silent"].values),
+                        marker="o" if m == "behaviour-CRC" else "s", color=col, ms=7, mec="k")
+    if gated is not None:
+        ax.axhline(gated.attrs["alpha"], color="grey", lw=0.8, ls=":", label=f"alpha = {gated.attrs['alpha']:g}")
+    ax.set_xlabel("coverage (share of tasks answered)")
+    ax.set_ylabel("silent-failure rate P(answer and wrong)")
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("Risk-coverage (markers: CRC operating points, mean over splits)")
+    return ax

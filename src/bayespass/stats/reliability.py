@@ -1,0 +1,201 @@
+"""Conformal reliability level from self-consistency ranking, with Hoeffding sequential stopping.
+
+Samples of a task are canonicalised into classes (behaviour signatures on
+the probe tests) and the classes ranked by frequency (ties at random, with a
+seed).  A calibration task's nonconformity score is the rank of its first
+*acceptable* class (the class representative passes the gold tests), or
+infinity if none is.  With ``q = ceil((n+1)(1-alpha))``-th smallest score,
+the top-q classes form a prediction set with coverage >= 1 - alpha under
+exchangeability (an infinite q means the trivial set: everything).  The
+**reliability level** ``r = #(calibration tasks whose top class is
+correct) / (n+1)`` is the largest confidence at which the mode alone is a
+valid conformal set.
+
+Sequential stopping draws the samples of a task one at a time and stops after
+t when the gap between the two most frequent classes exceeds ``2 eps_t``,
+``eps_t = sqrt(log(2 C_t / delta_t) / (2 t))``, ``delta_t = 6 delta / (pi^2
+t^2)``, ``C_t`` the number of classes seen: by Hoeffding's inequality and
+union bounds over classes and t, the empirical mode is then the true mode
+with probability >= 1 - delta.  Stopping reads only the samples, never the
+labels, so the conformal guarantee is kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..validate import check_prob
+from .behaviour import behaviour
+
+__all__ = ["reliability", "reliability_table", "hoeffding_stop", "wilson", "plot_set_size"]
+
+
+def wilson(k, n, z: float = 1.959964) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a binomial proportion k/n (95% by default)."""
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        den = 1 + z**2 / n
+        mid = (p + z**2 / (2 * n)) / den
+        half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / den
+    return mid - half, mid + half
+
+
+def hoeffding_stop(labels, delta: float = 0.1) -> int:
+    """Return the number of samples after which the sequential rule stops (``len(labels)`` if it never does)."""
+    delta = check_prob(delta, name="delta")
+    counts: dict = {}
+    labels = list(labels)
+    for t, lab in enumerate(labels, 1):
+        counts[lab] = counts.get(lab, 0) + 1
+        top = sorted(counts.values(), reverse=True)[:2] + [0]
+        delta_t = 6 * delta / (np.pi**2 * t**2)
+        eps = np.sqrt(np.log(2 * len(counts) / delta_t) / (2 * t))
+        if (top[0] - top[1]) / t > 2 * eps:
+            return t
+    return len(labels)
+
+
+def _task_scores(labels: np.ndarray, correct: np.ndarray, rng) -> tuple[float, int, float]:
+    """(score, number of classes, entropy) of one task from its sample labels and per-sample correctness."""
+    uniq, first, cnt = np.unique(labels, return_index=True, return_counts=True)
+    order = np.lexsort((rng.random(uniq.size), -cnt))  # frequency, ties at random
+    ok = correct[first[order]]
+    hit = np.flatnonzero(ok)
+    p = cnt / cnt.sum()
+    return (float(hit[0] + 1) if hit.size else np.inf), uniq.size, float(-(p * np.log(p)).sum())
+
+
+def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_splits: int = 100,
+                seed: int | None = None, delta: float = 0.1, signature: str = "verdict",
+                probe_fraction: float = 0.5) -> xr.Dataset:
+    """Conformal prediction sets over behaviour classes, the reliability level and sequential stopping.
+
+    Parameters
+    ----------
+    samples : xarray.Dataset or arviz.InferenceData
+        Executed samples.
+    alpha : float
+        Miscoverage level of the prediction sets.
+    calib_fraction : float
+        Share of tasks used for calibration in each random split.
+    n_splits : int
+        Number of random splits.
+    seed : int, optional
+        Seed of the splits and of the tie-breaking (default ``rcParams["stats.seed"]``).
+    delta : float
+        Failure probability of the Hoeffding stopping rule.
+    signature, probe_fraction
+        Passed to :func:`bayespass.stats.behaviour.behaviour`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``(config, split)``: ``qhat``, ``coverage``, ``set_size``,
+        ``cond_coverage`` (on solvable test tasks), ``reliability`` (level
+        from the calibration half), ``mode_coverage`` (test share whose top
+        class is correct), and the same with the ``_seq`` suffix for the
+        sequentially stopped samples.  Over ``(config, task)``: ``score``,
+        ``score_seq``, ``n_classes``, ``entropy``, ``n_used``.  Over
+        ``config``: ``saved`` (share of samples not drawn), ``level``
+        (reliability level with all tasks as calibration) with Wilson 95%
+        bounds ``level_lower``/``level_upper``, ``n_tasks``.
+    """
+    from ..defaults import rcParams
+
+    alpha = check_prob(alpha, name="alpha")
+    calib_fraction = check_prob(calib_fraction, name="calib_fraction")
+    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
+        raise ValueError(f"n_splits must be a positive integer; got {n_splits!r}")
+    beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
+    seed = rcParams["stats.seed"] if seed is None else seed
+    rng = np.random.default_rng(seed)
+    lab, corr, n = beh["cluster"].values, beh["gold_correct"].values, beh["n"].values
+    n_cfg, n_task = n.shape
+    score = np.full((n_cfg, n_task), np.nan)
+    score_seq = np.full_like(score, np.nan)
+    n_cls = np.zeros((n_cfg, n_task), int)
+    ent = np.full_like(score, np.nan)
+    used = np.zeros((n_cfg, n_task), int)
+    for c in range(n_cfg):
+        for t in range(n_task):
+            idx = np.flatnonzero(lab[c, t] >= 0)
+            if idx.size == 0:
+                continue
+            score[c, t], n_cls[c, t], ent[c, t] = _task_scores(lab[c, t, idx], corr[c, t, idx], rng)
+            used[c, t] = hoeffding_stop(lab[c, t, idx], delta)
+            score_seq[c, t] = _task_scores(lab[c, t, idx[: used[c, t]]], corr[c, t, idx[: used[c, t]]], rng)[0]
+    names = ("qhat", "coverage", "set_size", "cond_coverage", "reliability", "mode_coverage")
+    out = {f"{v}{suf}": np.full((n_cfg, n_splits), np.nan) for v in names for suf in ("", "_seq")}
+    level = np.full((3, n_cfg), np.nan)
+    for c in range(n_cfg):
+        tasks = np.flatnonzero(n[c] > 0)
+        m = tasks.size
+        n_cal = int(round(calib_fraction * m))
+        if n_cal < 1 or n_cal >= m:
+            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
+        top = int((score[c, tasks] == 1).sum())
+        level[:, c] = top / (m + 1), *wilson(top, m)
+        for s in range(n_splits):
+            perm = rng.permutation(tasks)
+            cal, test = perm[:n_cal], perm[n_cal:]
+            rank = int(np.ceil((n_cal + 1) * (1 - alpha)))
+            for suf, sc in (("", score[c]), ("_seq", score_seq[c])):
+                q = np.sort(sc[cal])[rank - 1] if rank <= n_cal else np.inf
+                st = sc[test]
+                solvable = np.isfinite(st)
+                out[f"qhat{suf}"][c, s] = q
+                out[f"coverage{suf}"][c, s] = np.mean(st <= q)
+                out[f"set_size{suf}"][c, s] = np.mean(np.minimum(q, n_cls[c, test]))
+                out[f"cond_coverage{suf}"][c, s] = np.mean(st[solvable] <= q) if solvable.any() else np.nan
+                out[f"reliability{suf}"][c, s] = np.sum(sc[cal] == 1) / (n_cal + 1)
+                out[f"mode_coverage{suf}"][c, s] = np.mean(st == 1)
+    d2, d1 = ("config", "split"), ("config", "task")
+    tot = np.maximum(n.sum(1), 1)
+    ds = xr.Dataset({**{k: (d2, v) for k, v in out.items()},
+                     "score": (d1, score), "score_seq": (d1, score_seq), "n_classes": (d1, n_cls),
+                     "entropy": (d1, ent), "n_used": (d1, used),
+                     "saved": ("config", 1 - used.sum(1) / tot), "level": ("config", level[0]),
+                     "level_lower": ("config", level[1]), "level_upper": ("config", level[2]),
+                     "n_tasks": ("config", (n > 0).sum(1))},
+                    coords={"config": beh.config.values, "task": beh.task.values, "split": np.arange(n_splits)})
+    ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, delta=delta,
+                    signature=signature)
+    return ds
+
+
+def reliability_table(rel: xr.Dataset) -> pd.DataFrame:
+    """One row per config: reliability level (Wilson 95%), coverage, set size, stopping savings."""
+    rows = []
+    for cfg in rel.config.values:
+        r = rel.sel(config=cfg)
+        m = lambda v, r=r: float(np.nanmean(r[v].values))  # noqa: E731
+        rows.append({"config": cfg, "n_tasks": int(r["n_tasks"]), "level": float(r["level"]),
+                     "level_lo": float(r["level_lower"]), "level_hi": float(r["level_upper"]),
+                     "coverage": m("coverage"), "coverage_sd": float(np.nanstd(r["coverage"].values)),
+                     "set_size": m("set_size"), "cond_coverage": m("cond_coverage"),
+                     "mode_coverage": m("mode_coverage"), "coverage_seq": m("coverage_seq"),
+                     "mode_coverage_seq": m("mode_coverage_seq"), "saved": float(r["saved"])})
+    return pd.DataFrame(rows)
+
+
+def plot_set_size(rel: xr.Dataset, *, ax=None):
+    """Per-task mean conformal set size vs the entropy of its class distribution."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4.2))
+    for cfg in rel.config.values:
+        r = rel.sel(config=cfg)
+        q = np.nanmedian(r["qhat"].values)
+        size = np.minimum(q, r["n_classes"].values)
+        jitter = np.random.default_rng(0).uniform(-0.12, 0.12, size.size)
+        ax.scatter(r["entropy"].values, size + jitter, s=10, alpha=0.6,
+                   label=f"{cfg} (median q = {q:g}, level {float(r['level']):.2f})")
+    ax.set_xlabel("entropy of the task's behaviour classes (nats)")
+    ax.set_ylabel("prediction-set size (classes)")
+    ax.set_title(f"Conformal sets at alpha = {rel.attrs['alpha']:g}")
+    ax.legend(fontsize=7)
+    return ax

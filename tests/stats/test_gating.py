@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+
+from bayespass.stats.behaviour import behaviour
+from bayespass.stats.gating import crc_threshold, gate, gate_diagnostics, gate_table, risk_coverage
+from bayespass.stats.reliability import hoeffding_stop, reliability, wilson
+
+P, F = 1, 2
+
+
+def test_behaviour_clusters_by_hand(make_samples):
+    # one task, 4 tests (probe = 0,1; gold = 2,3), 5 samples
+    v = np.array([[[[P, P, P, P],    # correct
+                    [P, F, F, F],    # wrong A
+                    [P, P, P, F],    # passes probe, fails gold: same cluster as the correct ones
+                    [P, F, F, F],    # wrong A
+                    [F, P, P, P]]]])  # wrong-on-probe B, right on gold
+    b = behaviour(make_samples(v)).isel(config=0, task=0)
+    assert int(b.n) == 5 and int(b.n_clusters) == 3
+    assert list(b.cluster.values) == [0, 1, 0, 1, 2]  # tie of size 2 broken by the earliest member
+    assert float(b.f_max) == pytest.approx(0.4) and float(b.f_pass) == pytest.approx(0.4)
+    assert int(b.dominant) == 0 and bool(b.dominant_correct) and bool(b.first_correct)
+    assert list(b.gold_correct.values) == [True, False, False, False, True]
+    # coarse signature merges everything that fails some probe test
+    bc = behaviour(make_samples(v), signature="coarse").isel(config=0, task=0)
+    assert int(bc.n_clusters) == 2
+    # digest signature splits same-verdict programs that return different values
+    d = np.zeros(v.shape, np.int64)
+    d[0, 0, 3, 1] = 7
+    assert int(behaviour(make_samples(v, digest=d), signature="digest").n_clusters[0, 0]) == 4
+
+
+def test_stable_wrong_fragile_and_missing_samples(make_samples):
+    is_plus = np.array([[0, 1, 0, 1]])  # probe: tests 0,1 (base, plus); gold: 2 (base), 3 (plus)
+    v = np.array([[[[P, F, P, F]] * 3 + [[-1, -1, -1, -1]]]])
+    b = behaviour(make_samples(v, is_plus=is_plus)).isel(config=0, task=0)
+    assert int(b.n) == 3 and float(b.f_max) == 1.0
+    assert bool(b.stable_wrong) and bool(b.fragile)
+
+
+def _brute_crc(s, w, alpha, variant):
+    n = len(s)
+    for lam in sorted(set(s[np.isfinite(s)])):
+        r = np.mean((s >= lam) & w)
+        if (n / (n + 1) * r + 1 / (n + 1) <= alpha) if variant == "crc" else (r <= alpha - 1 / n):
+            return lam
+    return np.inf
+
+
+@pytest.mark.parametrize("variant", ["crc", "conservative"])
+def test_crc_threshold_matches_definition(variant):
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = rng.integers(5, 60)
+        s = rng.integers(1, 9, n) / 8.0
+        w = rng.random(n) < 0.6 * (1 - s)
+        s[rng.random(n) < 0.1] = -np.inf
+        alpha = rng.uniform(0.05, 0.4)
+        assert crc_threshold(s, w, alpha, variant=variant) == _brute_crc(s, w, alpha, variant)
+
+
+@pytest.mark.parametrize("variant", ["crc", "conservative"])
+def test_crc_controls_risk_over_repeated_draws(variant):
+    """Known truth: P(wrong | s) = 0.8 (1 - s); E[test risk] <= alpha over many calibration draws."""
+    rng = np.random.default_rng(1)
+    alpha, n, risks = 0.1, 100, []
+    for _ in range(2000):
+        s = rng.random(n + 1)
+        w = rng.random(n + 1) < 0.8 * (1 - s)
+        lam = crc_threshold(s[:n], w[:n], alpha, variant=variant)
+        risks.append((s[n] >= lam) & w[n])
+    m = np.mean(risks)
+    assert m <= alpha + 3 * np.sqrt(alpha * (1 - alpha) / len(risks)), m
+    assert m >= 0.05  # and it is not trivially conservative
+
+
+def test_crc_bad_input():
+    with pytest.raises(ValueError, match="alpha must be in"):
+        crc_threshold([0.5], [True], 1.5)
+    with pytest.raises(ValueError, match="NaN"):
+        crc_threshold([np.nan], [True], 0.1)
+    with pytest.raises(ValueError, match="variant"):
+        crc_threshold([0.5], [True], 0.1, variant="ltt")
+    with pytest.raises(TypeError, match="samples"):
+        gate({"verdict": 1})
+
+
+def test_collapse_guard_and_risk_coverage(make_samples):
+    rng = np.random.default_rng(2)
+    t, k = 60, 6
+    v = np.where(rng.random((1, t, k, 4)) < 0.5, P, F)
+    v[0, :30] = F  # half the tasks: one wrong program emitted K times (collapsed)
+    prog = rng.integers(0, 10**9, (1, t, k))
+    prog[0, :30] = 5
+    ds = make_samples(v, program=prog, logprob=rng.normal(size=(1, t, k)))
+    diag = gate_diagnostics(ds)
+    assert diag.loc[0, "collapsed"] == pytest.approx(0.5)
+    assert diag.loc[0, "stable_wrong"] >= 0.5
+    g = gate(ds, alpha=0.2, n_splits=20, diversity_floor=0.5)
+    assert np.all(g.sel(rule="behaviour-CRC").silent.values <= 0.5)
+    rc = risk_coverage(ds)
+    cov = rc.coverage.sel(rule="behaviour-CRC").values[0]
+    cov = cov[np.isfinite(cov)]
+    assert cov[0] == 1.0 and cov[-1] == 0.0 and np.all(np.diff(cov) <= 0)
+    tab = gate_table(g)
+    assert set(tab.rule) == {"pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"}
+
+
+def test_hoeffding_stop_and_wilson():
+    assert hoeffding_stop([0] * 10, 0.1) == 10  # never stops this early
+    t = hoeffding_stop([0] * 100, 0.1)
+    # smallest t with 1 > 2 sqrt(log(2 * pi^2 t^2 / (6 * 0.1)) / (2t))
+    brute = next(t for t in range(1, 100) if 1 > 2 * np.sqrt(np.log(2 * np.pi**2 * t**2 / 0.6) / (2 * t)))
+    assert t == brute
+    assert hoeffding_stop([0, 1] * 50, 0.1) == 100
+    lo, hi = wilson(30, 100)
+    assert lo == pytest.approx(0.2189, abs=1e-3) and hi == pytest.approx(0.3958, abs=1e-3)
+
+
+def test_reliability_by_hand(make_samples):
+    # 20 tasks, 4 samples each; tasks 0-11: mode correct; 12-15: second class correct; 16-19: none correct
+    v = np.full((1, 20, 4, 2), F)
+    v[0, :12, :3] = P
+    v[0, 12:16, 3] = P
+    r = reliability(make_samples(v), alpha=0.2, n_splits=50, calib_fraction=0.5)
+    assert list(r.score.values[0, :12]) == [1.0] * 12
+    assert np.all(r.score.values[0, 12:16] == 2) and np.all(np.isinf(r.score.values[0, 16:]))
+    assert float(r.level[0]) == pytest.approx(12 / 21)

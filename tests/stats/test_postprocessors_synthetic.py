@@ -1,0 +1,81 @@
+"""Acceptance of the post-processors on synthetic-coder runs with known truth (real execution)."""
+
+import numpy as np
+import pytest
+
+import bayespass as bp
+from bayespass.data.fuzz import fuzzed_suite
+from bayespass.generate.synthetic import SyntheticCoder
+from bayespass.stats.gating import gate, gate_table
+from bayespass.stats.incoherence import incoherence
+from bayespass.stats.metrics import metric_table
+from bayespass.stats.reliability import reliability, reliability_table
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    suite = bp.load_suite("humaneval")
+    coder = SyntheticCoder(suite, seed=0)
+    recs = [r for T in (0.4, 0.8, 1.2) for r in coder.generate(k=10, temperature=T, seed=1)]
+    out = tmp_path_factory.mktemp("run")
+    ds = bp.execute(recs, suite, out=out, reuse=[coder.run_dir], progress=False)
+    return suite, coder, recs, ds
+
+
+def test_crc_silent_failure_controlled_over_200_splits(run):
+    *_, ds = run
+    g = gate(ds, alpha=0.1, n_splits=200, seed=0)
+    sil = g.silent.sel(rule="behaviour-CRC").mean("split").values
+    assert np.all(sil <= 0.1 + 0.02), sil
+    lp = g.silent.sel(rule="logprob-CRC").mean("split").values
+    assert np.all(lp <= 0.1 + 0.02), lp
+    tab = gate_table(g)
+    # the baselines: pass@1 answers always; best-of-K is an upper bound on pass@1's effective rate
+    p1 = tab[tab.rule == "pass@1"].effective.values
+    bk = tab[tab.rule == "best-of-K"].effective.values
+    assert np.all(bk >= p1) and np.all(tab[tab.rule == "pass@1"].abstention == 0)
+
+
+def test_reliability_level_coverage(run):
+    *_, ds = run
+    r = reliability(ds, alpha=0.1, n_splits=200, seed=0)
+    tab = reliability_table(r)
+    assert np.all(tab.coverage >= 0.9 - 0.02)
+    # at confidence = the calibration reliability level, the mode alone covers
+    gap = (r.mode_coverage - r.reliability).mean("split").values
+    assert np.all(gap >= -0.02), gap
+    assert np.all((tab.level_lo <= tab.level) & (tab.level <= tab.level_hi))
+
+
+def test_sequential_stopping_saves_samples_and_keeps_coverage(run, tmp_path):
+    suite, coder, *_ = run
+    recs = coder.generate(k=60, temperature=0.4, seed=2)
+    ds = bp.execute(recs, suite, out=tmp_path, reuse=[coder.run_dir], progress=False)
+    r = reliability(ds, alpha=0.1, n_splits=100, seed=0)
+    assert float(r.saved[0]) > 0.2
+    assert float(r.coverage_seq.mean()) >= 0.9 - 0.02
+    assert float((r.mode_coverage_seq - r.reliability_seq).mean()) >= -0.02
+
+
+def test_incoherence_bound_on_every_task(run, tmp_path):
+    suite, coder, recs, ds = run
+    fz = fuzzed_suite(suite, 300)
+    tasks = [t for t in coder.tasks if t in fz.tasks][:25]
+    sub = [r for r in recs if r["task_id"] in set(tasks)]
+    fds = bp.execute(sub, fz, out=tmp_path, progress=False, max_timeouts=3)
+    inc = incoherence(fds, samples=ds, n_mc=500, n_repeats=20, seed=0)
+    ok = np.isfinite(inc.I.values)
+    assert ok.sum() == 3 * len(tasks)
+    assert bool(inc.bound_holds.all())
+    assert float((np.abs(inc.I_mc - inc.I) <= inc.attrs["eps"]).mean()) >= 0.95
+    # tasks whose every sample matches the canonical solution everywhere have I = E = 0
+    assert np.all(inc.I.values[inc.E.values == 0] == 0)
+
+
+def test_metric_table(run):
+    *_, ds = run
+    tab = metric_table(ds, k=(1, 5, 10))
+    truth_like = ds.correct.where(ds.exists).mean(("task", "sample")).values
+    assert np.allclose(tab["pass@1"].values, truth_like)
+    assert np.all(tab["pass@10"] >= tab["pass@1"]) and "reading" in tab
+    assert np.all((tab["maj@10"] >= 0) & (tab["maj@10"] <= 1))
