@@ -189,6 +189,195 @@ def execute_cmd(
     emit(rows, "table")
 
 
+def _print_table(title: str, df, fmt: str = "table") -> None:
+    typer.echo(f"\n== {title} ==")
+    emit(df, fmt)
+
+
+def _passk_view(df, main: str | None):
+    cols = ["config", "k", "unbiased"]
+    if main and main in df:
+        cols += [main, f"{main}_lo", f"{main}_hi"]
+    if "truth" in df:
+        cols.append("truth")
+    return df[cols]
+
+
+@app.command("run")
+def run_cmd(
+    out: Annotated[Path, typer.Option(help="Run directory (re-running resumes).")] = Path("runs/demo"),
+    suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
+    dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
+    model: Annotated[str | None, typer.Option(help="transformers model id or local path (default: the "
+                                                   "synthetic coder).")] = None,
+    samples: Annotated[Path | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
+                                                     "samples directory).")] = None,
+    k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
+    temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers coder).")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample (transformers coder).")] = 512,
+    tasks: Annotated[int | None, typer.Option(help="Only the first N tasks of the suite.")] = None,
+    fuzz_n: Annotated[int, typer.Option(help="Fuzzed inputs per task for incoherence (0: skip).")] = 100,
+    alpha: Annotated[float, typer.Option(help="Target silent-failure rate / miscoverage.")] = 0.1,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 42,
+    workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Small settings: 40 tasks, K=5, 2 temperatures, short "
+                                                       "MCMC (about 2 minutes).")] = False,
+) -> None:
+    """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
+    from .pipeline import RunConfig, run
+
+    try:
+        temps = tuple(float(x) for x in temperatures.split(","))
+    except ValueError:
+        fail(f"--temperatures must be comma-separated numbers; got {temperatures!r}")
+    if model is not None and samples is not None:
+        fail("give --model or --samples, not both")
+    coder = "samples" if samples is not None else (model or "synthetic")
+    kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=coder,
+              samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
+              alpha=alpha, seed=seed, workers=workers)
+    if quick:
+        cfg = RunConfig.quick(**kw)
+    else:
+        cfg = RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
+    try:
+        tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        fail(str(err))
+    import json
+
+    main = None
+    for name in ("zoibb-mcmc", "bb-mcmc", "zoibb-eb", "bb-eb"):
+        if name in tables["passk"]:
+            main = name
+            break
+    _print_table(f"pass@k (unbiased, {main} posterior mean and 90% interval, truth when known)",
+                 _passk_view(tables["passk"], main))
+    for key, title in (("loo_eb", "LOO comparison (EB fits)"), ("loo_mcmc", "LOO comparison (MCMC fits)")):
+        if key in tables:
+            cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "pareto_k_max")
+                    if c in tables[key]]
+            _print_table(title, tables[key][cols])
+    _print_table("PPC p-values", tables["ppc"])
+    _print_table(f"Gating at alpha = {alpha:g} (mean over splits)",
+                 tables["gating"][["config", "rule", "abstention", "effective", "silent", "accuracy"]])
+    _print_table("Reliability level", tables["reliability"][["config", "n_tasks", "level", "level_lo", "level_hi",
+                                                              "coverage", "set_size", "saved"]])
+    if "incoherence" in tables:
+        _print_table("Incoherence", tables["incoherence"])
+    _print_table("Metrics", tables["metrics"])
+    meta = json.loads((out / "run.json").read_text())
+    typer.echo(f"\nwrote {out}/report.html (total {meta.get('timings', {}).get('total', '?')} s)")
+
+
+def _load(rundir: Path):
+    from .pipeline import load_run
+
+    try:
+        return load_run(rundir)
+    except FileNotFoundError as err:
+        fail(str(err))
+
+
+@app.command("gate")
+def gate_cmd(
+    rundir: Annotated[Path, typer.Argument(help="Run directory (from 'run' or 'execute').")],
+    alpha: Annotated[float, typer.Option(help="Target silent-failure rate.")] = 0.1,
+    splits: Annotated[int, typer.Option(help="Random calibration/test splits.")] = 100,
+    calib_fraction: Annotated[float, typer.Option(help="Calibration share of the tasks.")] = 0.6,
+    signature: Annotated[str, typer.Option(help="verdict, digest or coarse.")] = "verdict",
+    variant: Annotated[str, typer.Option(help="crc or conservative.")] = "crc",
+    diversity_floor: Annotated[float, typer.Option(help="Min share of distinct programs to answer.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Split seed.")] = 42,
+    plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage PNG here.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """CRC gating from behavioural clusters vs pass@1, best-of-K and logprob-CRC."""
+    from .stats.gating import gate, gate_diagnostics, gate_table, plot_risk_coverage, risk_coverage
+
+    samples, _, _ = _load(rundir)
+    try:
+        g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
+                 variant=variant, diversity_floor=diversity_floor, seed=seed)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    emit(gate_table(g), format)
+    if format == "table":
+        _print_table("Behaviour diagnostics", gate_diagnostics(samples, signature=signature))
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
+        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        typer.echo(f"wrote {plot}", err=True)
+
+
+@app.command("reliability")
+def reliability_cmd(
+    rundir: Annotated[Path, typer.Argument(help="Run directory.")],
+    alpha: Annotated[float, typer.Option(help="Miscoverage of the conformal sets.")] = 0.1,
+    splits: Annotated[int, typer.Option(help="Random splits.")] = 100,
+    delta: Annotated[float, typer.Option(help="Failure probability of Hoeffding stopping.")] = 0.1,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 42,
+    plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy PNG here.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
+    from .stats.reliability import plot_set_size, reliability, reliability_table
+
+    samples, _, _ = _load(rundir)
+    try:
+        r = reliability(samples, alpha=alpha, n_splits=splits, delta=delta, seed=seed)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    emit(reliability_table(r), format)
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        ax = plot_set_size(r)
+        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        typer.echo(f"wrote {plot}", err=True)
+
+
+@app.command("incoherence")
+def incoherence_cmd(
+    rundir: Annotated[Path, typer.Argument(help="Run directory with fuzz/samples.nc (from 'run').")],
+    n_mc: Annotated[int, typer.Option(help="Monte-Carlo (pair, input) draws per task.")] = 1000,
+    delta: Annotated[float, typer.Option(help="Confidence parameter of the PAC half-width.")] = 0.05,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 42,
+    plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error PNG here.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """Incoherence and error on fuzzed inputs (exact and Monte-Carlo), with the I <= 2E bound."""
+    from .stats.incoherence import incoherence, incoherence_summary, pac_n_estimate, plot_incoherence
+
+    samples, fuzz, _ = _load(rundir)
+    if fuzz is None:
+        fail(f"{str(rundir)!r} has no fuzz/samples.nc; run 'bayespass run' with --fuzz-n > 0")
+    try:
+        inc = incoherence(fuzz, samples=samples, n_mc=n_mc, delta=delta, seed=seed)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    df = incoherence_summary(inc)
+    emit(df, format)
+    if format == "table":
+        rank = df.attrs.get("rank_agreement")
+        if rank is not None:
+            typer.echo(f"rank agreement (Spearman, configs) of pass@1 and zero-incoherence rate: {rank:.3f}")
+        typer.echo(f"Monte-Carlo half-width at n={n_mc}, delta={delta}: {inc.attrs['eps']:.4f}; "
+                   f"draws for eps=0.05: {pac_n_estimate(0.05, delta)}")
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        ax = plot_incoherence(inc)
+        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        typer.echo(f"wrote {plot}", err=True)
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
     app(prog_name="bayespass")

@@ -153,19 +153,26 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
             "times": [outs[i].duration for i in ok], "tried": len(tagged)}
 
 
-def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True) -> dict:
-    """Fuzz every task of a suite in the sandbox (cached on disk by suite hash, n and seed)."""
+def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True,
+               tasks=None) -> dict:
+    """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
     from ..execute.harness import SlotPool
     from ..execute.sandbox import Limits
     from .suites import cache_dir
 
     if not suite.expected:
         suite.compute_expected(workers=workers)
-    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}.json"
+    tag = ""
+    if tasks is not None:
+        import hashlib
+
+        tasks = sorted(set(tasks))
+        tag = "-t" + hashlib.sha256("\n".join(tasks).encode()).hexdigest()[:10]
+    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}.json"
     if use_cache and path.exists():
         return json.loads(path.read_text())
     pool = SlotPool(workers, limits=Limits(cpu_s=600))
-    tasks = list(suite.tasks.values())
+    tasks = [t for t in suite.tasks.values() if tasks is None or t.task_id in tasks]
     res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb), tasks)
     out = {t.task_id: r for t, r in zip(tasks, res, strict=True)}
     tmp = path.with_suffix(".tmp")
@@ -181,7 +188,8 @@ def summary(fuzzed: dict, threshold: int = 200) -> dict:
             "median_inputs": float(np.median(counts)), "min_inputs": int(counts.min())}
 
 
-def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True):
+def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True,
+                 tasks=None):
     """Return a :class:`Suite` whose tests are the fuzzed inputs (expected = canonical outputs on them).
 
     Executing samples against it (``bayespass.execute``) records every
@@ -194,7 +202,7 @@ def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = N
     from ..execute.child import decode
     from .suites import Suite
 
-    fz = fuzz_suite(suite, n, seed=seed, workers=workers, use_cache=use_cache)
+    fz = fuzz_suite(suite, n, seed=seed, workers=workers, use_cache=use_cache, tasks=tasks)
     tasks, expected = {}, {}
     for tid, task in suite.tasks.items():
         res = fz.get(tid)

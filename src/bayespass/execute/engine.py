@@ -238,6 +238,19 @@ def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None) -> s
 _EXTRAS = ("mean_logprob", "n_tokens", "correct_true")
 
 
+def _config_coords(table: pd.DataFrame, configs: list) -> dict:
+    """``model`` and ``temperature`` per config when the records carry them."""
+    out = {}
+    first = table.drop_duplicates("config").set_index("config")
+    if "model" in first and first["model"].notna().all():
+        out["model"] = ("config", [str(first.at[c, "model"]) for c in configs])
+    if "temperature" in first:
+        temps = pd.to_numeric(first["temperature"], errors="coerce")
+        if temps.notna().all():
+            out["temperature"] = ("config", [float(temps.at[c]) for c in configs])
+    return out
+
+
 def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     configs = list(dict.fromkeys(table["config"]))
     tasks = [t for t in suite.tasks if t in set(table["task"])]
@@ -286,7 +299,8 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
          "correct": (dims[:3], exists & passed.all(-1)),
          "base_correct": (dims[:3], exists & (passed | ~base_mask).all(-1)),
          "is_plus": (("task", "test"), is_plus), "reference_digest": (("task", "test"), ref)},
-        coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test)})
+        coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test),
+                **_config_coords(table, configs)})
 
 
 def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus") -> xr.Dataset:

@@ -28,9 +28,11 @@ from .mutants import mutants, variants
 __all__ = ["SyntheticCoder", "build_pools", "pool_dir"]
 
 
-def _pool_candidates(suite, max_mutants, seed):
+def _pool_candidates(suite, max_mutants, seed, tasks=None):
     recs = []
     for tid, task in suite.tasks.items():
+        if tasks is not None and tid not in tasks:
+            continue
         prog = task.reference_program
         for code in variants(prog, task.entry_point):
             recs.append({"task_id": tid, "solution": code, "config": "variant"})
@@ -39,22 +41,34 @@ def _pool_candidates(suite, max_mutants, seed):
     return recs
 
 
-def pool_dir(suite, max_mutants: int = 20, seed: int = 0):
+def _subset_tag(tasks) -> str:
+    if tasks is None:
+        return ""
+    import hashlib
+
+    return "-t" + hashlib.sha256("\n".join(sorted(tasks)).encode()).hexdigest()[:10]
+
+
+def pool_dir(suite, max_mutants: int = 20, seed: int = 0, tasks=None):
     """Run directory where the pool's programs were executed (reusable by later runs)."""
     from ..data.suites import cache_dir
 
-    return cache_dir() / f"pools-v2-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}"
+    return cache_dir() / f"pools-v2-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}{_subset_tag(tasks)}"
 
 
-def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, progress=False) -> dict:
-    """Execute candidate programs once and return per-task pools (cached under the cache dir)."""
+def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, progress=False, tasks=None) -> dict:
+    """Execute candidate programs once and return per-task pools (cached under the cache dir).
+
+    ``tasks`` restricts the pools to a subset of the suite (a separate cache entry).
+    """
     from ..execute.engine import execute
 
-    run = pool_dir(suite, max_mutants, seed)
+    tasks = None if tasks is None else sorted(set(tasks))
+    run = pool_dir(suite, max_mutants, seed, tasks)
     path = run / "pools.json"
     if path.exists():
         return json.loads(path.read_text())
-    recs = _pool_candidates(suite, max_mutants, seed)
+    recs = _pool_candidates(suite, max_mutants, seed, tasks)
     ds = execute(recs, suite, out=run, workers=workers, progress=progress)
     pools = {}
     for cfg in ("variant", "mutant"):
@@ -97,16 +111,24 @@ class SyntheticCoder(Coder):
         Mean gap of the pseudo mean-token-logprob between correct and wrong samples.
     seed : int
         Seed of the truth (p_i and wrong-behaviour weights).
+    tasks : sequence of str, optional
+        Restrict the coder to these tasks (smaller pools to build).
     """
 
     name = "synthetic"
 
     def __init__(self, suite, *, prior=(0.8, 0.6, 0.1, 0.15), stable_wrong: float = 0.3,
                  dominance: float = 0.7, logprob_signal: float = 0.1, max_mutants: int = 20,
-                 seed: int = 0, workers=None, progress: bool = False):
+                 seed: int = 0, workers=None, progress: bool = False, tasks=None):
         self.suite = suite
-        self.pools = build_pools(suite, max_mutants=max_mutants, seed=seed, workers=workers, progress=progress)
-        self.run_dir = pool_dir(suite, max_mutants, seed)
+        if tasks is not None:
+            unknown = sorted(set(tasks) - set(suite.tasks))
+            if unknown:
+                raise ValueError(f"tasks not in suite {suite.name!r}: {unknown[:5]}")
+            tasks = sorted(set(tasks))
+        self.pools = build_pools(suite, max_mutants=max_mutants, seed=seed, workers=workers, progress=progress,
+                                 tasks=tasks)
+        self.run_dir = pool_dir(suite, max_mutants, seed, tasks)
         self.tasks = [t for t in suite.tasks if self.pools.get(t, {}).get("correct")]
         g = np.random.default_rng(seed)
         self.p_base = draw_zoib(len(self.tasks), *prior, seed=g)

@@ -187,11 +187,13 @@ def gate_table(gated: xr.Dataset) -> pd.DataFrame:
         for m in gated.rule.values:
             cell = gated.sel({"config": cfg, "rule": m})
             row = {"config": cfg, "rule": m}
-            for v in ("abstention", "effective", "silent", "accuracy", "threshold"):
+            for v in ("abstention", "effective", "silent", "accuracy"):
                 x = cell[v].values
                 row[v] = np.nanmean(x) if np.isfinite(x).any() else np.nan
                 if v in ("effective", "silent"):
                     row[f"{v}_sd"] = np.nanstd(x) if np.isfinite(x).any() else np.nan
+            lam = cell["threshold"].values
+            row["threshold_median"] = np.median(lam[~np.isnan(lam)]) if (~np.isnan(lam)).any() else np.nan
             rows.append(row)
     return pd.DataFrame(rows)
 

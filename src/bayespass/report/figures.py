@@ -1,0 +1,63 @@
+"""The run's PNG figures (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["make_figures"]
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
+                 truth_dir: Path | None = None) -> dict[str, Path]:
+    """Write pass@k curves (with truth when known), PPC, risk-coverage, set size and incoherence plots."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from ..stats.curve import passk_curve, plot_passk_curve
+    from ..stats.gating import plot_risk_coverage
+    from ..stats.incoherence import plot_incoherence
+    from ..stats.ppc import plot_ppc
+    from ..stats.reliability import plot_set_size
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    figs: dict[str, Path] = {}
+    k = np.unique(np.round(np.logspace(0, np.log10(max(200, 4 * int(counts.n.max()))), 40)).astype(int))
+    if main is not None:
+        truth = None
+        if truth_dir is not None:
+            from ..pipeline import _truth_passk
+
+            truth = _truth_passk(Path(truth_dir), counts, k)
+        cur = passk_curve(idatas[main], k)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        plot_passk_curve(cur, counts=counts, truth=truth, ax=ax)
+        if truth is not None:
+            ax.set_title(ax.get_title() + "\n(dashed: synthetic truth)", fontsize=9)
+        figs["passk"] = _save(fig, folder / "passk_curves.png")
+        axes = plot_ppc(idatas[main])
+        axes[0].figure.suptitle(f"Posterior predictive check ({main})", fontsize=10)
+        figs["ppc"] = _save(axes[0].figure, folder / "ppc.png")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    plot_risk_coverage(curve, gated, ax=ax)
+    figs["risk_coverage"] = _save(fig, folder / "risk_coverage.png")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    plot_set_size(rel, ax=ax)
+    figs["set_size"] = _save(fig, folder / "set_size.png")
+    if inc is not None:
+        fig, ax = plt.subplots(figsize=(5.5, 4.8))
+        plot_incoherence(inc, ax=ax)
+        figs["incoherence"] = _save(fig, folder / "incoherence.png")
+    return figs
