@@ -1,5 +1,5 @@
 # One command sets up and runs the demo; one sets up and runs the tests.
-#   make demo    create .venv (if needed) and run the offline demo
+#   make demo    create .venv (if needed) and run the offline demo (bayespass run; report in runs/demo)
 #   make test    create .venv (if needed) and run the test suite (what .ci/run calls)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,7 +9,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo demo-quick test test-all lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/bayespass estimate data/examples/counts_small.csv --k 1,10,100
+	$(BIN)/bayespass run --out runs/demo
+
+demo-quick: $(STAMP)
+	$(BIN)/bayespass run --quick --out runs/quick
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=900
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow or not slow"

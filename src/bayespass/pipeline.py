@@ -65,7 +65,7 @@ class RunConfig:
     def quick(cls, **kw) -> RunConfig:
         """Small settings for a run in about two minutes (40 tasks, K = 5, two temperatures)."""
         base = dict(k=5, temperatures=(0.6, 1.2), tasks=40, fuzz_n=30, draws=300, tune=300, chains=2,
-                    mcmc_methods_models=("bb",), n_splits=50)
+                    mcmc_methods_models=("zoibb",), n_splits=50)
         base.update(kw)
         return cls(**base)
 
@@ -325,6 +325,7 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
     ppc_rows = []
     for name, idata in idatas.items():
         p = ppc(idata)["p_value"].to_pandas()
+        p.columns.name = None
         p.insert(0, "fit", name)
         ppc_rows.append(p.reset_index())
     tables["ppc"] = pd.concat(ppc_rows, ignore_index=True) if ppc_rows else pd.DataFrame()

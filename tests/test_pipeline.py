@@ -1,0 +1,129 @@
+"""The main job end to end (quick settings, real execution and fits), resume, report, CLI post-processors."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bayespass.cli import app
+
+
+
+
+class _Imgs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.imgs = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.imgs.append(dict(attrs))
+
+
+@pytest.fixture(scope="module")
+def rundir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r"
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out, res.stdout
+
+
+def test_run_prints_tables_and_writes_the_run_directory(rundir):
+    out, stdout = rundir
+    for title in ("pass@k", "LOO comparison", "PPC p-values", "Gating at alpha = 0.1", "Reliability level",
+                  "Incoherence", "Metrics"):
+        assert title in stdout
+    for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
+        assert rule in stdout
+    for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "run.nc", "report.html",
+              "fuzz/samples.nc", "figures/passk_curves.png", "figures/ppc.png", "figures/risk_coverage.png",
+              "figures/set_size.png", "figures/incoherence.png", "tables/gating.csv"):
+        assert (out / p).exists(), p
+    import arviz as az
+
+    idata = az.from_netcdf(str(out / "run.nc"))
+    assert {"posterior", "log_likelihood", "passk", "samples", "fuzz_samples"} <= set(idata.groups())
+    # the post-processors run on the InferenceData itself
+    from bayespass.stats.gating import gate
+    from bayespass.stats.incoherence import incoherence
+
+    assert gate(idata, n_splits=5).sizes["rule"] == 4
+    assert bool(incoherence(idata).bound_holds.all())
+
+
+def test_report_embeds_every_figure(rundir):
+    out, _ = rundir
+    html = (out / "report.html").read_text()
+    p = _Imgs()
+    p.feed(html)
+    assert len(p.imgs) >= 5
+    for img in p.imgs:
+        assert img["src"].startswith("data:image/png;base64,")
+        import base64
+
+        raw = base64.b64decode(img["src"].split(",", 1)[1])
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 5000
+    assert not re.search(r'src="(http|file|/)', html)  # self-contained
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not installed")
+def test_report_renders_in_headless_chromium(rundir, tmp_path):
+    out, _ = rundir
+    shot = tmp_path / "shot.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1200,3000", (out / "report.html").as_uri()], capture_output=True, timeout=120)
+    assert shot.exists()
+    from PIL import Image
+
+    im = Image.open(shot).convert("L")
+    hist = im.histogram()
+    assert sum(hist[:200]) > 0.02 * im.size[0] * im.size[1]  # not a blank page: figures drawn
+
+
+@pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--splits", "20"], ["incoherence"]])
+def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
+    out, _ = rundir
+    plot = tmp_path / "p.png"
+    res = CliRunner().invoke(app, [cmd[0], str(out), *cmd[1:], "--plot", str(plot)])
+    assert res.exit_code == 0, res.output
+    assert plot.exists() and plot.stat().st_size > 5000
+    assert "synthetic|T=0.6" in res.output
+
+
+def test_cli_post_processor_errors(tmp_path):
+    res = CliRunner().invoke(app, ["gate", str(tmp_path)])
+    assert res.exit_code == 2 and "not a run directory" in res.output
+
+
+def test_interrupted_run_resumes(tmp_path):
+    out = tmp_path / "r"
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    args = [sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 600
+    while time.time() < deadline:  # interrupt as soon as the execution stage is committed
+        state = out / "run.json"
+        if state.exists() and "execute" in json.loads(state.read_text()).get("stages", {}):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    stages = json.loads((out / "run.json").read_text())["stages"]
+    assert "execute" in stages and "report" not in stages
+    mtime = (out / "samples.nc").stat().st_mtime
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (out / "samples.nc").stat().st_mtime == mtime  # not re-executed
+    assert "report" in json.loads((out / "run.json").read_text())["stages"]
+    assert (out / "report.html").exists()
