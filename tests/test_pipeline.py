@@ -9,14 +9,11 @@ import subprocess
 import sys
 import time
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from bayespass.cli import app
-
-
 
 
 class _Imgs(HTMLParser):
