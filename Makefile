@@ -13,7 +13,7 @@ export MKL_NUM_THREADS ?= 1
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,hf]'
 	touch $(STAMP)
 
 demo: $(STAMP)

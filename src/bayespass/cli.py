@@ -378,6 +378,41 @@ def incoherence_cmd(
         typer.echo(f"wrote {plot}", err=True)
 
 
+@app.command("generate")
+def generate_cmd(
+    model: Annotated[str, typer.Option(help="transformers model id or local path, or 'synthetic'.")],
+    suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
+    dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
+    k: Annotated[int, typer.Option(help="Samples per task.")] = 8,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 512,
+    seed: Annotated[int, typer.Option(help="Seed (per task: same seed, same samples).")] = 42,
+    tasks: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, mps.")] = "auto",
+    out: Annotated[Path, typer.Option(help="Samples JSONL (appended; re-running resumes).")] = Path("samples.jsonl"),
+) -> None:
+    """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
+    from .data.suites import load_suite
+    from .generate.hf import generate_to_jsonl
+
+    try:
+        s = load_suite(suite, dataset, expected=model == "synthetic")
+        ids = list(s.tasks)[:tasks] if tasks else None
+        if model == "synthetic":
+            from .generate.synthetic import SyntheticCoder
+
+            coder = SyntheticCoder(s, tasks=ids)
+        else:
+            from .generate.hf import HFCoder
+
+            coder = HFCoder(model, device=device, max_new_tokens=max_new_tokens, top_p=top_p)
+        generate_to_jsonl(coder, s, out, k=k, temperature=temperature, seed=seed, tasks=ids)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
+        fail(str(err))
+    typer.echo(f"wrote {out}")
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
     app(prog_name="bayespass")

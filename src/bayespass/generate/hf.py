@@ -1,0 +1,354 @@
+"""Generation with Hugging Face transformers (optional extra ``bayespass[hf]``).
+
+K samples per task come from **one** ``model.generate`` call with
+``num_return_sequences=K`` (the prompt is prefilled once per task, then the K
+continuations are decoded as one batch).  Each sample records its raw text,
+the extracted program (evalplus's sanitizer: the target function and what it
+needs), the number of generated tokens, the mean token log-probability under
+the model (log-softmax of the raw logits, i.e. temperature 1, over the kept
+tokens), the finish reason (``stop``, ``eos`` or ``length``) and the
+generation time of its batch.
+
+Determinism: the sampler is seeded per task from ``(seed, task_id,
+temperature)``, so a task's samples do not depend on which tasks ran before
+(what makes kill-and-resume reproduce an uninterrupted run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from .base import Coder
+
+__all__ = ["HFCoder", "ReplayCoder", "generate_to_jsonl", "load_model_config", "write_samples", "MODELS_DIR"]
+
+MODELS_DIR = Path(__file__).resolve().parents[3] / "models"
+_BASE_STOPS = ["\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\nassert ", '\n"""', "\n#"]
+_INSTRUCTION = ("Complete the following Python function. Reply with the complete function in one ```python code "
+                "block, including the imports it needs.\n\n```python\n{prompt}```")
+
+
+def _require_torch():
+    try:
+        import torch
+        import transformers
+    except ImportError as err:  # pragma: no cover - exercised only without the extra
+        raise ImportError("the transformers coder needs the optional extra: pip install 'bayespass[hf]'") from err
+    return torch, transformers
+
+
+def load_model_config(model: str, *, folder: str | os.PathLike | None = None) -> dict:
+    """Prompt settings for a model from ``models/*.json``: the first whose ``match`` regex matches ``model``.
+
+    Keys: ``style`` (``"chat"`` or ``"base"``), ``instruction`` (chat only; ``{prompt}`` is the task prompt),
+    ``stop`` (stop sequences), ``system`` (optional system message).  Without a match: ``{"style": "auto"}``.
+    """
+    folder = Path(folder) if folder is not None else MODELS_DIR
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.json")):
+            cfg = json.loads(path.read_text())
+            if re.search(cfg.get("match", "$^"), str(model), flags=re.IGNORECASE):
+                return dict(cfg, source=str(path))
+    return {"style": "auto"}
+
+
+def _device(device: str, torch):
+    if device != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _dtype(dtype: str, device, torch):
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def _task_seed(seed: int, task_id: str, temperature: float) -> int:
+    h = hashlib.sha256(f"{seed}:{task_id}:{temperature!r}".encode()).digest()
+    return int.from_bytes(h[:4], "little")
+
+
+def _cut(text: str, stops: list[str]) -> tuple[str, bool]:
+    pos = [text.find(s) for s in stops if s and s in text]
+    return (text[: min(pos)], True) if pos else (text, False)
+
+
+class HFCoder(Coder):
+    """A causal LM from the Hugging Face hub or a local folder.
+
+    Parameters
+    ----------
+    model : str
+        Hub id (e.g. ``"Qwen/Qwen2.5-Coder-1.5B-Instruct"``) or local path.  Set
+        ``HF_HUB_OFFLINE=1`` to forbid downloads; a local path never downloads.
+    device : str
+        ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
+    dtype : str
+        ``"auto"`` (bf16/fp16 on GPUs, fp32 on CPU) or a torch dtype name.
+    max_new_tokens, top_p : int, float
+        Sampling settings.
+    stop : list of str, optional
+        Stop sequences (default: from ``models/*.json``, else evalplus's for base models).
+    style : {"auto", "chat", "base"}
+        ``"chat"`` wraps the prompt in the tokenizer's chat template with an instruction;
+        ``"base"`` continues the prompt.  ``"auto"``: the model config, else chat iff the
+        tokenizer has a chat template.
+    """
+
+    name = "hf"
+
+    def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", max_new_tokens: int = 512,
+                 top_p: float = 0.95, stop: list[str] | None = None, style: str = "auto"):
+        torch, transformers = _require_torch()
+        from ..validate import check_choice
+
+        check_choice(style, ("auto", "chat", "base"), name="style")
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive integer; got {max_new_tokens!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {top_p!r}")
+        self.model_id = str(model)
+        local = Path(self.model_id).expanduser()
+        if os.sep in self.model_id or self.model_id.startswith("."):
+            if not local.exists():
+                raise FileNotFoundError(f"model folder {self.model_id!r} does not exist")
+        self.device = _device(device, torch)
+        self.dtype = _dtype(dtype, self.device, torch)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_id)
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(self.model_id, dtype=self.dtype)
+        self.model.to(self.device).eval()
+        self.cfg = load_model_config(self.model_id)
+        st = style if style != "auto" else self.cfg.get("style", "auto")
+        if st == "auto":
+            st = "chat" if getattr(self.tokenizer, "chat_template", None) else "base"
+        self.style = st
+        self.stop = list(stop if stop is not None else self.cfg.get("stop", _BASE_STOPS if st == "base" else []))
+        self.max_new_tokens, self.top_p = max_new_tokens, top_p
+        self.forward_calls = 0  # prefills + decode steps, for checks and benchmarks
+        self.prefill_calls = 0
+        self.model.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def _count(self, module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.forward_calls += 1
+        if ids is not None and ids.shape[-1] > 1:
+            self.prefill_calls += 1
+
+    def prompt_text(self, task) -> str:
+        """The text fed to the model for a task (chat template applied for chat models)."""
+        if self.style == "base":
+            return task.prompt
+        msgs = []
+        if self.cfg.get("system"):
+            msgs.append({"role": "system", "content": self.cfg["system"]})
+        msgs.append({"role": "user", "content": self.cfg.get("instruction", _INSTRUCTION).format(prompt=task.prompt)})
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+
+    def program(self, task, text: str) -> str:
+        """Extract the program from a sample's text (evalplus's sanitizer)."""
+        from evalplus.sanitize import sanitize
+
+        code = task.prompt + text if self.style == "base" else text
+        try:
+            return sanitize(code, task.entry_point) or code
+        except Exception:  # noqa: BLE001 - the sanitizer parses untrusted text; keep the raw code then
+            return code
+
+    def _sample_task(self, task, k: int, temperature: float, seed: int) -> list[dict]:
+        torch, transformers = _require_torch()
+        tok = self.tokenizer
+        enc = tok(self.prompt_text(task), return_tensors="pt", add_special_tokens=self.style == "base")
+        ids = enc["input_ids"].to(self.device)
+        n_prompt = ids.shape[1]
+        eos = tok.eos_token_id
+        stops = self.stop
+        ends = [None] * k
+        reasons = ["length"] * k
+
+        class _Stop(transformers.StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                done = []
+                for r in range(input_ids.shape[0]):
+                    if ends[r] is None:
+                        gen = input_ids[r, n_prompt:]
+                        if eos is not None and int(gen[-1]) == eos:
+                            ends[r], reasons[r] = gen.shape[0], "eos"
+                        elif stops and _cut(tok.decode(gen, skip_special_tokens=True), stops)[1]:
+                            ends[r], reasons[r] = gen.shape[0], "stop"
+                    done.append(ends[r] is not None)
+                return torch.tensor(done, device=input_ids.device)
+
+        torch.manual_seed(_task_seed(seed, task.task_id, temperature))
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = self.model.generate(
+                ids, attention_mask=enc["attention_mask"].to(self.device), do_sample=True,
+                temperature=float(temperature), top_p=self.top_p, top_k=0, num_return_sequences=k,
+                max_new_tokens=self.max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                stopping_criteria=transformers.StoppingCriteriaList([_Stop()]),
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos)
+        elapsed = time.perf_counter() - t0
+        logits = torch.stack(out.logits, dim=1).float()  # (k, steps, vocab): raw, before temperature
+        logp = torch.log_softmax(logits, dim=-1)
+        gen = out.sequences[:, n_prompt:]
+        recs = []
+        for r in range(k):
+            n = ends[r] if ends[r] is not None else gen.shape[1]
+            toks = gen[r, :n]
+            lp = logp[r, torch.arange(n), toks]
+            raw = tok.decode(toks, skip_special_tokens=True)
+            text, _ = _cut(raw, stops)
+            recs.append({"task_id": task.task_id, "completion" if self.style == "base" else "response": text,
+                         "solution": self.program(task, text), "raw": raw, "n_tokens": int(n),
+                         "mean_logprob": float(lp.mean()) if n else float("nan"),
+                         "finish_reason": reasons[r], "gen_time": elapsed / k,
+                         "token_ids": toks.tolist()})
+        return recs
+
+    def generate(self, suite, k: int, *, temperature: float, seed: int = 0, tasks=None) -> list[dict]:
+        """Return ``k`` samples per task (see the module docstring for the fields)."""
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0; got {temperature!r}")
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer; got {k!r}")
+        recs = []
+        for tid in tasks if tasks is not None else list(suite.tasks):
+            for i, r in enumerate(self._sample_task(suite.tasks[tid], k, temperature, seed)):
+                recs.append(dict(r, model=self.model_id, temperature=temperature, sample=i, seed=seed))
+        return recs
+
+    def mean_logprob(self, task, token_ids: list[int]) -> float:
+        """Recompute a sample's mean token log-probability with one forward pass (a check)."""
+        torch, _ = _require_torch()
+        enc = self.tokenizer(self.prompt_text(task), return_tensors="pt", add_special_tokens=self.style == "base")
+        ids = torch.cat([enc["input_ids"], torch.tensor([token_ids])], dim=1).to(self.device)
+        with torch.no_grad():
+            logits = self.model(ids).logits.float()
+        n0 = enc["input_ids"].shape[1]
+        logp = torch.log_softmax(logits[0, n0 - 1: -1], dim=-1)
+        return float(logp[torch.arange(len(token_ids)), torch.tensor(token_ids)].mean())
+
+
+_VOLATILE = ("gen_time",)
+
+
+def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, temperature: float, seed: int = 0,
+                      tasks=None, progress: bool = True) -> Path:
+    """Append ``k`` samples per task to a JSONL file, resuming where an earlier run stopped.
+
+    Records of one task are written (and fsynced) together; on restart, tasks
+    already complete for this (model, temperature) are skipped and a torn
+    last line is dropped.  Timing fields go to ``PATH.timing.jsonl`` so that
+    the samples file of an interrupted-and-resumed run is byte-identical to
+    an uninterrupted one.
+    """
+    from tqdm.auto import tqdm
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = getattr(coder, "model_id", coder.name)
+    lines = []
+    if path.exists():
+        raw = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for line in raw:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                break  # a torn write: drop it and what follows
+            if not line.endswith("\n"):
+                break
+            lines.append(line)
+        counts: dict = {}
+        for line in lines:
+            r = json.loads(line)
+            key = (r.get("model"), r.get("temperature"), r["task_id"])
+            counts[key] = counts.get(key, 0) + 1
+        keep = [ln for ln in lines
+                if counts[(json.loads(ln).get("model"), json.loads(ln).get("temperature"), json.loads(ln)["task_id"])]
+                >= k]
+        if len(keep) != len(raw):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(keep), encoding="utf-8")
+            os.replace(tmp, path)
+        lines = keep
+    done = {json.loads(ln)["task_id"] for ln in lines
+            if json.loads(ln).get("model") == model and json.loads(ln).get("temperature") == temperature}
+    todo = [t for t in (tasks if tasks is not None else list(suite.tasks)) if t not in done]
+    bar = tqdm(total=len(todo), desc=f"generating T={temperature:g}", unit="task", disable=not progress)
+    n_tok, t_start = 0, time.perf_counter()
+    try:
+        with open(path, "a", encoding="utf-8") as fh, open(path.with_suffix(".timing.jsonl"), "a") as th:
+            for tid in todo:
+                recs = coder.generate(suite, k, temperature=temperature, seed=seed, tasks=[tid])
+                body = "".join(json.dumps({k_: v for k_, v in r.items() if k_ not in _VOLATILE}) + "\n"
+                               for r in recs)
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+                th.write("".join(json.dumps({"task_id": tid, "temperature": temperature, "sample": r.get("sample"),
+                                             **{v: r.get(v) for v in _VOLATILE}}) + "\n" for r in recs))
+                n_tok += sum(int(r.get("n_tokens", 0)) for r in recs)
+                bar.update(1)
+                bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t_start, 1e-9):.0f}")
+    finally:
+        bar.close()
+    return path
+
+
+def write_samples(records, path: str | os.PathLike) -> Path:
+    """Write sample records as evalplus-format JSONL (``task_id`` + ``solution``, other fields kept)."""
+    path = Path(path)
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+    return path
+
+
+class ReplayCoder(Coder):
+    """Replays existing generations (evalplus samples ``.jsonl`` or samples directory) through the coder interface.
+
+    ``generate(suite, k, temperature=...)`` returns the first ``k`` samples of
+    each task (all of them with ``k=None``); ``temperature`` only labels the
+    records when they carry none.
+    """
+
+    name = "replay"
+
+    def __init__(self, path: str | os.PathLike, *, model: str | None = None):
+        from ..execute.samples_io import read_samples
+
+        self.path = Path(path)
+        self.table = read_samples(self.path)
+        self.model_id = model or self.path.stem
+
+    def generate(self, suite=None, k: int | None = None, *, temperature: float | None = None, seed: int = 0,
+                 tasks=None) -> list[dict]:
+        """Return the stored records (first ``k`` per task), in file order."""
+        t = self.table
+        if tasks is not None:
+            t = t[t["task"].isin(list(tasks))]
+        if k is not None:
+            t = t[t["sample"] < k]
+        recs = []
+        for r in t.to_dict("records"):
+            rec = {key: v for key, v in r.items() if key not in ("task", "sample", "config")
+                   and not (isinstance(v, float) and v != v)}
+            rec.setdefault("model", self.model_id)
+            if temperature is not None:
+                rec.setdefault("temperature", temperature)
+            recs.append(rec)
+        return recs

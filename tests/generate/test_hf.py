@@ -1,0 +1,130 @@
+"""The transformers coder on a tiny locally built model (no download)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import bayespass as bp  # noqa: E402
+from bayespass.generate.hf import HFCoder, ReplayCoder, load_model_config, write_samples  # noqa: E402
+from bayespass.generate.tiny import build_tiny_model  # noqa: E402
+
+pytestmark = pytest.mark.hf
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return bp.load_suite("humaneval", expected=False)
+
+
+@pytest.fixture(scope="module")
+def coder(tiny):
+    return HFCoder(str(tiny), max_new_tokens=24)
+
+
+def test_one_batched_call_per_task_and_fields(coder, suite):
+    tasks = list(suite.tasks)[:3]
+    before = coder.prefill_calls
+    recs = coder.generate(suite, 5, temperature=0.8, seed=1, tasks=tasks)
+    assert coder.prefill_calls - before == len(tasks)  # one prompt prefill per task for all K samples
+    assert len(recs) == 15 and [r["sample"] for r in recs[:5]] == list(range(5))
+    for r in recs:
+        assert {"solution", "raw", "n_tokens", "mean_logprob", "finish_reason", "gen_time", "model",
+                "temperature"} <= set(r)
+        assert 1 <= r["n_tokens"] <= 24 and r["finish_reason"] in ("stop", "eos", "length")
+        assert np.isfinite(r["mean_logprob"]) and r["mean_logprob"] < 0
+
+
+def test_same_seed_same_samples_and_logprob_recomputed(coder, suite):
+    tasks = list(suite.tasks)[3:5]
+    a = coder.generate(suite, 4, temperature=1.0, seed=7, tasks=tasks)
+    b = coder.generate(suite, 4, temperature=1.0, seed=7, tasks=tasks[::-1])  # order does not matter
+    key = lambda rs: sorted((r["task_id"], r["sample"], r["raw"]) for r in rs)  # noqa: E731
+    assert key(a) == key(b)
+    c = coder.generate(suite, 4, temperature=1.0, seed=8, tasks=tasks)
+    assert key(a) != key(c)
+    for r in a:
+        again = coder.mean_logprob(suite.tasks[r["task_id"]], r["token_ids"])
+        assert abs(again - r["mean_logprob"]) < 1e-4
+
+
+def test_stop_sequences_cut(tiny, suite):
+    c = HFCoder(str(tiny), max_new_tokens=40, stop=["e", "a"])
+    recs = c.generate(suite, 6, temperature=1.0, seed=3, tasks=list(suite.tasks)[:2])
+    stopped = [r for r in recs if r["finish_reason"] == "stop"]
+    assert stopped
+    for r in stopped:
+        assert "e" not in r["completion"] and "a" not in r["completion"]
+        assert r["raw"].startswith(r["completion"])
+        nxt = r["raw"][len(r["completion"])]
+        assert nxt in ("e", "a")
+        # generation stopped at the token that completed the stop sequence
+        assert nxt in c.tokenizer.decode(r["token_ids"][-1:])
+
+
+def test_chat_style_uses_the_template(tmp_path, suite):
+    path = build_tiny_model(tmp_path / "tiny-chat", chat=True)
+    c = HFCoder(str(path), max_new_tokens=8, style="auto")
+    assert c.style == "chat"
+    text = c.prompt_text(suite.tasks["HumanEval/0"])
+    assert text.startswith("<user>Complete the following Python function") and text.endswith("<assistant>")
+    assert load_model_config("Qwen/Qwen2.5-Coder-1.5B-Instruct")["style"] == "chat"
+
+
+def test_bad_input(tiny):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        HFCoder("./no/such/model")
+    with pytest.raises(ValueError, match="top_p"):
+        HFCoder(str(tiny), top_p=1.5)
+
+
+def test_replay_coder_round_trips_evalplus_samples(tmp_path, suite):
+    recs = [{"task_id": t, "solution": suite.tasks[t].reference_program + f"\n# {i}\n"} for t in
+            list(suite.tasks)[:4] for i in range(3)]
+    path = write_samples(recs, tmp_path / "samples.jsonl")
+    back = ReplayCoder(path).generate(suite, 3, temperature=0.8)
+    assert [(r["task_id"], r["solution"]) for r in back] == [(r["task_id"], r["solution"]) for r in recs]
+    assert len(ReplayCoder(path).generate(suite, 2)) == 8
+    # and the evalplus samples-directory layout
+    d = tmp_path / "dir"
+    for i, r in enumerate(recs):
+        f = d / r["task_id"].replace("/", "_") / f"{i % 3}.py"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(r["solution"])
+    assert [r["solution"] for r in ReplayCoder(d).generate(suite)] == [r["solution"] for r in recs]
+
+
+def _cli(tiny, out):
+    return [sys.executable, "-m", "bayespass.cli", "generate", "--model", str(tiny), "--k", "3", "--tasks", "12",
+            "--max-new-tokens", "16", "--seed", "5", "--out", str(out)]
+
+
+def test_kill_and_resume_gives_the_same_file(tiny, tmp_path):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    full = tmp_path / "full.jsonl"
+    subprocess.run(_cli(tiny, full), check=True, env=env, capture_output=True, timeout=600)
+    part = tmp_path / "part.jsonl"
+    proc = subprocess.Popen(_cli(tiny, part), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not part.exists() or part.read_text().count("\n") < 9):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_lines = part.read_text().count("\n")
+    assert 9 <= n_lines < 36  # really interrupted
+    subprocess.run(_cli(tiny, part), check=True, env=env, capture_output=True, timeout=600)
+    assert part.read_bytes() == full.read_bytes()
+    assert len([json.loads(x) for x in full.read_text().splitlines()]) == 36
