@@ -149,7 +149,7 @@ class HFCoder(Coder):
             self.prefill_calls += 1
 
     def prompt_text(self, task) -> str:
-        """The text fed to the model for a task (chat template applied for chat models)."""
+        """Return the text fed to the model for a task (chat template applied for chat models)."""
         if self.style == "base":
             return task.prompt
         msgs = []
