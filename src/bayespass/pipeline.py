@@ -125,7 +125,13 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
         table = read_samples(cfg.samples)
         if tasks is not None:
             table = table[table["task"].isin(tasks)]
-        recs = [{k: v for k, v in r.items() if k not in ("sample",)} for r in table.to_dict("records")]
+        recs = [{k: v for k, v in r.items() if k not in ("sample", "task") and not (isinstance(v, float) and v != v)}
+                for r in table.to_dict("records")]
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            for r in recs:
+                fh.write(json.dumps(r, default=str) + "\n")
+        os.replace(tmp, path)
         return recs, None
     if cfg.coder == "synthetic":
         from .generate.synthetic import SyntheticCoder
