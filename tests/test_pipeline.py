@@ -133,13 +133,13 @@ def test_run_from_existing_samples(tmp_path):
     from bayespass.pipeline import RunConfig, run
 
     suite = bp.load_suite("humaneval")
-    coder = SyntheticCoder(suite, tasks=list(suite.tasks)[:40])
+    coder = SyntheticCoder(suite, tasks=list(suite.tasks)[:30], max_mutants=10)
     recs = [{"task_id": r["task_id"], "solution": r["solution"], "model": "mine", "temperature": 0.8,
              "mean_logprob": r["mean_logprob"]} for r in coder.generate(k=4, temperature=0.8, seed=3)]
     path = write_samples(recs, tmp_path / "mine.jsonl")
     cfg = RunConfig(coder="samples", samples=str(path), methods=("eb",), fuzz_n=0, n_splits=10)
     tables = run(tmp_path / "r", cfg, echo=None)
-    assert tables["metrics"]["tasks"].tolist() == [40]
+    assert tables["metrics"]["tasks"].tolist() == [30]
     assert abs(tables["metrics"]["pass@1"].iloc[0] - sum(r["correct_true"] for r in coder.generate(
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])

@@ -221,8 +221,8 @@ def run_cmd(
     alpha: Annotated[float, typer.Option(help="Target silent-failure rate / miscoverage.")] = 0.1,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 42,
     workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Small settings: 40 tasks, K=5, 2 temperatures, short "
-                                                       "MCMC (about 2 minutes).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Small settings: 30 tasks, K=5, 2 temperatures, short "
+                                                       "MCMC (under 2 minutes).")] = False,
 ) -> None:
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import RunConfig, run

@@ -56,6 +56,7 @@ class RunConfig:
     alpha: float = 0.1
     n_splits: int = 100
     tasks: int | None = None  # first N tasks only
+    max_mutants: int = 20  # synthetic coder: AST mutants tried per task
     seed: int = 42
     workers: int | None = None
     passk_k: tuple = (1, 5, 10, 50, 100)
@@ -63,8 +64,8 @@ class RunConfig:
 
     @classmethod
     def quick(cls, **kw) -> RunConfig:
-        """Small settings for a run in about two minutes (40 tasks, K = 5, two temperatures)."""
-        base = dict(k=5, temperatures=(0.6, 1.2), tasks=40, fuzz_n=30, draws=300, tune=300, chains=2,
+        """Small settings for a run in under two minutes, cold (30 tasks, K = 5, two temperatures)."""
+        base = dict(k=5, temperatures=(0.6, 1.2), tasks=30, max_mutants=10, fuzz_n=30, draws=300, tune=300, chains=2,
                     mcmc_methods_models=("zoibb",), n_splits=50)
         base.update(kw)
         return cls(**base)
@@ -75,7 +76,8 @@ class RunConfig:
         return hashlib.sha256(json.dumps([d[f] for f in fields_], default=str).encode()).hexdigest()[:16]
 
 
-_GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed")
+_GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed",
+        "max_mutants")
 
 
 class _State:
@@ -136,7 +138,8 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
     if cfg.coder == "synthetic":
         from .generate.synthetic import SyntheticCoder
 
-        coder = SyntheticCoder(suite, seed=0, tasks=tasks, workers=cfg.workers, progress=echo is not None)
+        coder = SyntheticCoder(suite, seed=0, tasks=tasks, max_mutants=cfg.max_mutants, workers=cfg.workers,
+                               progress=echo is not None)
         recs = [r for T in cfg.temperatures for r in coder.generate(k=cfg.k, temperature=T, seed=cfg.seed)]
         truth = xr.concat([coder.truth(T)["p_true"] for T in cfg.temperatures], dim="temperature")
         truth = truth.assign_coords(temperature=list(cfg.temperatures))
@@ -231,7 +234,7 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
         from .generate.synthetic import pool_dir
 
         tasks = sorted(list(suite.tasks)[: cfg.tasks]) if cfg.tasks else None
-        reuse = [pool_dir(suite, 20, 0, tasks)]
+        reuse = [pool_dir(suite, cfg.max_mutants, 0, tasks)]
     if st.done("generate", gkey, "samples.jsonl"):
         with open(out / "samples.jsonl") as fh:
             recs = [json.loads(line) for line in fh if line.strip()]
