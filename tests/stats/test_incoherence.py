@@ -65,3 +65,14 @@ def test_incoherence_needs_reference(make_samples):
     ds = make_samples(np.ones((1, 2, 3, 4)))
     with pytest.raises(ValueError, match="reference_digest"):
         incoherence(ds)
+
+
+def test_rank_agreement_undefined_when_constant(make_samples):
+    import xarray as xr
+
+    inc = xr.Dataset({"I": (("config", "task"), [[0.0, 0.1], [0.0, 0.2]]),
+                      "E": (("config", "task"), [[0.1, 0.1], [0.1, 0.2]]),
+                      "bound_holds": (("config", "task"), np.ones((2, 2), bool)),
+                      "pass1": ("config", [0.4, 0.6])}, coords={"config": ["a", "b"]})
+    df = incoherence_summary(inc)  # zero-incoherence rate is 0.5 for both: no warning, NaN
+    assert np.isnan(df.attrs["rank_agreement"])

@@ -177,7 +177,9 @@ def incoherence_summary(inc: xr.Dataset) -> pd.DataFrame:
         rows.append(row)
     df = pd.DataFrame(rows)
     if "pass1" in df and len(df) >= 2:
-        df.attrs["rank_agreement"] = float(stats.spearmanr(df["pass1"], df["zero_incoherence"]).statistic)
+        x, y = df["pass1"].to_numpy(float), df["zero_incoherence"].to_numpy(float)
+        df.attrs["rank_agreement"] = (float(stats.spearmanr(x, y).statistic) if np.ptp(x) > 0 and np.ptp(y) > 0
+                                      else np.nan)  # undefined when either is constant across configs
     return df
 
 
