@@ -150,3 +150,15 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
         engine.execute([{"task_id": "HumanEval/0"}], humaneval, progress=False)
     assert np.array_equal(engine.to_counts(engine.execute(canonical_samples(humaneval)[:3], humaneval,
                                                           progress=False), correctness="base").c.values, [[1, 1, 1]])
+
+
+def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, suite):
+    recs = [{"task_id": "toy/halve", "solution": "def halve(x):\n    while True:\n        pass\n"},
+            {"task_id": "toy/halve", "solution": "def halve(x):\n    return x / 2\n"}]
+    ds = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=1)
+    v = ds.verdict.sel(task="toy/halve").values[0]
+    assert list(v[0]) == [4, 4, 4, 4] and list(v[1]) == [1, 1, 1, 1]
+    assert np.isnan(ds.duration.sel(task="toy/halve").values[0, 0, 1:]).all()  # presumed, not run
+    assert ds.attrs["harness_version"].endswith("+t1")
+    with pytest.raises(ValueError, match="max_timeouts must be a positive integer"):
+        engine.execute(recs, suite, out=tmp_path, max_timeouts=0)

@@ -127,6 +127,11 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         canonical solution's digest).
     """
     limits = limits or Limits()
+    if max_timeouts is not None and (isinstance(max_timeouts, bool) or not isinstance(max_timeouts, int)
+                                     or max_timeouts < 1):
+        raise ValueError(f"max_timeouts must be a positive integer or None; got {max_timeouts!r}")
+    # results with presumed timeouts are stored under their own key, never mixed with complete runs
+    harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
     table = _prepare(suite, read_samples(samples))
     if not suite.expected:
         suite.compute_expected(workers=workers)
@@ -144,18 +149,19 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         testsets = {t: suite.testset_hash(t) for t in table["task"].unique()}
         for other in ([reuse] if isinstance(reuse, str | os.PathLike) else reuse):
             other = Path(other)
-            store.import_results(other / "verdicts.sqlite" if other.is_dir() else other, HARNESS_VERSION, testsets)
-        done = store.done(testsets, HARNESS_VERSION)
+            store.import_results(other / "verdicts.sqlite" if other.is_dir() else other, harness, testsets)
+        done = store.done(testsets, harness)
         todo = table.drop_duplicates(["task", "code_hash"])
         todo = todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]]
         judge_ = _Judge(suite, limits)
         jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
-                          fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts)
-        ds = _dataset(table, suite, store.get(HARNESS_VERSION, testsets))
+                          fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
+                          harness=harness)
+        ds = _dataset(table, suite, store.get(harness, testsets))
     finally:
         store.close()
-    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=HARNESS_VERSION,
+    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=harness,
                     sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
                     min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
                     memory_mb=limits.memory_mb, n_samples=len(table),
@@ -190,13 +196,13 @@ def _presume_timeouts(outcomes: list[Outcome], max_timeouts) -> list[Outcome]:
 
 
 def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress,
-         max_timeouts=None) -> str:
+         max_timeouts=None, harness=HARNESS_VERSION) -> str:
     bar = _progress(len(jobs), progress)
 
     def record(task, h, outcomes):
         outcomes = _presume_timeouts(outcomes, max_timeouts)
         v, d, u = judge_.score(task, outcomes)
-        store.put(task, h, testsets[task], HARNESS_VERSION, v, d, u)
+        store.put(task, h, testsets[task], harness, v, d, u)
         bar.update(1)
 
     try:
