@@ -57,6 +57,10 @@ def test_evalplus_suites_canonical_pass_base_and_plus(name, file, n):
     suite = bp.load_suite(name, SHARED / file)
     assert len(suite) == n
     assert all(len(e["values"]) > 0 for e in suite.expected.values())
+    # every test input has an expected output, including values too large to send
+    # (Mbpp/255 with n=77: 1.7 million 77-tuples, judged by digest)
+    assert {t: e["dropped"] for t, e in suite.expected.items() if e["dropped"]} == {}
+    assert all(len(e["values"]) == len(suite.tasks[t].inputs) for t, e in suite.expected.items())
     ds = engine.execute(canonical_samples(suite), suite, progress=False)
     assert bool(ds.correct.all()) and bool(ds.base_correct.all())
     assert int((ds.is_plus == 1).sum()) > 0

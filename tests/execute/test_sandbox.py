@@ -146,3 +146,31 @@ def test_digests_cluster_behaviour(suite):
     ds = engine.execute(samples, suite, workers=1, progress=False).sel(task="toy/add1")
     d = ds.digest.values[0]
     assert (d[0, :3] == d[1, :3]).all() and (d[0, :3] != d[2, :3]).all()
+
+
+def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
+    from bayespass.execute.child import Hashed, decode, encode
+    from bayespass.execute.judge import digest, judge
+    from bayespass.execute.sandbox import Sandbox
+
+    sb = Sandbox(limits=Limits(max_value_bytes=4096), layer=layer)
+    body = "    return [('a%d' % i, i * 1.5 if flt else i, {{i, -i}}, {{'k': [i] * 3}}) for i in {rng}]\n"
+    programs = {"ref": body.format(rng="range(n)"),
+                "reversed_sets": body.format(rng="range(n)").replace("{i, -i}", "{-i, i}"),
+                "float_ints": body.format(rng="range(n)").replace("else i,", "else float(i),"),
+                "one_off": body.format(rng="range(n)").replace("'a%d' % i", "'a%d' % (i + (i == 900))")}
+    inputs = [encode((10, True)), encode((2000, True)), encode((2000, False))]
+    outs = {name: sb.run("def f(n, flt):\n" + code, "f", inputs, [10.0] * 3) for name, code in programs.items()}
+    ref = outs["ref"]
+    assert all(o.status == "value" for os_ in outs.values() for o in os_)
+    assert not isinstance(ref[0].value, dict)  # small: sent as a value
+    assert isinstance(ref[1].value, dict) and isinstance(decode(ref[1].value), Hashed)
+    truth = [[("a%d" % i, i * 1.5 if flt else i, {i, -i}, {"k": [i] * 3}) for i in range(n)]
+             for n, flt in ((10, True), (2000, True), (2000, False))]
+    for name, want in (("ref", "ppp"), ("reversed_sets", "ppp"), ("float_ints", "ppp"), ("one_off", "pff")):
+        got = "".join(judge(o, decode(e.value))[0] for o, e in zip(outs[name], ref, strict=True))
+        assert got == want, name
+        # against the full expected value as well (the supervisor hashes it)
+        got = "".join(judge(o, t)[0] for o, t in zip(outs[name], truth, strict=True))
+        assert got == want, name
+    assert digest(outs["reversed_sets"][1]) == digest(ref[1]) != digest(outs["one_off"][1])

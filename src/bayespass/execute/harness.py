@@ -87,7 +87,7 @@ def expected_outputs(suite, *, workers: int | None = None, layer: str = "auto") 
     (rare) are dropped and listed under ``"dropped"``.
     """
     pool = SlotPool(workers or min(4, os.cpu_count() or 1), layer=layer,
-                    limits=Limits(cpu_s=600, load_time_limit=30.0))
+                    limits=Limits(cpu_s=600, load_time_limit=30.0, encode_time_limit=300.0))
     tasks = list(suite.tasks.values())
     results = pool.map(_task_expected, tasks)
     return {t.task_id: r for t, r in zip(tasks, results, strict=True)}

@@ -5,6 +5,12 @@ built-in types, so no user-defined ``__eq__`` can run here.  Comparison
 follows evalplus: exact equality, else (for floats) ``allclose`` with
 ``rtol=1e-7`` and ``atol`` (1e-6 when the task's atol is 0), plus evalplus's
 special oracles for a few HumanEval/MBPP tasks.
+
+A value too large to send (over ``Limits.max_value_bytes`` encoded) arrives
+as its canonical digest (:class:`~bayespass.execute.child.Hashed`); it is
+judged by exact equality of digests (Python ``==`` semantics for numbers,
+sets and dicts in any order; no float tolerance), hashing the other side
+when only one side is a digest.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import math
 
 import numpy as np
 
-from .child import decode
+from .child import Hashed, canonical_digest, decode
 
 __all__ = ["VERDICTS", "CODES", "judge", "digest", "equal"]
 
@@ -52,6 +58,9 @@ def _poly(xs, x):
 
 def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bool:
     """Return whether decoded output ``out`` matches expected ``exp`` (evalplus rules)."""
+    if isinstance(out, Hashed) or isinstance(exp, Hashed):
+        a, b = _digest_of(out), _digest_of(exp)
+        return a is not None and a == b
     try:
         exact = out == exp
     except RecursionError:
@@ -102,6 +111,15 @@ def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None) -> str:
     return "pass" if equal(out, expected, atol=atol, entry_point=entry_point, inp=inp) else "fail"
 
 
+def _digest_of(x) -> str | None:
+    if isinstance(x, Hashed):
+        return x.h
+    try:
+        return canonical_digest(x)[0]
+    except (TypeError, RecursionError):
+        return None
+
+
 def _normalise(x, tol):
     if type(x) is float:
         if math.isnan(x) or math.isinf(x):
@@ -126,7 +144,9 @@ def digest(outcome, *, atol: float = 0.0) -> int:
     Floats are rounded to the task's tolerance (1e-6 when atol is 0) so that
     programs equal under the judge's float comparison share a digest.
     """
-    if outcome.status == "value":
+    if outcome.status == "value" and isinstance(outcome.value, dict):
+        key = "hashed:" + str(outcome.value.get("H"))
+    elif outcome.status == "value":
         try:
             key = json.dumps(_normalise(decode(outcome.value), atol or 1e-6), sort_keys=True)
         except (ValueError, TypeError, RecursionError):

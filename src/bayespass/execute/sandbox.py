@@ -39,7 +39,7 @@ from pathlib import Path
 
 __all__ = ["Limits", "Outcome", "Sandbox", "probe_layer", "HARNESS_VERSION"]
 
-HARNESS_VERSION = "4"
+HARNESS_VERSION = "5"
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 _UID_BASE = 61000
 
@@ -63,7 +63,8 @@ class Limits:
     fsize_mb, nofile, nproc : int
         RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (nproc applies after a uid drop).
     max_value_bytes : int
-        Largest encoded return value accepted for one test (else ``oversize``).
+        Largest encoded return value sent back for one test; a larger one is
+        sent as its canonical digest and judged by exact equality of digests.
     encode_time_limit : float
         Wall seconds, after the function has returned, for encoding and
         sending its value (not charged to the test's time limit).
