@@ -126,6 +126,23 @@ def test_interrupted_run_resumes(tmp_path):
     assert (out / "report.html").exists()
 
 
+def test_a_swallowed_interrupt_records_no_stage(tmp_path):
+    from bayespass.pipeline import RunConfig, _on_sigint, _State
+
+    st = _State(tmp_path, RunConfig.quick())
+    from bayespass import pipeline
+
+    st.mark("generate", "k1")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _on_sigint(signal.SIGINT, None)  # what Ctrl-C does; PyMC would catch this and return early
+        with pytest.raises(KeyboardInterrupt, match="'fit:zoibb-mcmc' is not recorded"):
+            st.mark("fit:zoibb-mcmc", "k2")
+    finally:
+        pipeline._INTERRUPTED.clear()
+    assert json.loads((tmp_path / "run.json").read_text())["stages"] == {"generate": "k1"}
+
+
 def test_run_from_existing_samples(tmp_path):
     import bayespass as bp
     from bayespass.generate.hf import write_samples

@@ -245,6 +245,10 @@ def run_cmd(
         tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
+                   "run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
     import json
 
     main = None

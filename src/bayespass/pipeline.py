@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -80,6 +82,14 @@ _GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "m
         "max_mutants")
 
 
+_INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum, frame):
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
 class _State:
     """``run.json``: settings and a key per completed stage."""
 
@@ -94,6 +104,8 @@ class _State:
         return self.data["stages"].get(stage) == key and all((self.out / p).exists() for p in paths)
 
     def mark(self, stage: str, key: str) -> None:
+        if _INTERRUPTED.is_set():  # a library swallowed Ctrl-C (PyMC keeps a truncated trace)
+            raise KeyboardInterrupt(f"interrupted: stage {stage!r} is not recorded and will be redone")
         self.data["stages"][stage] = key
         self.data.setdefault("timings", {})
         tmp = self.path.with_suffix(".tmp")
@@ -192,7 +204,22 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
         Settings (default: the synthetic coder on HumanEval, K = 10 at T = 0.4, 0.8, 1.2).
     echo : callable or None
         Where progress messages go (``None``: silent, no progress bars).
+
+    Ctrl-C stops the run; stages already recorded in ``run.json`` are kept and
+    the stage in progress is redone on the next call (also when a library such
+    as PyMC catches the interrupt itself and returns early).
     """
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+        try:
+            return _run(out, cfg, echo)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            _INTERRUPTED.clear()
+    return _run(out, cfg, echo)
+
+
+def _run(out, cfg, echo) -> dict:
     import warnings
 
     import numpy as np

@@ -157,7 +157,7 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
                tasks=None) -> dict:
     """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
     from ..execute.harness import SlotPool
-    from ..execute.sandbox import Limits
+    from ..execute.sandbox import HARNESS_VERSION, Limits
     from .suites import cache_dir
 
     if not suite.expected:
@@ -168,7 +168,7 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
 
         tasks = sorted(set(tasks))
         tag = "-t" + hashlib.sha256("\n".join(tasks).encode()).hexdigest()[:10]
-    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}.json"
+    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{HARNESS_VERSION}.json"
     if use_cache and path.exists():
         return json.loads(path.read_text())
     pool = SlotPool(workers, limits=Limits(cpu_s=600))
