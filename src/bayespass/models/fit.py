@@ -66,7 +66,8 @@ def fit(counts: xr.Dataset, model: str = "bb", method: str = "mcmc", *, draws: i
         ``log_likelihood`` (``c`` per config x task, marginal over p_i),
         ``observed_data`` (``c``), ``constant_data`` (``n``),
         ``sample_stats`` and ``passk`` (dataset-level pass@k per draw on the
-        k grid).  ``posterior.attrs`` records the model, method, seed and
+        k grid; for ``hier``, whose predictive is per config x task, on 250
+        evenly spaced draws per chain).  ``posterior.attrs`` records the model, method, seed and
         convergence diagnostics.
 
     Examples
@@ -187,7 +188,7 @@ def _finish(idata, counts, model, method, seed, k):
         idata.add_groups({name: ds})
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
     ppc = replicate_counts(idata, seed=seed)
-    pk = passk_draws(idata, k_grid, max_draws=1000 if model == "hier" else None, seed=seed)
+    pk = passk_draws(idata, k_grid, max_draws=250 if model == "hier" else None, seed=seed)
     extra = {"posterior_predictive": ppc.to_dataset(), "passk": pk}
     for name, ds in extra.items():
         if name in idata.groups():
