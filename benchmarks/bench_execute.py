@@ -6,7 +6,11 @@ mutants (wrong programs), as a code model's samples look (many repeats).
 Both run every test (no fast check) with the evalplus time limits (1 s /
 4x ground truth); verdict agreement is checked per program.
 
-Usage: python benchmarks/bench_execute.py [--tasks 40] [--k 10] [--workers 2]
+With ``--max-timeouts 1`` a program's remaining tests are presumed to time
+out after its first timeout, which is how evalplus's ``untrusted_check``
+ends (one process per program, killed at the first timeout).
+
+Usage: python benchmarks/bench_execute.py [--tasks 40] [--k 10] [--workers 2] [--max-timeouts 1]
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def main():
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--max-timeouts", type=int, default=None,
+                    help="presume the remaining tests time out after this many (evalplus: 1)")
     args = ap.parse_args()
     suite = bp.load_suite("humaneval")
     rng = np.random.default_rng(0)
@@ -52,7 +58,7 @@ def main():
     for t, task in list(suite.tasks.items())[: args.tasks]:
         samples += [{"task_id": t, "completion": c} for c in pool_for(task, rng, args.k)]
     t0 = time.perf_counter()
-    ds = engine.execute(samples, suite, workers=args.workers, progress=False)
+    ds = engine.execute(samples, suite, workers=args.workers, progress=False, max_timeouts=args.max_timeouts)
     t_bp = time.perf_counter() - t0
     table = engine.read_samples(samples)
     jobs = []
@@ -71,7 +77,8 @@ def main():
     print(f"| samples | distinct programs | workers | bayespass (samples/s) | evalplus (samples/s) | speed-up | "
           f"verdict agreement |\n|---|---|---|---|---|---|---|\n| {n} | {ds.attrs['n_unique_programs']} | "
           f"{args.workers} | {n / t_bp:.1f} | {n / t_ep:.1f} | {t_ep / t_bp:.1f}x | {agree:.3f} |")
-    print(f"\nsandbox layer: {ds.attrs['sandbox_layer']}; bayespass {t_bp:.1f} s, evalplus {t_ep:.1f} s")
+    print(f"\nsandbox layer: {ds.attrs['sandbox_layer']}; bayespass {t_bp:.1f} s, evalplus {t_ep:.1f} s; "
+          f"max_timeouts={args.max_timeouts}; timeouts recorded: {int((ds.verdict == 4).sum())}")
 
 
 if __name__ == "__main__":
