@@ -53,8 +53,10 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None) -> xr.Dataset:
     else:
         k = as_k(k)
         stored = idata.passk.k.values if "passk" in idata.groups() else np.array([])
+        # new k: the same (thinned) draws as the stored group, so both give one posterior
+        thin = idata.passk.sizes["draw"] if "passk" in idata.groups() else 1000
         draws = (idata.passk.sel(k=k) if np.isin(k, stored).all()
-                 else passk_draws(idata, k, max_draws=1000, seed=idata.posterior.attrs.get("seed", 0)))
+                 else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
     flat = draws["passk"].stack(sample=("chain", "draw")).transpose("sample", "config", "k").values
     point = draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k").values
     lo, hi = _hdi(flat, prob)
