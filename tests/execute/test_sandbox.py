@@ -165,7 +165,7 @@ def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
     assert all(o.status == "value" for os_ in outs.values() for o in os_)
     assert not isinstance(ref[0].value, dict)  # small: sent as a value
     assert isinstance(ref[1].value, dict) and isinstance(decode(ref[1].value), Hashed)
-    truth = [[("a%d" % i, i * 1.5 if flt else i, {i, -i}, {"k": [i] * 3}) for i in range(n)]
+    truth = [[(f"a{i}", i * 1.5 if flt else i, {i, -i}, {"k": [i] * 3}) for i in range(n)]
              for n, flt in ((10, True), (2000, True), (2000, False))]
     for name, want in (("ref", "ppp"), ("reversed_sets", "ppp"), ("float_ints", "ppp"), ("one_off", "pff")):
         got = "".join(judge(o, decode(e.value))[0] for o, e in zip(outs[name], ref, strict=True))
@@ -174,3 +174,30 @@ def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
         got = "".join(judge(o, t)[0] for o, t in zip(outs[name], truth, strict=True))
         assert got == want, name
     assert digest(outs["reversed_sets"][1]) == digest(ref[1]) != digest(outs["one_off"][1])
+
+
+def test_candidate_imports_any_stdlib_module_but_sees_no_installed_packages(layer):
+    """Under a uid drop the stdlib is bound read-only (Layer 0) or mapped (bwrap): any stdlib
+    module imports, including lazily loaded codecs, but not the interpreter's site-packages."""
+    from bayespass.execute.child import encode
+    from bayespass.execute.sandbox import Sandbox
+
+    code = ("def f(x):\n"
+            "    import datetime, email.utils, fractions, os, sys, sysconfig, zoneinfo\n"
+            "    d = datetime.datetime.strptime('2020-01-0%d' % x, '%Y-%m-%d')\n"
+            "    seen = []\n"
+            "    for p in sys.path + [sysconfig.get_paths()['purelib']]:\n"
+            "        for q in (p, os.path.join(p, 'site-packages')):\n"
+            "            try:\n"
+            "                seen += [n for n in os.listdir(q) if n.endswith(('-info', '.pth'))]\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "    try:\n"
+            "        open(os.path.join(os.path.dirname(os.__file__), 'bp_written.py'), 'w').write('x')\n"
+            "        wrote = True\n"
+            "    except OSError:\n"
+            "        wrote = False\n"
+            "    return [d.day, 'é'.encode('latin-1').hex(), str(fractions.Fraction(x, 3)), seen, wrote]\n")
+    out = Sandbox(layer=layer).run(code, "f", [encode((2,))], [10.0])[0]
+    assert out.status == "value", out
+    assert out.value == ["L", [2, "e9", "2/3", ["L", []], False]]

@@ -1,25 +1,41 @@
-# bayespass sandbox child.  Stdlib only: the supervisor runs this source as
-#     python -I -B -S -c <this file> <job fd> <result fd>   (fresh interpreter, no site-packages)
-# with a job pipe to read and a result pipe to write; stdin/stdout/stderr are /dev/null.
+# bayespass sandbox child.  Stdlib only: the supervisor starts a fresh interpreter
+#     python -I -B -S -c <BOOTSTRAP> <job fd> <result fd>   (no site-packages)
+# and sends marshal.dumps((compiled code of this file, job)) on the job pipe; the bootstrap
+# runs this code and calls main(job, result fd).  stdin/stdout/stderr are /dev/null.
 # The child never sees expected outputs and never judges: it sends back each test's
 # return value as tagged JSON and the supervisor compares.
 #
-# Job (JSON on the job pipe): {"code", "entry_point", "inputs": [tagged...], "start": i0,
+# Start-up cost is the per-program overhead of the whole harness, so this file imports
+# nothing heavy: no json (its decoder pulls in re/enum/collections, ~10 ms), the C encoder
+# from _json instead; marshal for the job; ctypes only for seccomp and mounts.
+#
+# Job: {"code", "entry_point", "inputs": [tagged...], "start": i0,
 #   "limits": {"as_mb", "cpu_s", "fsize_mb", "nofile", "nproc"}, "uid", "seccomp",
-#   "recursion", "output_not_none", "max_value_bytes"}
+#   "private_mounts", "recursion", "output_not_none", "max_value_bytes"}
 # Results (JSON lines on the result pipe): {"i", "ok": true, "v": tagged, "t"} or
 #   {"i", "ok": false, "e": "ExceptionType", "t"}; first line {"ready": true}.
 # A return value whose encoding would exceed max_value_bytes is sent as its canonical
 # digest instead, v = {"H": hex, "n": stream length} (see canonical_digest).
-import json
 import os
 import sys
 import time
 
-_write, _perf, _dumps = os.write, time.perf_counter, json.dumps
+# Runs the marshalled child code in a fresh interpreter (kept tiny: it is compiled every start).
+BOOTSTRAP = ("import marshal,os,sys\n"
+             "f=int(sys.argv[1]);b=[]\n"
+             "while 1:\n"
+             " c=os.read(f,1<<20)\n"
+             " if not c:break\n"
+             " b.append(c)\n"
+             "os.close(f);code,job=marshal.loads(b''.join(b));del b\n"
+             "g={'__name__':'__bayespass_child__','__builtins__':__builtins__}\n"
+             "exec(code,g);g['main'](job,int(sys.argv[2]))\n")
+
+_write, _perf = os.write, time.perf_counter
 MAX_DEPTH = 200
-# Imported before a uid drop: the interpreter's stdlib may not be readable by the
-# unprivileged uid (e.g. under /root); candidates can still import these.
+# Imported before a uid drop when the stdlib is not readable by the unprivileged uid
+# (e.g. under /root) and no private mount namespace is available to bind it readable
+# (see stdlib_view); candidates can then import only these.
 PRELOAD = ("copy", "ctypes", "errno", "socket", "resource", "math", "cmath", "re", "collections",
            "collections.abc", "itertools", "functools", "heapq", "bisect", "string", "operator",
            "statistics", "fractions", "decimal", "random", "typing", "datetime", "hashlib",
@@ -206,9 +222,9 @@ def canonical_digest(x):
     dicts in any order) get the same digest, so a value too large to send can be
     judged exactly by its digest.  No float tolerance applies.
     """
-    import hashlib
+    from _blake2 import blake2b  # = hashlib.blake2b, without hashlib's imports
 
-    h = hashlib.blake2b(digest_size=20)
+    h = blake2b(digest_size=20)
     parts = []
     _stream(x, parts)
     n = 0
@@ -220,7 +236,7 @@ def canonical_digest(x):
 
 
 def _size_over(x, cap, depth=0):
-    """A rough lower estimate of the encoded size of ``x``; stops once it passes ``cap``."""
+    """Estimate (from below) the encoded size of ``x``; stop once it passes ``cap``."""
     if depth > MAX_DEPTH:
         return 0
     if isinstance(x, str):
@@ -277,6 +293,69 @@ def private_mounts():
     return True
 
 
+def _readable_by_others(path):
+    """Tell whether a uid that is neither owner nor in the group can list and traverse ``path``."""
+    import stat
+
+    try:
+        if not os.stat(path).st_mode & stat.S_IROTH:
+            return False
+        while True:
+            if not os.stat(path).st_mode & stat.S_IXOTH:
+                return False
+            parent = os.path.dirname(path)
+            if parent == path:
+                return True
+            path = parent
+    except OSError:
+        return False
+
+
+STDLIB_VIEW = "/tmp/.bayespass-stdlib"
+
+
+def stdlib_view():
+    """As root, inside the private mounts: make the stdlib importable after the uid drop.
+
+    When the interpreter lives under a directory the slot uid cannot enter
+    (e.g. /root), bind it read-only under the private /tmp and point
+    ``sys.path`` and the imported packages' ``__path__`` there, so the
+    candidate can import any stdlib module, as under bubblewrap.
+    Returns True if the stdlib is readable afterwards.
+    """
+    import ctypes
+
+    lib = getattr(sys, "_stdlib_dir", None) or os.path.dirname(os.__file__)
+    if _readable_by_others(lib):
+        return True
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        os.mkdir(STDLIB_VIEW, 0o755)
+    except OSError:
+        return False
+    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+    if libc.mount(lib.encode(), STDLIB_VIEW.encode(), None, MS_BIND | MS_REC, None) != 0:
+        return False
+    if libc.mount(b"none", STDLIB_VIEW.encode(), None,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None) != 0:
+        return False
+    site = STDLIB_VIEW + "/site-packages"  # the stdlib only, not the base interpreter's packages
+    if os.path.isdir(site) and libc.mount(b"tmpfs", site.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                                          b"size=4k,mode=755") != 0:
+        return False
+
+    def moved(p):
+        return STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + "/") else p
+
+    sys.path[:] = [moved(p) for p in sys.path]
+    for mod in list(sys.modules.values()):
+        path = getattr(mod, "__path__", None)
+        if isinstance(path, list):
+            path[:] = [moved(p) for p in path]
+    sys.path_importer_cache.clear()
+    return True
+
+
 def drop_privileges(uid):
     """Switch to the unprivileged slot uid (root only)."""
     if os.getuid() != 0 or uid is None:
@@ -290,8 +369,8 @@ def install_seccomp():
     """Deny process creation, non-unix sockets, signals to others, exec, ptrace, mounts."""
     import ctypes
     import errno
-    import socket
 
+    AF_UNIX = 1  # socket.AF_UNIX on Linux (the socket module costs ~3 ms to import)
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
@@ -330,7 +409,7 @@ def install_seccomp():
         rule(name, eperm)
     rule("clone", eperm, (0, MASKED_EQ, 0x00010000, 0))  # clone without CLONE_THREAD
     rule("clone3", errno_act(errno.ENOSYS))  # ENOSYS so libc falls back to clone for threads
-    rule("socket", eperm, (0, NE, socket.AF_UNIX, 0))
+    rule("socket", eperm, (0, NE, AF_UNIX, 0))
     pid = os.getpid()
     for name in ("kill", "tkill"):
         rule(name, eperm, (0, NE, pid, 0))
@@ -340,19 +419,23 @@ def install_seccomp():
     return True
 
 
-def main():
-    """Read the job, lock down, run the program test by test, report results."""
-    job_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
-    chunks = []
-    while True:
-        chunk = os.read(job_fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(job_fd)
-    job = json.loads(b"".join(chunks))
+def _json_dumps():
+    """``json.dumps`` for the plain values this child sends, via the C encoder alone."""
+    import _json
+
+    enc = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+    return lambda obj: "".join(enc(obj, 0))
+
+
+def main(job, out_fd):
+    """Lock down, run the program test by test, report results (called by BOOTSTRAP)."""
+    _dumps = _json_dumps()
     sys.setrecursionlimit(job.get("recursion", 3000))
-    if job.get("uid") is not None:
+    import _blake2  # noqa: F401 - for canonical_digest, while the stdlib is still readable
+
+    mounts = private_mounts() if job.get("private_mounts") else False
+    if job.get("uid") is not None and not (mounts and stdlib_view()):
+        # no private mount namespace: import what candidates commonly need while still root
         import importlib
 
         for mod in PRELOAD:
@@ -360,11 +443,10 @@ def main():
                 importlib.import_module(mod)
             except ImportError:
                 pass
-    mounts = private_mounts() if job.get("private_mounts") else False
     set_limits(job["limits"])
     drop_privileges(job.get("uid"))
     seccomp = install_seccomp() if job.get("seccomp", True) else False
-    inputs = [decode(x) for x in job["inputs"]]
+    raw_inputs = job["inputs"]
     entry, start = job["entry_point"], job.get("start", 0)
     not_none = job.get("output_not_none", False)
     cap = job.get("max_value_bytes", 1 << 26)
@@ -390,10 +472,10 @@ def main():
         emit({"load_error": type(err).__name__, "t": _perf() - t0})
         return
     emit({"loaded": True, "t": _perf() - t0})
-    import copy
+    job = None
 
-    for i in range(start, len(inputs)):
-        args = copy.deepcopy(inputs[i])
+    for i in range(start, len(raw_inputs)):
+        args = decode(raw_inputs[i])  # fresh objects for every test: a mutated input never leaks
         t0 = _perf()
         try:
             out = fn(*args)
@@ -413,10 +495,6 @@ def main():
             if enc is None:
                 emit({"i": i, "ok": False, "e": err_msg, "t": dt})
             else:
-                emit_raw('{"i": %d, "ok": true, "t": %r, "v": %s}\n' % (i, dt, enc))
+                emit_raw(f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n')
         except BaseException as err:  # noqa: BLE001
             emit({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0})
-
-
-if __name__ == "__main__":
-    main()

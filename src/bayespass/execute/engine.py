@@ -259,7 +259,8 @@ def _config_coords(table: pd.DataFrame, configs: list) -> dict:
 
 def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     configs = list(dict.fromkeys(table["config"]))
-    tasks = [t for t in suite.tasks if t in set(table["task"])]
+    in_table = set(table["task"])
+    tasks = [t for t in suite.tasks if t in in_table]
     n_samp = int(table["sample"].max()) + 1
     n_test = max(len(suite.expected[t]["values"]) for t in tasks)
     ci = {c: i for i, c in enumerate(configs)}

@@ -3,8 +3,10 @@
 Each program runs in a fresh ``python -I -B -S`` child (never a fork of this
 process) with a clean environment, stdin/stdout/stderr on /dev/null, all other
 descriptors closed except a job pipe and a size-capped result pipe (their
-numbers are passed on the child's command line).  The child sets rlimits, drops to a per-slot unprivileged uid when the
-supervisor is root, installs a seccomp filter when libseccomp is available,
+numbers are passed on the child's command line); the job pipe carries the child's
+code, compiled here, and the job, both marshalled.  The child sets rlimits,
+drops to a per-slot unprivileged uid when the supervisor is root, installs a
+seccomp filter when libseccomp is available,
 and only *reports* return values as tagged JSON; this supervisor parses them
 with ``json.loads`` and judges.  A per-test watchdog kills the child's whole
 process group (and, after a uid drop, every process of that uid); remaining
@@ -16,7 +18,9 @@ Isolation layers (the one in use is reported as ``Sandbox.layer``):
   interpreter, private /tmp, no network, capabilities dropped; plus all of
   the below inside it;
 * ``seccomp+uid`` (root): own session, own mount and network namespace with
-  private tmpfs over /tmp, /var/tmp, /dev/shm, per-slot uid, seccomp, rlimits;
+  private tmpfs over /tmp, /var/tmp, /dev/shm (the stdlib bound read-only
+  into it when the uid could not read it otherwise), per-slot uid, seccomp,
+  rlimits;
 * ``seccomp`` (not root): own session, seccomp, rlimits;
 * ``rlimit``: own session and rlimits only (not root, no libseccomp): weak,
   and said so.
@@ -25,6 +29,7 @@ Isolation layers (the one in use is reported as ``Sandbox.layer``):
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import selectors
 import shutil
@@ -39,8 +44,20 @@ from pathlib import Path
 
 __all__ = ["Limits", "Outcome", "Sandbox", "probe_layer", "HARNESS_VERSION"]
 
-HARNESS_VERSION = "5"
+HARNESS_VERSION = "6"
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
+
+
+@lru_cache(maxsize=1)
+def _child_code():
+    """Compile the child once here; it is sent marshalled (same interpreter)."""
+    return compile(_CHILD_SRC, "<bayespass-child>", "exec")
+
+
+def _bootstrap() -> str:
+    from .child import BOOTSTRAP
+
+    return BOOTSTRAP
 _UID_BASE = 61000
 
 
@@ -126,6 +143,9 @@ def _bwrap_prefix(uid: int | None) -> list[str]:
             cmd += ["--ro-bind", str(target), str(target)]
     if not prefix.startswith("/usr/"):
         cmd += ["--ro-bind", prefix, prefix]
+    site = Path(prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    if site.is_dir():  # the stdlib only, not the base interpreter's installed packages
+        cmd += ["--tmpfs", str(site), "--remount-ro", str(site)]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
     if uid is not None:
         cmd += ["--uid", str(uid), "--gid", str(uid)]
@@ -187,7 +207,7 @@ class Sandbox:
         res_r, res_w = os.pipe()
         # The pipes keep whatever descriptor numbers they have; the child is told them on its
         # command line (pass_fds with fixed numbers would race with other worker threads).
-        inner = [exe, "-I", "-B", "-S", "-c", _CHILD_SRC, str(job_r), str(res_w)]
+        inner = [exe, "-I", "-B", "-S", "-c", _bootstrap(), str(job_r), str(res_w)]
         uid_in_job = self.uid
         if self.layer == "bwrap":
             cmd = _bwrap_prefix(self.uid) + inner
@@ -202,7 +222,7 @@ class Sandbox:
         job = dict(job, uid=uid_in_job, seccomp=self.layer != "rlimit",
                    private_mounts=self.layer == "seccomp+uid")
         try:
-            data = json.dumps(job).encode()
+            data = marshal.dumps((_child_code(), job))
             view = memoryview(data)
             while view:
                 view = view[os.write(job_w, view):]
