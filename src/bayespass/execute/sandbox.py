@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from .child import BOOTSTRAP
+
 __all__ = ["Limits", "Outcome", "Sandbox", "probe_layer", "HARNESS_VERSION"]
 
 HARNESS_VERSION = "6"
@@ -54,10 +56,6 @@ def _child_code():
     return compile(_CHILD_SRC, "<bayespass-child>", "exec")
 
 
-def _bootstrap() -> str:
-    from .child import BOOTSTRAP
-
-    return BOOTSTRAP
 _UID_BASE = 61000
 
 
@@ -207,7 +205,7 @@ class Sandbox:
         res_r, res_w = os.pipe()
         # The pipes keep whatever descriptor numbers they have; the child is told them on its
         # command line (pass_fds with fixed numbers would race with other worker threads).
-        inner = [exe, "-I", "-B", "-S", "-c", _bootstrap(), str(job_r), str(res_w)]
+        inner = [exe, "-I", "-B", "-S", "-c", BOOTSTRAP, str(job_r), str(res_w)]
         uid_in_job = self.uid
         if self.layer == "bwrap":
             cmd = _bwrap_prefix(self.uid) + inner
