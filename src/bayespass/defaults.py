@@ -60,6 +60,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "execute.gt_time_factor": (4.0, _pos_float),
     "execute.memory_limit_mb": (2048, _pos_int),
     "execute.workers": (os.cpu_count() or 1, _pos_int),
+    "execute.max_timeouts": (2, _pos_int),
 }
 
 

@@ -159,10 +159,17 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
 def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, suite):
     recs = [{"task_id": "toy/halve", "solution": "def halve(x):\n    while True:\n        pass\n"},
             {"task_id": "toy/halve", "solution": "def halve(x):\n    return x / 2\n"}]
-    ds = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=1)
+    lim = bp.Limits(timeout_budget=0.5)
+    ds = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=1, limits=lim)
     v = ds.verdict.sel(task="toy/halve").values[0]
     assert list(v[0]) == [4, 4, 4, 4] and list(v[1]) == [1, 1, 1, 1]
-    assert np.isnan(ds.duration.sel(task="toy/halve").values[0, 0, 1:]).all()  # presumed, not run
-    assert ds.attrs["harness_version"].endswith("+t1")
+    presumed = ds.presumed.sel(task="toy/halve").values[0, 0]
+    # the first timeout is re-run once (retried); then the rest share a 0.5 s budget (shorter than one
+    # limit here), so at most one more test runs and the others are presumed timeouts, never run
+    assert ds.retried.sel(task="toy/halve").values[0, 0, 0] and not presumed[0]
+    assert presumed[2:].all() and np.isnan(ds.duration.sel(task="toy/halve").values[0, 0][presumed]).all()
+    assert ds.attrs["harness_version"].endswith("+t1") and ds.attrs["max_timeouts"] == 1
+    full = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=None, limits=lim)
+    assert not full.presumed.any() and full.attrs["harness_version"] == engine.HARNESS_VERSION
     with pytest.raises(ValueError, match="max_timeouts must be a positive integer"):
         engine.execute(recs, suite, out=tmp_path, max_timeouts=0)

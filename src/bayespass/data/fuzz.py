@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import string
 
@@ -129,6 +130,7 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
     from ..execute.sandbox import Limits, Sandbox
 
     rng = random.Random(f"{seed}:{task.task_id}")
+    own = sandbox is None
     sb = sandbox or Sandbox(limits=Limits(cpu_s=600))
     cands = _candidates(task.inputs, int(n * oversample), rng, budget=int(20 * n * oversample))
     program = task.prompt + task.contract + task.canonical_solution if task.contract else task.reference_program
@@ -146,8 +148,12 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
         timeouts[0] += o.status == "timeout"
         return timeouts[0] >= max_timeouts
 
-    outs = sb.run(program, task.entry_point, tagged, [time_limit] * len(tagged),
-                  output_not_none=task.output_not_none, stop=stop)
+    try:
+        outs = sb.run(program, task.entry_point, tagged, [time_limit] * len(tagged),
+                      output_not_none=task.output_not_none, stop=stop, retry=False)
+    finally:
+        if own:
+            sb.close()
     ok = [i for i, o in enumerate(outs) if o.status == "value"][:n]
     return {"inputs": [tagged[i] for i in ok], "values": [outs[i].value for i in ok],
             "times": [outs[i].duration for i in ok], "tried": len(tagged)}
@@ -171,11 +177,11 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
     path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{HARNESS_VERSION}.json"
     if use_cache and path.exists():
         return json.loads(path.read_text())
-    pool = SlotPool(workers, limits=Limits(cpu_s=600))
     tasks = [t for t in suite.tasks.values() if tasks is None or t.task_id in tasks]
-    res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb), tasks)
+    with SlotPool(workers, limits=Limits(cpu_s=600)) as pool:
+        res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb), tasks)
     out = {t.task_id: r for t, r in zip(tasks, res, strict=True)}
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(out))
     tmp.replace(path)
     return out
@@ -213,4 +219,4 @@ def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = N
         expected[tid] = {"inputs": res["inputs"], "values": res["values"], "times": res["times"],
                          "n_base": len(res["inputs"]), "dropped": []}
     h = hashlib.sha256(f"{suite.source_hash}:fuzz:{n}:{seed}".encode()).hexdigest()
-    return Suite(f"{suite.name}:fuzz", tasks, h, expected=expected)
+    return Suite(f"{suite.name}:fuzz", tasks, h, expected=expected, speed_ref=suite.speed_ref)

@@ -98,6 +98,7 @@ class Suite:
     tasks: dict[str, Task]
     source_hash: str
     expected: dict = field(default_factory=dict, repr=False)
+    speed_ref: float | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -128,20 +129,38 @@ class Suite:
 
     def compute_expected(self, *, workers: int | None = None, sandbox_layer: str = "auto",
                          use_cache: bool = True) -> dict:
-        """Run every canonical solution in the sandbox; cache values and times on disk."""
+        """Run every canonical solution in the sandbox; cache values and times on disk.
+
+        The cache also records the machine's speed at that time (``speed_ref``,
+        for :func:`bayespass.execute.harness.load_factor`).  Inputs whose canonical
+        run still timed out or crashed after a re-run are never cached: the next
+        call computes them again (a busy machine must not lose tests for good).
+        """
         from ..execute.child import decode
-        from ..execute.harness import expected_outputs
+        from ..execute.harness import expected_outputs, measure_speed
         from ..execute.sandbox import HARNESS_VERSION
 
         path = cache_dir() / f"expected-{self.name}-{self.source_hash[:16]}-h{HARNESS_VERSION}.json"
-        if use_cache and path.exists():
-            self.expected = json.loads(path.read_text())
+        cached = json.loads(path.read_text()) if use_cache and path.exists() else None
+        if cached is not None:
+            self.expected, self.speed_ref = cached["tasks"], cached["speed_ref"]
         else:
+            speed = measure_speed(sandbox_layer)
             self.expected = expected_outputs(self, workers=workers, layer=sandbox_layer)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.expected))
-            os.chmod(tmp, 0o600)
-            tmp.replace(path)
+            self.speed_ref = min(speed, measure_speed(sandbox_layer))
+            transient = {t: e["transient"] for t, e in self.expected.items() if e.get("transient")}
+            if transient:
+                import warnings
+
+                warnings.warn(f"{self.name}: the canonical solution timed out or crashed twice on inputs of "
+                              f"{len(transient)} task(s) (e.g. {dict(list(transient.items())[:3])}); they are "
+                              "left out this time and not cached (is the machine very busy?)", RuntimeWarning,
+                              stacklevel=2)
+            else:
+                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"tasks": self.expected, "speed_ref": self.speed_ref}))
+                os.chmod(tmp, 0o600)
+                tmp.replace(path)
         for tid, exp in self.expected.items():  # inputs as actually run (HumanEval's are recorded)
             task = self.tasks[tid]
             task.inputs = [list(decode(x)) for x in exp["inputs"]]

@@ -1,83 +1,110 @@
-# bayespass sandbox child.  Stdlib only: the supervisor starts a fresh interpreter
-#     python -I -B -S -c <BOOTSTRAP> <job fd> <result fd>   (no site-packages)
-# and sends marshal.dumps((compiled code of this file, job)) on the job pipe; the bootstrap
-# runs this code and calls main(job, result fd).  stdin/stdout/stderr are /dev/null.
-# The child never sees expected outputs and never judges: it sends back each test's
-# return value as tagged JSON and the supervisor compares.
+# bayespass sandbox: the zygote and its children.  Stdlib only.
 #
-# Start-up cost is the per-program overhead of the whole harness, so this file imports
-# nothing heavy: no json (its decoder pulls in re/enum/collections, ~10 ms), the C encoder
-# from _json instead; marshal for the job; ctypes only for seccomp and mounts.
+# The supervisor starts one "zygote" per sandbox slot:
+#     python -I -B -S -c <BOOTSTRAP> <setup fd> <control fd>        (no site-packages)
+# and sends marshal.dumps((compiled code of this file, config)) on the setup pipe.  The
+# zygote pre-imports the stdlib modules that benchmark prompts use, then serves jobs that
+# arrive on the control socket (a unix socketpair), each with the write end of a fresh
+# result pipe attached (SCM_RIGHTS).  The zygote NEVER runs candidate code: for each job
+# it forks a child, and the child, before the candidate is loaded,
+#   1. enters new mount/network/IPC/UTS namespaces (a user namespace too when not root),
+#   2. builds a minimal root: a size-capped tmpfs holding read-only binds of the stdlib and
+#      the shared-library directories only, /dev/{null,zero,urandom,random} and an empty
+#      scratch /tmp, then pivot_root()s into it (nothing else of the host is reachable),
+#   3. sets rlimits (hard = soft), drops to the slot's unprivileged uid (root) or all
+#      capabilities (user namespace), asks to be killed with the zygote (PDEATHSIG),
+#   4. installs a seccomp filter (no process creation, exec, sockets, ptrace, mounts,
+#      namespaces, signals to others, io_uring, pidfds, memfd, rlimit raising),
+# then runs the tests and reports each return value as tagged JSON on the result pipe.
+# The child never sees expected outputs and never judges.  A fork leaves the zygote's own
+# state untouched, so nothing a candidate does reaches the next program.
 #
-# Job: {"code", "entry_point", "inputs": [tagged...], "start": i0,
-#   "limits": {"as_mb", "cpu_s", "fsize_mb", "nofile", "nproc"}, "uid", "seccomp",
-#   "private_mounts", "recursion", "output_not_none", "max_value_bytes"}
-# Results (JSON lines on the result pipe): {"i", "ok": true, "v": tagged, "t"} or
-#   {"i", "ok": false, "e": "ExceptionType", "t"}; first line {"ready": true}.
-# A return value whose encoding would exceed max_value_bytes is sent as its canonical
-# digest instead, v = {"H": hex, "n": stream length} (see canonical_digest).
+# Control protocol (zygote side): job = 8-byte length + marshal(job dict) with one fd;
+# replies b"S" + pid (started) and b"E" + wait status (ended, after the uid sweep);
+# the supervisor sends b"K" to have the running child killed.
+#
+# Results (JSON lines): {"loaded": true, "t"} or {"load_error": name}; then per test
+# {"i", "ok": true, "v": tagged, "t"} or {"i", "ok": false, "e": "ExceptionType", "t"}.
+# A value whose encoding would exceed the test's byte cap is sent as its canonical digest
+# instead, v = {"H": hex, "n": stream length} (see canonical_digest).
 import os
 import sys
 import time
 
-# Runs the marshalled child code in a fresh interpreter (kept tiny: it is compiled every start).
+# Runs the marshalled code in a fresh interpreter (kept tiny: it is compiled every start).
 BOOTSTRAP = ("import marshal,os,sys\n"
              "f=int(sys.argv[1]);b=[]\n"
              "while 1:\n"
              " c=os.read(f,1<<20)\n"
              " if not c:break\n"
              " b.append(c)\n"
-             "os.close(f);code,job=marshal.loads(b''.join(b));del b\n"
-             "g={'__name__':'__bayespass_child__','__builtins__':__builtins__}\n"
-             "exec(code,g);g['main'](job,int(sys.argv[2]))\n")
+             "os.close(f);code,cfg=marshal.loads(b''.join(b));del b\n"
+             "g={'__name__':'__bayespass_zygote__','__builtins__':__builtins__}\n"
+             "exec(code,g);g['zygote'](cfg,int(sys.argv[2]))\n")
 
 _write, _perf = os.write, time.perf_counter
 MAX_DEPTH = 200
-# Imported before a uid drop when the stdlib is not readable by the unprivileged uid
-# (e.g. under /root) and no private mount namespace is available to bind it readable
-# (see stdlib_view); candidates can then import only these.
-PRELOAD = ("copy", "ctypes", "errno", "socket", "resource", "math", "cmath", "re", "collections",
-           "collections.abc", "itertools", "functools", "heapq", "bisect", "string", "operator",
-           "statistics", "fractions", "decimal", "random", "typing", "datetime", "hashlib",
-           "array", "numbers", "unicodedata", "textwrap", "struct", "sys", "os", "time", "json",
-           "threading", "queue", "dataclasses", "enum", "abc", "keyword", "calendar", "difflib",
-           "pprint", "base64", "binascii", "zlib", "io", "contextlib", "copyreg", "weakref",
-           "ast", "inspect", "types", "warnings", "locale", "shlex", "glob", "fnmatch", "pathlib",
-           "subprocess", "signal")
+# Imported once by the zygote (benchmark prompts import these); children inherit them.
+PRELOAD = ("math", "cmath", "re", "collections", "collections.abc", "itertools", "functools", "heapq",
+           "bisect", "string", "operator", "statistics", "fractions", "decimal", "random", "typing",
+           "datetime", "hashlib", "array", "numbers", "unicodedata", "textwrap", "struct", "json",
+           "dataclasses", "enum", "copy", "calendar", "difflib", "ast", "inspect", "types", "io",
+           "contextlib", "weakref", "string", "sys", "os", "time")
+
+
+# ----------------------------------------------------------------------------- encoding
+# Only built-in value types are reported.  Dispatch is on the exact type; an instance of a
+# subclass of a built-in type is reported as its base type through the base type's own C
+# methods (list.__iter__, dict.items, int.__index__, ...), so no method defined by the
+# candidate (__iter__, __len__, __class__, __eq__, ...) ever runs while encoding.
+_BASES = (bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict)
+
+
+def _base(t):
+    if t in _BASES or t is type(None):
+        return t
+    for b in _BASES:  # issubclass reads the type's MRO in C (no metaclass hook on built-ins)
+        if issubclass(t, b):
+            return b
+    return None
+
+
+def _items(x, b):
+    """Elements of a list/tuple/set/frozenset ``x`` of base type ``b`` as an exact list."""
+    if b is list:
+        return x if type(x) is list else list(list.__iter__(x))
+    if b is tuple:
+        return list(tuple.__iter__(x))
+    if b is set:
+        return list(set.__iter__(x))
+    return list(frozenset.__iter__(x))
 
 
 def encode(x, depth=0):
-    """Tagged JSON for built-in value types only; anything else raises TypeError.
-
-    Subclasses of built-in containers/scalars (Counter, namedtuple, ...) are
-    encoded through the *base* class's own methods, so overridden ``__eq__``
-    or ``items`` can only change what is reported, never how it is judged.
-    """
+    """Tagged JSON for built-in value types only; anything else raises TypeError."""
     if depth > MAX_DEPTH:
         raise TypeError("nesting too deep")
-    t = type(x)
-    if x is None or t is bool:
-        return x
-    if isinstance(x, str):
+    b = _base(type(x))
+    if x is None or b is bool:
+        return None if x is None else bool(int.__index__(x))
+    if b is str:
         return str.__str__(x)
-    if isinstance(x, int):
+    if b is int:
         v = int.__index__(x)
         return ["I", hex(v)] if abs(v) > 2**53 else v  # hex: no int/str digit limit
-    if isinstance(x, float):
+    if b is float:
         return ["F", float.__repr__(x)]
-    if isinstance(x, complex):
-        return ["C", [float.__repr__(x.real), float.__repr__(x.imag)]]
-    if isinstance(x, list):
-        return ["L", [encode(v, depth + 1) for v in list.__iter__(x)]]
-    if isinstance(x, tuple):
-        return ["T", [encode(v, depth + 1) for v in tuple.__iter__(x)]]
-    if isinstance(x, set | frozenset):
-        return ["S", [encode(v, depth + 1) for v in (set.__iter__(x) if isinstance(x, set) else frozenset.__iter__(x))]]
-    if isinstance(x, dict):
+    if b is complex:
+        return ["C", [float.__repr__(complex.real.__get__(x)), float.__repr__(complex.imag.__get__(x))]]
+    if b is list or b is tuple:
+        return ["L" if b is list else "T", [encode(v, depth + 1) for v in _items(x, b)]]
+    if b is set or b is frozenset:
+        return ["S", [encode(v, depth + 1) for v in _items(x, b)]]
+    if b is dict:
         return ["D", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]]
-    if isinstance(x, bytes):
+    if b is bytes:
         return ["B", bytes.hex(x)]
-    raise TypeError(f"unsupported return type {t.__name__}")
+    raise TypeError(f"unsupported return type {type(x).__name__}")
 
 
 def decode(x):
@@ -132,7 +159,7 @@ def _is_num(t):
 
 def _num_token(x):
     # Numbers equal under Python's == get one token: integral floats (and bools) as ints.
-    if isinstance(x, float):
+    if issubclass(type(x), float):
         x = float.__float__(x)
         if x.is_integer():
             return hex(int(x))
@@ -140,79 +167,70 @@ def _num_token(x):
     return hex(int.__index__(x))
 
 
+def _stream_seq(items, tag, out, depth):
+    if items:
+        kinds = set(map(type, items))
+        if kinds == {str}:
+            joined = "\x00".join(items)
+            if joined.count("\x00") == len(items) - 1:  # no NUL inside an item
+                out.append(f"{tag}{len(items)}s{len(joined)}:")
+                out.append(joined)
+                return
+        body = None
+        if kinds == {int}:
+            body = ",".join(map(hex, items))
+        elif all(_is_num(k) for k in kinds):
+            if kinds == {float} and not any(map(float.is_integer, items)):
+                body = ",".join(map(float.__repr__, items))
+            else:
+                body = ",".join(map(_num_token, items))
+        if body is not None:
+            out.append(f"{tag}{len(items)}n{body};")
+            return
+    out.append(f"{tag}{len(items)}[")
+    for e in items:
+        _stream(e, out, depth + 1)
+    out.append("]")
+
+
+def _stream_unordered(pairs, tag, out, depth):
+    parts = []
+    for group in pairs:
+        sub = []
+        for e in group:
+            _stream(e, sub, depth + 1)
+        parts.append("".join(sub))
+    parts.sort()
+    out.append(f"{tag}{len(parts)}{{")
+    out.extend(parts)
+    out.append("}")
+
+
 def _stream(x, out, depth=0):
     """Append the canonical text of ``x`` to the list ``out`` (see canonical_digest)."""
     if depth > MAX_DEPTH:
         raise TypeError("nesting too deep")
-    t = type(x)
+    b = _base(type(x))
     if x is None:
         out.append("N")
-    elif isinstance(x, str):
+    elif b is str:
         x = str.__str__(x)
         out.append(f"s{len(x)}:")
         out.append(x)
-    elif _is_num(t):
+    elif b is bool or b is int or b is float:
         out.append("n" + _num_token(x) + ";")
-    elif isinstance(x, complex):
-        out.append(f"c{float.__repr__(x.real)},{float.__repr__(x.imag)};")
-    elif isinstance(x, bytes):
+    elif b is complex:
+        out.append(f"c{float.__repr__(complex.real.__get__(x))},{float.__repr__(complex.imag.__get__(x))};")
+    elif b is bytes:
         out.append("b" + bytes.hex(x) + ";")
-    elif isinstance(x, list | tuple):
-        if t is list or t is tuple:
-            items = x
-        else:
-            items = list(list.__iter__(x) if isinstance(x, list) else tuple.__iter__(x))
-        tag = "L" if isinstance(x, list) else "T"
-        if items:
-            try:  # succeeds exactly when every item is a str (join reads str data, no hooks)
-                joined = "\x00".join(items)
-            except TypeError:
-                joined = None
-            if joined is not None and joined.count("\x00") == len(items) - 1:  # no NUL inside
-                out.append(f"{tag}{len(items)}s{len(joined)}:")
-                out.append(joined)
-                return
-            if joined is None:
-                kinds = set(map(type, items))
-                body = None
-                if kinds == {int}:
-                    body = ",".join(map(hex, items))
-                elif all(_is_num(k) for k in kinds):
-                    if kinds == {float} and not any(map(float.is_integer, items)):
-                        body = ",".join(map(float.__repr__, items))
-                    else:
-                        body = ",".join(map(_num_token, items))
-                if body is not None:
-                    out.append(f"{tag}{len(items)}n{body};")
-                    return
-        out.append(f"{tag}{len(items)}[")
-        for e in items:
-            _stream(e, out, depth + 1)
-        out.append("]")
-    elif isinstance(x, set | frozenset):
-        items = set.__iter__(x) if isinstance(x, set) else frozenset.__iter__(x)
-        parts = []
-        for e in items:
-            sub = []
-            _stream(e, sub, depth + 1)
-            parts.append("".join(sub))
-        parts.sort()
-        out.append(f"S{len(parts)}{{")
-        out.extend(parts)
-        out.append("}")
-    elif isinstance(x, dict):
-        parts = []
-        for k, v in dict.items(x):
-            sub = []
-            _stream(k, sub, depth + 1)
-            _stream(v, sub, depth + 1)
-            parts.append("".join(sub))
-        parts.sort()
-        out.append(f"D{len(parts)}{{")
-        out.extend(parts)
-        out.append("}")
+    elif b is list or b is tuple:
+        _stream_seq(_items(x, b), "L" if b is list else "T", out, depth)
+    elif b is set or b is frozenset:
+        _stream_unordered(((e,) for e in _items(x, b)), "S", out, depth)
+    elif b is dict:
+        _stream_unordered(dict.items(x), "D", out, depth)
     else:
-        raise TypeError(f"unsupported return type {t.__name__}")
+        raise TypeError(f"unsupported return type {type(x).__name__}")
 
 
 def canonical_digest(x):
@@ -239,14 +257,17 @@ def _size_over(x, cap, depth=0):
     """Estimate (from below) the encoded size of ``x``; stop once it passes ``cap``."""
     if depth > MAX_DEPTH:
         return 0
-    if isinstance(x, str):
-        return len(x) + 2
-    if isinstance(x, list | tuple | set | frozenset):
-        items = list(x) if not isinstance(x, list) else x
+    b = _base(type(x))
+    if b is str:
+        return str.__len__(x) + 2
+    if b is bytes:
+        return 2 * bytes.__len__(x) + 8
+    if b in (list, tuple, set, frozenset):
+        items = _items(x, b)
         kinds = set(map(type, items))
-        if kinds and all(issubclass(k, str) for k in kinds):
+        if kinds and kinds <= {str}:
             return sum(map(len, items)) + 4 * len(items) + 8
-        if kinds and all(_is_num(k) for k in kinds):  # ints ~ digits, floats ~ ["F", "repr"]
+        if kinds and kinds <= {int, float, bool}:  # ints ~ digits, floats ~ ["F", "repr"]
             return (26 if float in kinds else 4) * len(items) + 8
         total = 8
         for e in items:
@@ -254,14 +275,104 @@ def _size_over(x, cap, depth=0):
             if total > cap:
                 break
         return total
-    if isinstance(x, dict):
+    if b is dict:
         total = 8
         for k, v in dict.items(x):
             total += _size_over(k, cap, depth + 1) + _size_over(v, cap, depth + 1)
             if total > cap:
                 break
         return total
-    return 26 if isinstance(x, float | complex) else 4
+    return 26 if b in (float, complex) else 4
+
+
+# ----------------------------------------------------------------------------- isolation
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+_SYS = {"x86_64": {"pivot_root": 155, "capset": 126},
+        "aarch64": {"pivot_root": 41, "capset": 91}}.get(os.uname().machine, {"pivot_root": 155, "capset": 126})
+_NEWROOT = "/tmp"  # the tmpfs mounted here (inside the private mount namespace) becomes /
+
+
+class SetupError(Exception):
+    """Isolation could not be set up (the program is not run)."""
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return libc
+
+
+def _check(rc, what):
+    if rc != 0:
+        import ctypes
+
+        raise SetupError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _mount(libc, src, dst, fstype, flags, data=None):
+    _check(libc.mount(src.encode() if src else None, dst.encode(), fstype.encode() if fstype else None,
+                      flags, data.encode() if data else None), f"mount {dst}")
+
+
+def _bind_ro(libc, src, dst):
+    os.makedirs(dst, exist_ok=True)
+    _mount(libc, src, dst, None, MS_BIND | MS_REC)
+    _mount(libc, None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def minimal_root(view, user_ns, scratch_mb):
+    """Enter new namespaces and pivot into a tmpfs root holding only ``view`` (see module doc).
+
+    ``view``: {"dirs": [read-only directories], "hide": [directories to cover with an empty
+    read-only tmpfs], "links": [[path, target]], "devices": [paths]}.
+    """
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the zygote is not dumpable; /proc/self must be ours
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWUSER if user_ns else 0)
+    _check(libc.unshare(flags), "unshare")
+    if user_ns:  # map this uid to itself: full capabilities inside the new user namespace only
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
+    new = _NEWROOT
+    _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=755")
+    for d in view["dirs"]:
+        _bind_ro(libc, d, new + d)
+    for d in view["hide"]:
+        if os.path.isdir(new + d):
+            _mount(libc, "tmpfs", new + d, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755")
+    for path, target in view["links"]:
+        if not os.path.lexists(new + path):
+            os.makedirs(os.path.dirname(new + path), exist_ok=True)
+            os.symlink(target, new + path)
+    for dev in view["devices"]:  # device nodes stay writable (writes to /dev/null must work)
+        if os.path.exists(dev):
+            os.makedirs(os.path.dirname(new + dev), exist_ok=True)
+            open(new + dev, "a").close()
+            _mount(libc, dev, new + dev, None, MS_BIND)
+            _mount(libc, None, new + dev, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
+    os.makedirs(new + "/tmp", exist_ok=True)
+    os.makedirs(new + "/.old", exist_ok=True)
+    os.chdir(new)
+    _check(libc.syscall(_SYS["pivot_root"], b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _check(libc.umount2(b"/.old", MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
+    _mount(libc, None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir("/tmp")
+    return libc
 
 
 def set_limits(lim):
@@ -278,99 +389,33 @@ def set_limits(lim):
         r.setrlimit(res, (val, val))
 
 
-def private_mounts():
-    """As root: own mount + network namespace, private tmpfs over world-writable dirs."""
-    import ctypes
+def drop_privileges(libc, uid, user_ns):
+    """Root: switch to the slot uid.  User namespace: drop every capability."""
+    if uid is not None and os.getuid() == 0 and not user_ns:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    elif user_ns:
+        import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x00020000 | 0x40000000) != 0:  # CLONE_NEWNS | CLONE_NEWNET
-        return False
-    libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None)  # MS_REC | MS_PRIVATE
-    for d in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
-        if os.path.isdir(d) and not os.path.islink(d):
-            if libc.mount(b"tmpfs", d.encode(), b"tmpfs", 0, b"size=64m,mode=1777") != 0:
-                return False
-    return True
+        for cap in range(64):
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
 
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
-def _readable_by_others(path):
-    """Tell whether a uid that is neither owner nor in the group can list and traverse ``path``."""
-    import stat
-
-    try:
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
-        while True:
-            if not os.stat(path).st_mode & stat.S_IXOTH:
-                return False
-            parent = os.path.dirname(path)
-            if parent == path:
-                return True
-            path = parent
-    except OSError:
-        return False
-
-
-STDLIB_VIEW = "/tmp/.bayespass-stdlib"
-
-
-def stdlib_view():
-    """As root, inside the private mounts: make the stdlib importable after the uid drop.
-
-    When the interpreter lives under a directory the slot uid cannot enter
-    (e.g. /root), bind it read-only under the private /tmp and point
-    ``sys.path`` and the imported packages' ``__path__`` there, so the
-    candidate can import any stdlib module, as under bubblewrap.
-    Returns True if the stdlib is readable afterwards.
-    """
-    import ctypes
-
-    lib = getattr(sys, "_stdlib_dir", None) or os.path.dirname(os.__file__)
-    if _readable_by_others(lib):
-        return True
-    libc = ctypes.CDLL(None, use_errno=True)
-    try:
-        os.mkdir(STDLIB_VIEW, 0o755)
-    except OSError:
-        return False
-    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
-    if libc.mount(lib.encode(), STDLIB_VIEW.encode(), None, MS_BIND | MS_REC, None) != 0:
-        return False
-    if libc.mount(b"none", STDLIB_VIEW.encode(), None,
-                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None) != 0:
-        return False
-    site = STDLIB_VIEW + "/site-packages"  # the stdlib only, not the base interpreter's packages
-    if os.path.isdir(site) and libc.mount(b"tmpfs", site.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
-                                          b"size=4k,mode=755") != 0:
-        return False
-
-    def moved(p):
-        return STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + "/") else p
-
-    sys.path[:] = [moved(p) for p in sys.path]
-    for mod in list(sys.modules.values()):
-        path = getattr(mod, "__path__", None)
-        if isinstance(path, list):
-            path[:] = [moved(p) for p in path]
-    sys.path_importer_cache.clear()
-    return True
-
-
-def drop_privileges(uid):
-    """Switch to the unprivileged slot uid (root only)."""
-    if os.getuid() != 0 or uid is None:
-        return
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
+        data = (ctypes.c_uint32 * 6)()
+        _check(libc.syscall(_SYS["capset"], ctypes.byref(Header(0x20080522, 0)), data), "capset")
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # die with the zygote (after the uid change, which clears it)
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 def install_seccomp():
-    """Deny process creation, non-unix sockets, signals to others, exec, ptrace, mounts."""
+    """Deny process creation, exec, sockets, signals to others, ptrace, mounts and namespaces."""
     import ctypes
     import errno
 
-    AF_UNIX = 1  # socket.AF_UNIX on Linux (the socket module costs ~3 ms to import)
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
@@ -386,7 +431,7 @@ def install_seccomp():
     lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                            ctypes.c_uint, ctypes.POINTER(Cmp)]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    ALLOW, NE, MASKED_EQ = 0x7FFF0000, 1, 7
+    ALLOW, NE, EQ, MASKED_EQ = 0x7FFF0000, 1, 4, 7
 
     def errno_act(e):
         return 0x00050000 | (e & 0xFFFF)
@@ -399,26 +444,37 @@ def install_seccomp():
             return
         arr = (Cmp * max(len(cmps), 1))(*[Cmp(*c) for c in cmps])
         if lib.seccomp_rule_add_array(ctx, act, nr, len(cmps), arr) != 0:
-            raise OSError(f"seccomp rule for {name} failed")
+            raise SetupError(f"seccomp rule for {name} failed")
 
     eperm = errno_act(errno.EPERM)
     for name in ("fork", "vfork", "execve", "execveat", "ptrace", "mount", "umount2", "unshare",
                  "setns", "pivot_root", "chroot", "process_vm_writev", "process_vm_readv",
-                 "kexec_load", "reboot", "swapon", "bpf", "perf_event_open", "setrlimit",
-                 "prlimit64", "seccomp", "keyctl", "add_key"):
+                 "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "bpf", "perf_event_open",
+                 "setrlimit", "seccomp", "keyctl", "add_key", "request_key", "socket", "socketpair",
+                 "io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_open", "pidfd_send_signal",
+                 "pidfd_getfd", "memfd_create", "memfd_secret", "userfaultfd", "open_by_handle_at",
+                 "name_to_handle_at", "kcmp", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree",
+                 "mount_setattr", "quotactl", "acct", "settimeofday", "clock_settime", "adjtimex",
+                 "init_module", "finit_module", "delete_module", "iopl", "ioperm", "personality",
+                 "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+                 "capset", "mknod", "mknodat"):
         rule(name, eperm)
+    # getrlimit() is prlimit64(0, res, NULL, old): reading a limit is allowed, setting one is not
+    rule("prlimit64", eperm, (2, NE, 0, 0))
+    rule("prlimit64", eperm, (0, NE, 0, 0))
     rule("clone", eperm, (0, MASKED_EQ, 0x00010000, 0))  # clone without CLONE_THREAD
     rule("clone3", errno_act(errno.ENOSYS))  # ENOSYS so libc falls back to clone for threads
-    rule("socket", eperm, (0, NE, AF_UNIX, 0))
     pid = os.getpid()
     for name in ("kill", "tkill"):
         rule(name, eperm, (0, NE, pid, 0))
     rule("tgkill", eperm, (0, NE, pid, 0))
+    del EQ
     if lib.seccomp_load(ctx) != 0:
-        raise OSError("seccomp_load failed")
+        raise SetupError("seccomp_load failed")
     return True
 
 
+# ----------------------------------------------------------------------------- one program
 def _json_dumps():
     """``json.dumps`` for the plain values this child sends, via the C encoder alone."""
     import _json
@@ -427,74 +483,187 @@ def _json_dumps():
     return lambda obj: "".join(enc(obj, 0))
 
 
-def main(job, out_fd):
-    """Lock down, run the program test by test, report results (called by BOOTSTRAP)."""
-    _dumps = _json_dumps()
-    sys.setrecursionlimit(job.get("recursion", 3000))
-    import _blake2  # noqa: F401 - for canonical_digest, while the stdlib is still readable
-
-    mounts = private_mounts() if job.get("private_mounts") else False
-    if job.get("uid") is not None and not (mounts and stdlib_view()):
-        # no private mount namespace: import what candidates commonly need while still root
-        import importlib
-
-        for mod in PRELOAD:
-            try:
-                importlib.import_module(mod)
-            except ImportError:
-                pass
-    set_limits(job["limits"])
-    drop_privileges(job.get("uid"))
-    seccomp = install_seccomp() if job.get("seccomp", True) else False
-    raw_inputs = job["inputs"]
-    entry, start = job["entry_point"], job.get("start", 0)
-    not_none = job.get("output_not_none", False)
-    cap = job.get("max_value_bytes", 1 << 26)
-
-    def emit(obj):
-        data = (_dumps(obj) + "\n").encode()
-        view = memoryview(data)
-        while view:
-            view = view[_write(out_fd, view):]
-
+def _emitter(fd):
     def emit_raw(line):
         view = memoryview(line.encode())
         while view:
-            view = view[_write(out_fd, view):]
+            view = view[_write(fd, view):]
 
-    emit({"ready": True, "seccomp": seccomp, "uid": os.getuid(), "private_mounts": mounts})
+    return emit_raw
+
+
+def isolate(cfg, job):
+    """Everything between fork and the candidate: namespaces, root, limits, uid, seccomp."""
+    libc = None
+    if cfg.get("minimal_root"):
+        libc = minimal_root(cfg["view"], cfg.get("user_ns", False), cfg["scratch_mb"])
+    elif cfg.get("scratch_dir"):
+        os.chdir(cfg["scratch_dir"])
+    set_limits(job["limits"])
+    drop_privileges(libc or _libc(), cfg.get("uid"), cfg.get("user_ns", False))
+    if cfg.get("seccomp", True) and not install_seccomp():
+        if cfg.get("require_seccomp"):
+            raise SetupError("libseccomp is not available")
+
+
+def run_tests(job, out_fd):
+    """Load the candidate and run tests ``start`` .. ``end`` (called in the isolated child)."""
+    _dumps = _json_dumps()
+    emit_raw = _emitter(out_fd)
+    raw_inputs, caps = job["inputs"], job["caps"]
+    entry, first = job["entry_point"], job["start"]
+    not_none = job.get("output_not_none", False)
+    sys.setrecursionlimit(job.get("recursion", 3000))
     ns = {"__name__": "__candidate__", "__builtins__": __builtins__}
     t0 = _perf()
     try:
         exec(compile(job["code"], "<candidate>", "exec"), ns)
         fn = ns[entry]
     except BaseException as err:  # noqa: BLE001 - anything the program does is a verdict
-        emit({"load_error": type(err).__name__, "t": _perf() - t0})
+        emit_raw(_dumps({"load_error": type(err).__name__, "t": _perf() - t0}) + "\n")
         return
-    emit({"loaded": True, "t": _perf() - t0})
+    emit_raw(_dumps({"loaded": True, "t": _perf() - t0}) + "\n")
     job = None
-
-    for i in range(start, len(raw_inputs)):
-        args = decode(raw_inputs[i])  # fresh objects for every test: a mutated input never leaks
+    for j, raw in enumerate(raw_inputs):
+        i = first + j
+        args = decode(raw)  # fresh objects for every test: a mutated input never leaks
         t0 = _perf()
         try:
             out = fn(*args)
             dt = _perf() - t0
-            emit({"i": i, "returned": True, "t": dt})  # encoding/transfer time is not charged
             if not_none and type(out) is not bool:
                 out = out is not None
-            try:
+            cap = caps[j]
+            try:  # under the same wall-clock limit as the call (the supervisor's clock)
                 enc = None if _size_over(out, cap) > cap else _dumps(encode(out))
                 if enc is None or len(enc) > cap:  # too large to send: send its digest
                     h, n = canonical_digest(out)
                     enc = _dumps({"H": h, "n": n})
+                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n'
             except (TypeError, ValueError, RecursionError) as err:
-                enc, err_msg = None, "Unencodable:" + str(err)[:80]
-            # free a large value before the result line starts the next test's clock
-            out = args = None
-            if enc is None:
-                emit({"i": i, "ok": False, "e": err_msg, "t": dt})
-            else:
-                emit_raw(f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n')
+                line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt}) + "\n"
+            out = args = enc = None
+            emit_raw(line)
+            line = None
         except BaseException as err:  # noqa: BLE001
-            emit({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0})
+            emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
+
+
+def _child(cfg, job, res_fd):
+    try:
+        isolate(cfg, job)
+    except BaseException as err:  # noqa: BLE001 - reported, never run unisolated
+        try:
+            _emitter(res_fd)(_json_dumps()({"setup_error": str(err)[:200]}) + "\n")
+        finally:
+            os._exit(3)
+    try:
+        run_tests(job, res_fd)
+    except BaseException:  # noqa: BLE001 - a bug here must not look like a verdict
+        if cfg.get("debug"):
+            import traceback
+
+            traceback.print_exc()
+        os._exit(4)
+    os._exit(0)
+
+
+# ----------------------------------------------------------------------------- the zygote
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _sweep(uid):
+    """Kill every process left under the slot uid (root only; nothing should be left)."""
+    if uid is None or os.getuid() != 0:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, 9)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def zygote(cfg, ctrl_fd):
+    """Serve jobs: fork an isolated child per job; never run candidate code here."""
+    import marshal
+    import select
+    import signal
+    import socket
+
+    sock = socket.socket(fileno=ctrl_fd)
+    libc = _libc()
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # die with the supervisor
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no /proc/<zygote>/mem for same-uid processes
+    if os.getppid() == 1:
+        os._exit(1)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    for mod in PRELOAD:
+        try:
+            __import__(mod)
+        except ImportError:
+            pass
+    import _blake2  # noqa: F401 - for canonical_digest
+    import _json  # noqa: F401
+    import ctypes  # noqa: F401
+    import errno  # noqa: F401
+    import resource  # noqa: F401
+
+    if cfg.get("seccomp", True):
+        try:
+            ctypes.CDLL("libseccomp.so.2")
+        except OSError:
+            pass
+    sock.sendall(b"R")
+    while True:
+        msg, fds, _, _ = socket.recv_fds(sock, 8, 1)
+        if not msg:
+            return
+        if len(msg) < 8:
+            rest = _recv_exact(sock, 8 - len(msg))
+            if rest is None:
+                return
+            msg += rest
+        body = _recv_exact(sock, int.from_bytes(msg, "little"))
+        if body is None or len(fds) != 1:
+            return
+        job = marshal.loads(body)
+        body = None
+        res_fd = fds[0]
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _child(cfg, job, res_fd)
+        os.close(res_fd)
+        job = None
+        sock.sendall(b"S" + pid.to_bytes(4, "little"))
+        pfd = os.pidfd_open(pid)
+        status = None
+        try:
+            while status is None:
+                ready, _, _ = select.select([sock, pfd], [], [])
+                if sock in ready:
+                    cmd = sock.recv(1)
+                    if cmd == b"K" or not cmd:
+                        os.kill(pid, 9)
+                        if not cmd:
+                            os.waitpid(pid, 0)
+                            _sweep(cfg.get("uid"))
+                            return
+                if pfd in ready:
+                    status = os.waitpid(pid, 0)[1]
+        finally:
+            os.close(pfd)
+        _sweep(cfg.get("uid"))
+        sock.sendall(b"E" + (status & 0xFFFFFFFF).to_bytes(4, "little"))

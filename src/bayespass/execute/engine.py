@@ -13,10 +13,10 @@ import xarray as xr
 
 from .._version import __version__
 from .child import decode
-from .harness import SlotPool
+from .harness import SlotPool, load_factor
 from .judge import VERDICTS, digest, judge
 from .samples_io import code_hash, read_samples
-from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox
+from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
 from .store import VerdictStore
 
 __all__ = ["execute", "to_counts"]
@@ -33,40 +33,55 @@ def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
 
 
 class _Judge:
-    """Per-task expected values (decoded once) and the verdict/digest of each outcome."""
+    """Per-task expected values (decoded once), time limits, value caps and the judging of outcomes."""
 
-    def __init__(self, suite, limits: Limits):
+    def __init__(self, suite, limits: Limits, load_factor: float = 1.0):
         self.suite = suite
         self.expected = {t: [decode(v) for v in e["values"]] for t, e in suite.expected.items()}
-        self.limits = {t: [limits.time_limit(x) for x in e["times"]] for t, e in suite.expected.items()}
+        self.limits = {t: [load_factor * limits.time_limit(x) for x in e["times"]] for t, e in suite.expected.items()}
+        # a value more than 16x longer than the expected one cannot match it: send its digest instead
+        self.caps = {t: [min(limits.max_value_bytes, 16 * len(json.dumps(v)) + 4096) for v in e["values"]]
+                     for t, e in suite.expected.items()}
 
     def job(self, task_id: str, code: str) -> dict:
         t = self.suite.tasks[task_id]
         return {"code": code, "entry_point": t.entry_point, "inputs": self.suite.expected[task_id]["inputs"],
-                "time_limits": self.limits[task_id], "output_not_none": t.output_not_none}
+                "time_limits": self.limits[task_id], "output_not_none": t.output_not_none,
+                "caps": self.caps[task_id]}
 
-    def verdict(self, task_id: str, i: int, o: Outcome) -> str:
+    def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
+        """Set the verdict and the behaviour digest of an outcome and drop its value."""
         t = self.suite.tasks[task_id]
-        return judge(o, self.expected[task_id][i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
+        o.verdict = judge(o, self.expected[task_id][i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
+        o.digest = digest(o, atol=t.atol) if o.status != "not_run" else 0
+        o.value = None
+        return o
 
     def score(self, task_id: str, outcomes: list[Outcome]):
-        atol = self.suite.tasks[task_id].atol
-        v = [VERDICTS[self.verdict(task_id, i, o)] for i, o in enumerate(outcomes)]
-        d = [digest(o, atol=atol) if o.status != "not_run" else 0 for o in outcomes]
-        return v, d, [o.duration for o in outcomes]
+        for i, o in enumerate(outcomes):
+            if o.verdict is None:
+                self.judged(task_id, i, o)
+        v = [VERDICTS[o.verdict] for o in outcomes]
+        d = [o.digest for o in outcomes]
+        flags = [int(o.retried) | 2 * int(o.presumed) for o in outcomes]
+        return v, d, [o.duration for o in outcomes], flags
 
 
-def _run_job(sb: Sandbox, job: dict, stop=None) -> list[Outcome]:
+def _run_job(sb: Sandbox, job: dict, *, stop=None, judge_fn=None, max_timeouts=None) -> list[Outcome]:
     return sb.run(job["code"], job["entry_point"], job["inputs"], job["time_limits"],
-                  output_not_none=job["output_not_none"], stop=stop)
+                  output_not_none=job["output_not_none"], stop=stop, judge=judge_fn, caps=job["caps"],
+                  max_timeouts=max_timeouts)
 
 
 def _remote_batch(jobs: list[dict], limits: Limits, layer: str, slot: int,
                   max_timeouts: int | None = None) -> list[list[tuple]]:
     """Dask worker entry point: run a batch of programs in this worker's own sandbox."""
     sb = Sandbox(limits=limits, layer=layer, slot=slot)
-    return [[(o.status, o.value, o.error, o.duration)
-             for o in _run_job(sb, j, stop=_stopper(None, None, False, max_timeouts))] for j in jobs]
+    try:
+        return [[(o.status, o.value, o.error, o.duration, o.retried, o.presumed)
+                 for o in _run_job(sb, j, max_timeouts=max_timeouts)] for j in jobs]
+    finally:
+        sb.close()
 
 
 def _progress(total: int, enabled: bool):
@@ -75,9 +90,25 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="executing programs", unit="prog", disable=not enabled, smoothing=0.05)
 
 
+_DEFAULT = "default"
+
+
+def _check_max_timeouts(max_timeouts):
+    from ..defaults import rcParams
+
+    if max_timeouts == _DEFAULT:
+        return rcParams["execute.max_timeouts"]
+    if max_timeouts is not None and (isinstance(max_timeouts, bool) or not isinstance(max_timeouts, int)
+                                     or max_timeouts < 1):
+        raise ValueError(f"max_timeouts must be a positive integer or None (every test runs to its own "
+                         f"limit); got {max_timeouts!r}")
+    return max_timeouts
+
+
 def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: int | None = None,
             limits: Limits | None = None, layer: str = "auto", fast_check: bool = False,
-            scheduler=None, progress: bool = True, reuse=(), max_timeouts: int | None = None) -> xr.Dataset:
+            scheduler=None, progress: bool = True, reuse=(), max_timeouts: int | None | str = _DEFAULT,
+            fresh_interpreter: bool = False, detail: str = "test") -> xr.Dataset:
     """Execute every sample against its task's tests in the sandbox.
 
     Parameters
@@ -95,41 +126,62 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     limits : Limits, optional
         Resource and time limits (evalplus defaults: 1 s / 4x ground truth).
     layer : str
-        Isolation layer (``"auto"`` probes bubblewrap).
+        Isolation layer (``"auto"``: the strongest that works here; see
+        :class:`~bayespass.execute.sandbox.Sandbox`).
     fast_check : bool
         Stop a program at its first non-passing test (the rest ``not_run``).
     scheduler : str or dask Client/LocalCluster, optional
         Run program batches on a Dask cluster instead of local slots.
     progress : bool
         Show a progress bar (programs done, rate, ETA).
-    max_timeouts : int, optional
-        Stop a program after this many timed-out tests and record its
-        remaining tests as timeouts too (presumed; the ``duration`` of those
-        is NaN).  Meant for many cheap tests such as fuzzed inputs, where a
-        non-terminating program would otherwise cost one time limit per input.
+    max_timeouts : int or None
+        After this many timed-out tests of a program (default
+        ``rcParams["execute.max_timeouts"]`` = 2) its remaining tests share
+        ``limits.timeout_budget`` seconds in one child; tests that do not
+        finish in it are recorded as timeouts (``presumed``; duration NaN).
+        A program with a timeout is incorrect either way, so correctness never
+        changes; ``None`` runs every test to its own limit.
     reuse : sequence of path
         Other run directories (or ``verdicts.sqlite`` files) whose results for
         the same programs, test sets and harness version are imported instead
         of re-executed (e.g. the synthetic coder's pool run).
+    fresh_interpreter : bool
+        Start a fresh interpreter per program instead of forking from the
+        slot's zygote (slower; kept for comparison).
+    detail : {"test", "sample"}
+        ``"test"``: every test's verdict (below).  ``"sample"``: per sample
+        only (``exists``, ``executed``, ``correct``, ``base_correct``,
+        ``n_timeout``, ``n_presumed``, ``n_retried``, ``program``), for runs
+        too large to hold config x task x sample x test in memory.
 
     Returns
     -------
     xarray.Dataset
         Dims ``(config, task, sample, test)``: ``verdict`` (int8; codes in
         ``attrs["verdict_codes"]``, -1 where the test or sample does not
-        exist), ``digest`` (int64 behaviour digest), ``duration`` (s);
-        per sample ``exists``, ``program`` (60-bit hash of the normalised
-        code: equal for textually identical programs), ``correct`` (all
-        tests pass), ``base_correct`` (all base tests pass) and, when the
-        records carry them, ``mean_logprob``, ``n_tokens`` and
-        ``correct_true`` (NaN where missing); per (task, test) ``is_plus``
-        (-1 where the task has fewer tests) and ``reference_digest`` (the
-        canonical solution's digest).
+        exist), ``digest`` (int64 behaviour digest), ``duration`` (s, wall
+        clock as the supervisor saw it), ``retried`` (the test timed out and
+        was re-run with a larger limit) and ``presumed`` (recorded as a timeout
+        without running, see ``max_timeouts``); per sample ``exists``,
+        ``program`` (60-bit hash of the normalised code: equal for textually
+        identical programs), ``correct`` (all tests pass), ``base_correct``
+        (all base tests pass) and, when the records carry them,
+        ``mean_logprob``, ``n_tokens`` and ``correct_true`` (NaN where
+        missing); per (task, test) ``is_plus`` (-1 where the task has fewer
+        tests) and ``reference_digest`` (the canonical solution's digest).
     """
     limits = limits or Limits()
-    if max_timeouts is not None and (isinstance(max_timeouts, bool) or not isinstance(max_timeouts, int)
-                                     or max_timeouts < 1):
-        raise ValueError(f"max_timeouts must be a positive integer or None; got {max_timeouts!r}")
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a bayespass.Limits; got {type(limits).__name__}")
+    max_timeouts = _check_max_timeouts(max_timeouts)
+    from ..validate import check_choice
+
+    check_choice(detail, ("test", "sample"), name="detail")
+    if workers is not None:
+        from ..validate import check_positive_int
+
+        workers = check_positive_int(workers, name="workers")
+    layer = check_layer(layer) if scheduler is None else layer
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
     table = _prepare(suite, read_samples(samples))
@@ -140,6 +192,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-")
         out = tmp.name
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
     store = VerdictStore(out / "verdicts.sqlite")
     try:
         extra = [json.dumps({k: v for k, v in r.items() if k in ("mean_logprob", "n_tokens", "correct_true")},
@@ -153,18 +207,21 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         done = store.done(testsets, harness)
         todo = table.drop_duplicates(["task", "code_hash"])
         todo = todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]]
-        judge_ = _Judge(suite, limits)
+        factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
+        judge_ = _Judge(suite, limits, factor)
         jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
                           fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
-                          harness=harness)
-        ds = _dataset(table, suite, store.get(harness, testsets))
+                          harness=harness, fresh=fresh_interpreter)
+        ds = (_dataset if detail == "test" else _sample_dataset)(table, suite, store.get(harness, testsets))
     finally:
         store.close()
     ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=harness,
                     sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
                     min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
-                    memory_mb=limits.memory_mb, n_samples=len(table),
+                    memory_mb=limits.memory_mb, n_samples=len(table), load_factor=float(factor),
+                    max_timeouts=-1 if max_timeouts is None else int(max_timeouts),
+                    mode="fresh-interpreter" if fresh_interpreter or layer_used == "bwrap" else "zygote",
                     n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]),
                     verdict_codes=json.dumps(VERDICTS))
     if tmp is None:
@@ -175,46 +232,30 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     return ds
 
 
-def _stopper(judge_, task, fast_check, max_timeouts):
-    if not fast_check and max_timeouts is None:
-        return None
-    seen = [0]
-
-    def stop(i, o):
-        seen[0] += o.status == "timeout"
-        if max_timeouts is not None and seen[0] >= max_timeouts:
-            return True
-        return fast_check and judge_.verdict(task, i, o) != "pass"
-
-    return stop
-
-
-def _presume_timeouts(outcomes: list[Outcome], max_timeouts) -> list[Outcome]:
-    if max_timeouts is None or sum(o.status == "timeout" for o in outcomes) < max_timeouts:
-        return outcomes
-    return [Outcome("timeout", duration=float("nan")) if o.status == "not_run" else o for o in outcomes]
-
-
 def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress,
-         max_timeouts=None, harness=HARNESS_VERSION) -> str:
+         max_timeouts=None, harness=HARNESS_VERSION, fresh=False) -> str:
     bar = _progress(len(jobs), progress)
 
     def record(task, h, outcomes):
-        outcomes = _presume_timeouts(outcomes, max_timeouts)
-        v, d, u = judge_.score(task, outcomes)
-        store.put(task, h, testsets[task], harness, v, d, u)
+        v, d, u, f = judge_.score(task, outcomes)
+        store.put(task, h, testsets[task], harness, v, d, u, f)
         bar.update(1)
 
     try:
         if scheduler is not None:
             return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts)
-        pool = SlotPool(workers, limits=limits, layer=layer)
+        pool = SlotPool(workers, limits=limits, layer=layer, fresh=fresh)
 
         def work(sb, item):
             task, h, job = item
-            return _run_job(sb, job, stop=_stopper(judge_, task, fast_check, max_timeouts))
+            stop = (lambda i, o: o.verdict != "pass") if fast_check else None
+            return _run_job(sb, job, stop=stop, max_timeouts=max_timeouts,
+                            judge_fn=lambda i, o: judge_.judged(task, i, o))
 
-        pool.map(work, jobs, on_done=lambda item, outs: record(item[0], item[1], outs))
+        try:
+            pool.map(work, jobs, on_done=lambda item, outs: record(item[0], item[1], outs))
+        finally:
+            pool.close()
         return pool.layer
     finally:
         bar.close()
@@ -269,6 +310,7 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     verdict = np.full(shape, VERDICTS["absent"], np.int8)
     dig = np.zeros(shape, np.int64)
     dur = np.full(shape, np.nan, np.float32)
+    flags = np.zeros(shape, np.int8)
     exists = np.zeros(shape[:3], bool)
     program = np.zeros(shape[:3], np.int64)
     extras = {k: np.full(shape[:3], np.nan) for k in _EXTRAS if k in table.columns}
@@ -284,8 +326,8 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
                 arr[idx] = float(val)
         n = len(suite.expected[task]["values"])
         if key in results:
-            v, d, u = results[key]
-            verdict[idx][:n], dig[idx][:n], dur[idx][:n] = v, d, u
+            v, d, u, f = results[key]
+            verdict[idx][:n], dig[idx][:n], dur[idx][:n], flags[idx][:n] = v, d, u, f
         else:
             verdict[idx][:n] = VERDICTS["not_run"]
     is_plus = np.zeros((len(tasks), n_test), np.int8) - 1
@@ -301,6 +343,7 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     dims = ("config", "task", "sample", "test")
     return xr.Dataset(
         {"verdict": (dims, verdict), "digest": (dims, dig), "duration": (dims, dur),
+         "retried": (dims, (flags & 1).astype(bool)), "presumed": (dims, (flags & 2).astype(bool)),
          "exists": (dims[:3], exists), "program": (dims[:3], program),
          **{k: (dims[:3], v) for k, v in extras.items()},
          "correct": (dims[:3], exists & passed.all(-1)),
@@ -308,6 +351,40 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
          "is_plus": (("task", "test"), is_plus), "reference_digest": (("task", "test"), ref)},
         coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test),
                 **_config_coords(table, configs)})
+
+
+def _sample_dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
+    """Per-sample summary (no test dimension): for runs too large to keep every verdict."""
+    configs = list(dict.fromkeys(table["config"]))
+    in_table = set(table["task"])
+    tasks = [t for t in suite.tasks if t in in_table]
+    n_samp = int(table["sample"].max()) + 1
+    ci = {c: i for i, c in enumerate(configs)}
+    ti = {t: i for i, t in enumerate(tasks)}
+    shape = (len(configs), len(tasks), n_samp)
+    summary = {}
+    for (task, h), (v, _, _, f) in results.items():
+        nb = suite.expected[task]["n_base"]
+        ok = v == VERDICTS["pass"]
+        summary[task, h] = (bool(ok.all()), bool(ok[:nb].all()), int((v == VERDICTS["timeout"]).sum()),
+                            int(((f & 2) > 0).sum()), int(((f & 1) > 0).sum()))
+    arrays = {k: np.zeros(shape, dt) for k, dt in (("exists", bool), ("correct", bool), ("base_correct", bool),
+                                                   ("n_timeout", np.int32), ("n_presumed", np.int32),
+                                                   ("n_retried", np.int32), ("executed", bool))}
+    program = np.zeros(shape, np.int64)
+    for cfg, task, smp, h in zip(table["config"], table["task"], table["sample"], table["code_hash"], strict=True):
+        idx = (ci[cfg], ti[task], int(smp))
+        arrays["exists"][idx] = True
+        program[idx] = int(h[:15], 16)
+        if (task, h) in summary:
+            arrays["executed"][idx] = True
+            for k, val in zip(("correct", "base_correct", "n_timeout", "n_presumed", "n_retried"),
+                              summary[task, h], strict=True):
+                arrays[k][idx] = val
+    dims = ("config", "task", "sample")
+    return xr.Dataset({k: (dims, a) for k, a in arrays.items()} | {"program": (dims, program)},
+                      coords={"config": configs, "task": tasks, "sample": np.arange(n_samp),
+                              **_config_coords(table, configs)})
 
 
 def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus") -> xr.Dataset:

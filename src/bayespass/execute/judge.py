@@ -1,10 +1,20 @@
 """Judging in the trusted supervisor: compare decoded return values, digest behaviour.
 
 Values arrive as tagged JSON (see ``child.encode``) and are decoded to exact
-built-in types, so no user-defined ``__eq__`` can run here.  Comparison
-follows evalplus: exact equality, else (for floats) ``allclose`` with
-``rtol=1e-7`` and ``atol`` (1e-6 when the task's atol is 0), plus evalplus's
-special oracles for a few HumanEval/MBPP tasks.
+built-in types, so no user-defined ``__eq__`` can run here.
+
+The rule, next to evalplus's: a test passes when the output equals the
+expected value under Python's ``==`` (so ``1 == 1.0`` and sets/dicts in any
+order, as in evalplus).  Otherwise, when the task has a float tolerance (its
+``atol``, or 1e-6 when the expected value is a float or a list/tuple of
+floats), and the expected value is a real number or a nested list/tuple of
+real numbers, the output passes when it has *exactly the same structure*
+(same container types and lengths at every level, real-number leaves) and
+every leaf is within ``atol + 1e-7 |expected|``.  evalplus instead calls
+``np.testing.assert_allclose(out, exp)``, which broadcasts (``[[1.0], [1.0]]``
+passes for ``[1.0, 1.0]``) and converts strings (``["1.0"]`` passes for
+``[1.0]``); here both fail.  evalplus's special oracles for a few
+HumanEval/MBPP tasks are kept.
 
 A value too large to send (over ``Limits.max_value_bytes`` encoded) arrives
 as its canonical digest (:class:`~bayespass.execute.child.Hashed`); it is
@@ -18,8 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-
-import numpy as np
 
 from .child import Hashed, canonical_digest, decode
 
@@ -40,16 +48,40 @@ def _is_floats(x) -> bool:
     return isinstance(x, list | tuple) and len(x) > 0 and all(type(i) is float for i in x)
 
 
-def _allclose(out, exp, atol) -> bool:
-    if type(out) is not type(exp):
+def _real(x) -> bool:
+    return type(x) in (int, float, bool)
+
+
+def _close(out, exp, atol: float, depth: int = 0) -> bool:
+    """Equality with float tolerance between real numbers of matching structure.
+
+    ``exp`` is a real number or a (nested) list/tuple whose leaves are real
+    numbers: the output must have the same container types and lengths at every
+    level and real-number leaves; leaves are close when ``|out - exp| <= atol +
+    rtol |exp|`` (rtol 1e-7; equal infinities match, NaN matches nothing), as
+    numpy's ``allclose`` but without its broadcasting or string conversion.
+    """
+    if depth > 200:
         return False
-    if isinstance(exp, list | tuple) and len(out) != len(exp):
-        return False
-    try:
-        return bool(np.allclose(np.asarray(out, dtype=float), np.asarray(exp, dtype=float),
-                                rtol=1e-07, atol=atol))
-    except (TypeError, ValueError):
-        return False
+    if _real(exp):
+        if not _real(out):
+            return False
+        a, b = float(out), float(exp)
+        if math.isinf(a) or math.isinf(b):
+            return a == b
+        return abs(a - b) <= atol + 1e-07 * abs(b)
+    if type(exp) in (list, tuple):
+        return (type(out) is type(exp) and len(out) == len(exp)
+                and all(_close(o, e, atol, depth + 1) for o, e in zip(out, exp, strict=True)))
+    return False
+
+
+def _numeric_tree(x, depth: int = 0) -> bool:
+    if _real(x):
+        return True
+    if depth < 200 and type(x) in (list, tuple):
+        return all(_numeric_tree(e, depth + 1) for e in x)
+    return False
 
 
 def _poly(xs, x):
@@ -91,8 +123,8 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bo
             return False
     if atol == 0 and _is_floats(exp):
         atol = 1e-6
-    if not exact and atol != 0:
-        return _allclose(out, exp, atol)
+    if not exact and atol != 0 and _numeric_tree(exp):
+        return _close(out, exp, atol)
     return bool(exact)
 
 

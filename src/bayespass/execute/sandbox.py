@@ -1,53 +1,70 @@
-"""Trusted supervisor for running untrusted programs (see SANDBOX.md in the docs).
+"""Trusted supervisor for running untrusted programs (the design is in the README's sandbox section).
 
-Each program runs in a fresh ``python -I -B -S`` child (never a fork of this
-process) with a clean environment, stdin/stdout/stderr on /dev/null, all other
-descriptors closed except a job pipe and a size-capped result pipe (their
-numbers are passed on the child's command line); the job pipe carries the child's
-code, compiled here, and the job, both marshalled.  The child sets rlimits,
-drops to a per-slot unprivileged uid when the supervisor is root, installs a
-seccomp filter when libseccomp is available,
-and only *reports* return values as tagged JSON; this supervisor parses them
-with ``json.loads`` and judges.  A per-test watchdog kills the child's whole
-process group (and, after a uid drop, every process of that uid); remaining
-tests continue in a new child.
+One *zygote* per sandbox slot (:class:`Zygote`): a ``python -I -B -S`` process
+with the stdlib modules that benchmark prompts import already loaded, which
+never runs candidate code itself.  For each program it forks a child that
+enters new mount/network/IPC/UTS namespaces, pivots into a minimal tmpfs root
+(read-only stdlib and shared libraries, a size-capped scratch /tmp, nothing
+else of the host), sets rlimits, drops to the slot's own unprivileged uid (or
+all capabilities in a user namespace), installs a seccomp filter, and only
+then loads the candidate (see :mod:`bayespass.execute.child`).  Results come
+back as tagged JSON on a private pipe; this supervisor judges them.
 
-Isolation layers (the one in use is reported as ``Sandbox.layer``):
+Timing: the wall-clock limit of a test runs from the moment the previous
+result (or the "loaded" line) arrived to the last byte of this test's result,
+whatever the child writes in between, so encoding and sending the value are
+charged to the test.  A timeout is re-run once with ``retry_factor`` times the
+limit before it is recorded (machine load must not fail a correct program);
+after ``max_timeouts`` timeouts the remaining tests of the program share one
+budget of ``timeout_budget`` seconds and whatever does not finish in it is
+recorded as a *presumed* timeout.
 
-* ``bwrap``: bubblewrap with every namespace unshared, read-only /usr and
-  interpreter, private /tmp, no network, capabilities dropped; plus all of
-  the below inside it;
-* ``seccomp+uid`` (root): own session, own mount and network namespace with
-  private tmpfs over /tmp, /var/tmp, /dev/shm (the stdlib bound read-only
-  into it when the uid could not read it otherwise), per-slot uid, seccomp,
-  rlimits;
-* ``seccomp`` (not root): own session, seccomp, rlimits;
-* ``rlimit``: own session and rlimits only (not root, no libseccomp): weak,
-  and said so.
+Layers (``Sandbox.layer``):
+
+* ``seccomp+uid`` (root): namespaces + minimal root + a uid claimed
+  exclusively for this evaluator (lock files, so two evaluators on one host
+  never share one) + seccomp + rlimits;
+* ``seccomp+userns`` (not root, unprivileged user namespaces available): the
+  same in a user namespace, every capability dropped, candidates cannot see
+  the user's files;
+* ``bwrap``: a fresh bubblewrap sandbox per program (``--unshare-all``,
+  read-only /usr and interpreter, private /tmp) with seccomp and rlimits
+  inside (no zygote).
+
+Without root, user namespaces or bubblewrap no layer is safe and bayespass
+refuses to run candidates.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import marshal
+import math
 import os
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
 from .child import BOOTSTRAP
 
-__all__ = ["Limits", "Outcome", "Sandbox", "probe_layer", "HARNESS_VERSION"]
+__all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNESS_VERSION", "LAYERS"]
 
-HARNESS_VERSION = "6"
+HARNESS_VERSION = "7"
+LAYERS = ("auto", "seccomp+uid", "seccomp+userns", "bwrap")
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not be set up (never a verdict about a program)."""
 
 
 @lru_cache(maxsize=1)
@@ -56,35 +73,36 @@ def _child_code():
     return compile(_CHILD_SRC, "<bayespass-child>", "exec")
 
 
-_UID_BASE = 61000
-
-
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandboxed child.
+    """Resource and time limits of sandboxed programs.
 
     Parameters
     ----------
     memory_mb : int
-        Address-space limit (RLIMIT_AS).
+        Address-space limit (RLIMIT_AS) of a child.
     cpu_s : int
-        CPU seconds for one child (RLIMIT_CPU); the per-test wall-clock
-        watchdog is separate.
+        CPU seconds for one child (RLIMIT_CPU); the per-test wall-clock limit is separate.
     min_time_limit, gt_time_factor : float
         Per-test wall limit ``max(min_time_limit, gt_time_factor * gt_time)``
-        (evalplus defaults 1 s and 4x).
+        (evalplus defaults 1 s and 4x), times the load factor of the run.
     load_time_limit : float
-        Wall seconds allowed for interpreter start-up plus loading the program.
+        Wall seconds allowed for loading the program (its module-level code).
     fsize_mb, nofile, nproc : int
         RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (nproc applies after a uid drop).
+    scratch_mb : int
+        Size of the child's private tmpfs (its only writable directory, /tmp).
     max_value_bytes : int
         Largest encoded return value sent back for one test; a larger one is
         sent as its canonical digest and judged by exact equality of digests.
-    encode_time_limit : float
-        Wall seconds, after the function has returned, for encoding and
-        sending its value (not charged to the test's time limit).
     recursion : int
         Python recursion limit in the child.
+    retry_factor : float
+        A timed-out test is re-run once with this many times its limit before
+        the timeout is recorded (0 disables re-runs).
+    timeout_budget : float
+        Seconds shared by the remaining tests of a program once it reached
+        ``max_timeouts`` timeouts (see :func:`bayespass.execute`).
     """
 
     memory_mb: int = 2048
@@ -95,38 +113,141 @@ class Limits:
     fsize_mb: int = 16
     nofile: int = 64
     nproc: int = 16
+    scratch_mb: int = 64
     max_value_bytes: int = 1 << 26
     recursion: int = 3000
-    encode_time_limit: float = 20.0
+    retry_factor: float = 3.0
+    timeout_budget: float = 3.0
+
+    def __post_init__(self) -> None:
+        minimum = {"memory_mb": 64, "cpu_s": 1, "fsize_mb": 1, "nofile": 16, "nproc": 1, "scratch_mb": 1,
+                   "max_value_bytes": 1024, "recursion": 100}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"Limits.{f.name} must be a finite number; got {v!r}")
+            if f.type == "int" and int(v) != v:
+                raise ValueError(f"Limits.{f.name} must be an integer; got {v!r}")
+            low = minimum.get(f.name)
+            if low is not None and v < low:
+                raise ValueError(f"Limits.{f.name}={v!r} is too small: it must be >= {low} "
+                                 "(a correct program could not run)")
+            if low is None and f.name not in ("retry_factor",) and not v > 0:
+                raise ValueError(f"Limits.{f.name} must be > 0; got {v!r}")
+        if self.retry_factor != 0 and self.retry_factor < 1:
+            raise ValueError(f"Limits.retry_factor must be 0 (no re-runs) or >= 1; got {self.retry_factor!r}")
 
     def time_limit(self, gt_time: float) -> float:
         """Per-test wall-clock limit from the ground truth's time."""
         return max(self.min_time_limit, self.gt_time_factor * float(gt_time))
 
+    def child(self, uid) -> dict:
+        """Return the rlimits sent to a child."""
+        return {"as_mb": self.memory_mb, "cpu_s": self.cpu_s, "fsize_mb": self.fsize_mb,
+                "nofile": self.nofile, "nproc": self.nproc if uid is not None else 0}
+
 
 @dataclass
 class Outcome:
-    """What one test produced: ``status`` is value/error/timeout/crash/oversize/not_run."""
+    """What one test produced.
+
+    ``status`` is value/error/timeout/crash/oversize/not_run.  Once judged
+    (see :meth:`Sandbox.run`'s ``judge``) ``value`` is dropped and ``verdict``
+    and ``digest`` are set.  ``retried``: the test timed out and was re-run
+    with a larger limit (``duration`` is the re-run's); ``presumed``: never
+    run, recorded as a timeout because the program had used up its budget.
+    """
 
     status: str
     value: object = None  # tagged JSON of the return value (status == "value")
     error: str = ""
     duration: float = 0.0
+    retried: bool = False
+    presumed: bool = False
+    verdict: str | None = None
+    digest: int = 0
+
+
+# ----------------------------------------------------------------------------- uids
+_UID_BASE, _UID_COUNT = 61000, 2000
+_UID_LOCKS: dict[int, int] = {}
+_UID_MUTEX = threading.Lock()
+
+
+def _lock_dir() -> Path:
+    for base in ("/run/lock", "/var/lock", "/tmp"):
+        if os.path.isdir(base) and os.access(base, os.W_OK):
+            path = Path(base) / "bayespass-uids"
+            path.mkdir(mode=0o755, exist_ok=True)
+            return path
+    raise SandboxError("no writable lock directory (/run/lock, /var/lock or /tmp) to claim sandbox uids")
+
+
+def claim_uid() -> int:
+    """Claim an unprivileged uid no other process on this host is using for a sandbox.
+
+    The claim is an exclusive ``flock`` on ``<lock dir>/bayespass-uids/<uid>``,
+    held until :func:`release_uid` or the end of the process (the kernel drops
+    it even after ``kill -9``), so two evaluators never share a uid and can
+    never kill each other's candidates.
+    """
+    d = _lock_dir()
+    with _UID_MUTEX:
+        for uid in range(_UID_BASE, _UID_BASE + _UID_COUNT):
+            if uid in _UID_LOCKS:
+                continue
+            fd = os.open(d / str(uid), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            _UID_LOCKS[uid] = fd
+            return uid
+    raise SandboxError(f"all {_UID_COUNT} sandbox uids from {_UID_BASE} are claimed by other evaluators")
+
+
+def release_uid(uid: int) -> None:
+    """Give a claimed uid back."""
+    with _UID_MUTEX:
+        fd = _UID_LOCKS.pop(uid, None)
+    if fd is not None:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- what a child sees
+def _python() -> tuple[str, str]:
+    return sys._base_executable, sys.base_prefix  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=1)
-def _libseccomp() -> bool:
-    import ctypes
+def _view() -> dict:
+    """Directories bound read-only into the child's root: the stdlib and shared-library dirs."""
+    import sysconfig
 
-    try:
-        ctypes.CDLL("libseccomp.so.2")
-        return True
-    except OSError:
-        return False
-
-
-def _python() -> tuple[str, str]:
-    return sys._base_executable, sys.base_prefix  # type: ignore[attr-defined]
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    dirs = {stdlib}
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    for base in ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"):
+        for d in (base, f"{base}/{multiarch}" if multiarch else base):
+            real = os.path.realpath(d)
+            if os.path.isdir(real) and (real.endswith(multiarch) or real.endswith("lib64")) and multiarch:
+                dirs.add(real)
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if libdir and os.path.isdir(libdir):
+        dirs.add(os.path.realpath(libdir))
+    # keep top-level entries only (a dir inside another bound dir is bound with it)
+    top = sorted(d for d in dirs if not any(d != o and d.startswith(o + "/") for o in dirs))
+    # the libdir of the interpreter also holds site-packages under lib/pythonX.Y: hide every one
+    hide = [os.path.join(d, "site-packages") for d in {stdlib} | {os.path.join(t, f"python{sys.version_info[0]}."
+                                                                              f"{sys.version_info[1]}") for t in top}]
+    links = []
+    for name in ("lib", "lib64", "bin", "sbin", "lib32", "libx32"):
+        p = "/" + name
+        if os.path.islink(p):
+            links.append([p, os.readlink(p)])
+    return {"dirs": top, "hide": hide, "links": links, "devices": ["/dev/null", "/dev/zero", "/dev/urandom",
+                                                                     "/dev/random"]}
 
 
 def _bwrap_prefix(uid: int | None) -> list[str]:
@@ -144,28 +265,197 @@ def _bwrap_prefix(uid: int | None) -> list[str]:
     site = Path(prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     if site.is_dir():  # the stdlib only, not the base interpreter's installed packages
         cmd += ["--tmpfs", str(site), "--remount-ro", str(site)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    cmd += ["--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
     if uid is not None:
         cmd += ["--uid", str(uid), "--gid", str(uid)]
     return cmd
 
 
+def _userns_works() -> bool:
+    try:
+        res = subprocess.run(["unshare", "-U", "-m", "-n", "true"], capture_output=True, timeout=20,
+                             stdin=subprocess.DEVNULL)
+        return res.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return _try_unshare_userns()
+
+
+def _try_unshare_userns() -> bool:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        import ctypes
+
+        ok = ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x00020000) == 0
+        os._exit(0 if ok else 1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
 @lru_cache(maxsize=1)
 def probe_layer() -> str:
-    """Return the strongest isolation layer that works here (probed once per process)."""
-    if shutil.which("bwrap"):
+    """Return the isolation layer used by ``layer="auto"`` (probed once per process).
+
+    Raises :class:`SandboxError` when no safe layer exists here.
+    """
+    if os.getuid() == 0:
+        layer = "seccomp+uid"
+    elif _userns_works():
+        layer = "seccomp+userns"
+    elif shutil.which("bwrap"):
+        layer = "bwrap"
+    else:
+        raise SandboxError(
+            "no safe sandbox layer on this machine: bayespass runs candidates as root (a uid of their own), "
+            "in an unprivileged user namespace, or in bubblewrap; this process is not root, user "
+            "namespaces are disabled (sysctl user.max_user_namespaces / kernel.unprivileged_userns_clone) "
+            "and 'bwrap' is not installed (apt-get install bubblewrap). Running candidates under your own "
+            "uid would let them read your files, including the cached expected outputs.")
+    sb = Sandbox(layer=layer)
+    try:
+        out = sb.run("def f(x):\n    return x * 6\n", "f", [["T", [7]]], [20.0])[0]
+    finally:
+        sb.close()
+    if out.status != "value" or out.value != 42:
+        raise SandboxError(f"the {layer!r} sandbox layer does not work here: probe got {out}")
+    return layer
+
+
+def check_layer(layer: str) -> str:
+    """Validate a ``layer`` argument (before any work is done) and resolve ``"auto"``."""
+    if layer not in LAYERS:
+        raise ValueError(f"layer={layer!r} is not supported; choose one of {list(LAYERS)}")
+    if layer == "auto":
+        return probe_layer()
+    if layer == "bwrap" and not shutil.which("bwrap"):
+        raise SandboxError("layer='bwrap' needs bubblewrap, which is not installed here "
+                           "(apt-get install bubblewrap), or use layer='auto'")
+    if layer == "seccomp+uid" and os.getuid() != 0:
+        raise SandboxError("layer='seccomp+uid' needs root (it drops each candidate to a uid of its own); "
+                           "use layer='auto'")
+    if layer == "seccomp+userns" and not _userns_works():
+        raise SandboxError("layer='seccomp+userns' needs unprivileged user namespaces, which are disabled here; "
+                           "use layer='auto'")
+    return layer
+
+
+# ----------------------------------------------------------------------------- the zygote
+class Zygote:
+    """One pre-initialised process that forks an isolated child per program (see module doc)."""
+
+    def __init__(self, layer: str, uid: int | None, limits: Limits, *, preload: bool = True):
         exe, _ = _python()
+        cfg = {"uid": uid if layer == "seccomp+uid" else None, "seccomp": True, "scratch_mb": limits.scratch_mb,
+               "minimal_root": layer in ("seccomp+uid", "seccomp+userns"), "user_ns": layer == "seccomp+userns",
+               "view": _view(), "preload": preload, "debug": bool(os.environ.get("BAYESPASS_SANDBOX_DEBUG"))}
+        setup_r, setup_w = os.pipe()
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        inner = [exe, "-I", "-B", "-S", "-c", BOOTSTRAP, str(setup_r), str(theirs.fileno())]
+        cmd = _bwrap_prefix(uid) + inner if layer == "bwrap" else inner
+        debug = os.environ.get("BAYESPASS_SANDBOX_DEBUG")  # a file for the zygote's stderr (development)
+        err = open(debug, "ab") if debug else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=err, cwd="/", env={"PATH": "/usr/bin:/bin"},
+                                     start_new_session=True, close_fds=True, pass_fds=(setup_r, theirs.fileno()))
+        os.close(setup_r)
+        theirs.close()
+        if debug:
+            err.close()
         try:
-            res = subprocess.run(_bwrap_prefix(65534 if os.getuid() == 0 else None)
-                                 + [exe, "-I", "-S", "-c", "print(7*6)"],
-                                 capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
-            if res.returncode == 0 and res.stdout.strip() == b"42":
-                return "bwrap"
-        except (OSError, subprocess.SubprocessError):
+            data = memoryview(marshal.dumps((_child_code(), cfg)))
+            while data:
+                data = data[os.write(setup_w, data):]
+        except BrokenPipeError:
             pass
-    if os.getuid() == 0 or _libseccomp():
-        return "seccomp+uid" if os.getuid() == 0 else "seccomp"
-    return "rlimit"
+        finally:
+            os.close(setup_w)
+        self.programs = 0
+        if self._recv(1, timeout=60.0) != b"R":
+            self.close()
+            raise SandboxError(f"the sandbox zygote ({layer}) did not start (exit {self.proc.poll()})")
+
+    def _recv(self, n: int, timeout: float | None = None) -> bytes:
+        self.sock.settimeout(timeout)
+        buf = b""
+        try:
+            while len(buf) < n:
+                chunk = self.sock.recv(n - len(buf))
+                if not chunk:
+                    break
+                buf += chunk
+        except (TimeoutError, OSError):
+            pass
+        return buf
+
+    def start(self, job: dict) -> tuple[int, int]:
+        """Send a job; return (child pid, read end of its result pipe)."""
+        res_r, res_w = os.pipe()
+        body = marshal.dumps(job)
+        try:
+            socket.send_fds(self.sock, [len(body).to_bytes(8, "little")], [res_w])
+            self.sock.sendall(body)
+        except OSError as err:
+            os.close(res_r)
+            raise SandboxError(f"the sandbox zygote died ({err})") from err
+        finally:
+            os.close(res_w)
+        msg = self._recv(5, timeout=30.0)
+        if len(msg) != 5 or msg[:1] != b"S":
+            os.close(res_r)
+            raise SandboxError("the sandbox zygote did not start a child")
+        self.programs += 1
+        return int.from_bytes(msg[1:], "little"), res_r
+
+    def finish(self, kill: bool) -> int:
+        """Kill the running child (if ``kill``) and return its wait status once it is reaped."""
+        if kill:
+            try:
+                self.sock.sendall(b"K")
+            except OSError:
+                pass
+        msg = self._recv(5, timeout=30.0)
+        if len(msg) != 5 or msg[:1] != b"E":
+            self.close()
+            raise SandboxError("the sandbox zygote stopped answering")
+        return int.from_bytes(msg[1:], "little")
+
+    def alive(self) -> bool:
+        """Tell whether the zygote process still runs."""
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """Stop the zygote (its running child, if any, is killed with it)."""
+        try:
+            self.sock.close()
+        finally:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+
+
+def _returncode(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
+
+
+# ----------------------------------------------------------------------------- the supervisor
+@dataclass
+class _Attempt:
+    sink: object = None
+    outcomes: dict = field(default_factory=dict)
+    n_done: int = 0
+    event: str = "done"  # done / stopped / skip / timeout / crash / load_error / load_timeout / budget
+    at: int = -1
+    error: str = ""
+
+    def put(self, i: int, o: Outcome) -> bool:
+        self.n_done += 1
+        if self.sink is None:
+            self.outcomes[i] = o
+            return False
+        return bool(self.sink(i, o))
 
 
 @dataclass
@@ -176,182 +466,240 @@ class Sandbox:
     ----------
     limits : Limits
         Resource limits.
-    layer : {"auto", "bwrap", "seccomp+uid", "seccomp", "rlimit"}
+    layer : {"auto", "seccomp+uid", "seccomp+userns", "bwrap"}
         ``"auto"`` picks :func:`probe_layer`.
     slot : int
-        Worker slot; selects the unprivileged uid (61000 + slot) when root.
+        Worker slot (a label; the uid is claimed exclusively, see :func:`claim_uid`).
+    fresh : bool
+        Start a fresh interpreter for every program instead of forking from the
+        slot's zygote (slower; for comparison).  Always true for ``bwrap``.
     """
 
     limits: Limits = field(default_factory=Limits)
     layer: str = "auto"
     slot: int = 0
+    fresh: bool = False
+    recycle: int = 2000
 
     def __post_init__(self) -> None:
-        allowed = ("auto", "bwrap", "seccomp+uid", "seccomp", "rlimit")
-        if self.layer not in allowed:
-            raise ValueError(f"layer={self.layer!r} is not supported; choose one of {sorted(allowed)}")
-        if self.layer == "auto":
-            self.layer = probe_layer()
-        self.uid = _UID_BASE + self.slot if os.getuid() == 0 else None
-
-    # -- one child ----------------------------------------------------------------------
-    def _spawn(self, job: dict) -> tuple[subprocess.Popen, int, str]:
-        exe, _ = _python()
-        workdir = tempfile.mkdtemp(prefix="bp-sbx-")
-        if self.uid is not None:
-            os.chown(workdir, self.uid, self.uid)
-        os.chmod(workdir, 0o700)
-        job_r, job_w = os.pipe()
-        res_r, res_w = os.pipe()
-        # The pipes keep whatever descriptor numbers they have; the child is told them on its
-        # command line (pass_fds with fixed numbers would race with other worker threads).
-        inner = [exe, "-I", "-B", "-S", "-c", BOOTSTRAP, str(job_r), str(res_w)]
-        uid_in_job = self.uid
+        self.layer = check_layer(self.layer)
         if self.layer == "bwrap":
-            cmd = _bwrap_prefix(self.uid) + inner
-            uid_in_job = None  # bwrap already switched uid inside its user namespace
-        else:
-            cmd = inner
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},
-                                start_new_session=True, close_fds=True, pass_fds=(job_r, res_w))
-        os.close(job_r)
-        os.close(res_w)
-        job = dict(job, uid=uid_in_job, seccomp=self.layer != "rlimit",
-                   private_mounts=self.layer == "seccomp+uid")
-        try:
-            data = marshal.dumps((_child_code(), job))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(job_w, view):]
-        except BrokenPipeError:
-            pass
-        finally:
-            os.close(job_w)
-        return proc, res_r, workdir
+            self.fresh = True
+        self.uid = claim_uid() if os.getuid() == 0 else None
+        self._zygote: Zygote | None = None
 
-    def _kill(self, proc: subprocess.Popen, workdir: str, grace: float = 0.0) -> int:
-        if grace:  # let a child that ended by itself report its own exit status
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
+    def close(self) -> None:
+        """Stop the zygote and give the uid back."""
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+        if self.uid is not None:
+            release_uid(self.uid)
+            self.uid = None
+
+    def __del__(self):
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole group, even after the leader exited
-        except ProcessLookupError:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
-        rc = proc.wait()  # Popen keeps the first status it collected
-        if self.uid is not None and self.layer != "bwrap":
-            # Anything the program left behind under its uid (seccomp should make this empty).
-            subprocess.run(["/bin/kill", "-9", "-1"], user=self.uid, group=self.uid,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        shutil.rmtree(workdir, ignore_errors=True)
-        return rc
+
+    def _zyg(self) -> Zygote:
+        z = self._zygote
+        if z is None or not z.alive() or self.fresh or z.programs >= self.recycle:
+            if z is not None:
+                z.close()
+            z = self._zygote = Zygote(self.layer, self.uid, self.limits, preload=not self.fresh)
+        return z
 
     def run(self, code: str, entry_point: str, inputs: list, time_limits: list[float], *,
-            output_not_none: bool = False, stop=None) -> list[Outcome]:
+            output_not_none: bool = False, stop=None, judge=None, caps: list[int] | None = None,
+            max_timeouts: int | None = None, retry: bool = True) -> list[Outcome]:
         """Run ``entry_point(*inputs[i])`` for every i; return one :class:`Outcome` per input.
 
-        ``inputs`` are tagged-JSON encoded argument tuples (see ``child.encode``).
-        ``stop(i, outcome) -> bool`` may end the run early (remaining tests ``not_run``).
+        Parameters
+        ----------
+        inputs : list
+            Tagged-JSON encoded argument tuples (see ``child.encode``).
+        time_limits : list of float
+            Wall seconds per test.
+        judge : callable, optional
+            ``judge(i, outcome) -> outcome`` applied to each final outcome as it
+            arrives (e.g. to set the verdict and drop the value, so memory stays
+            bounded by one value).
+        stop : callable, optional
+            ``stop(i, outcome) -> bool`` may end the run early (the rest ``not_run``).
+        caps : list of int, optional
+            Largest encoded value sent back per test (default ``Limits.max_value_bytes``);
+            larger values come back as their canonical digest.
+        max_timeouts : int, optional
+            After this many timeouts the remaining tests share ``Limits.timeout_budget``
+            seconds; what does not finish in it is a presumed timeout.  ``None``:
+            every test runs to its own limit.
+        retry : bool
+            Re-run a timed-out test once with ``Limits.retry_factor`` times its limit
+            (until one timeout of the program is confirmed).
         """
-        lim = self.limits
-        outcomes: list[Outcome | None] = [None] * len(inputs)
-        start = 0
-        while start < len(inputs):
-            job = {"code": code, "entry_point": entry_point, "inputs": inputs, "start": start,
-                   "limits": {"as_mb": lim.memory_mb, "cpu_s": lim.cpu_s, "fsize_mb": lim.fsize_mb,
-                              "nofile": lim.nofile, "nproc": lim.nproc if self.uid is not None else 0},
-                   "recursion": lim.recursion, "output_not_none": output_not_none,
-                   "max_value_bytes": lim.max_value_bytes}
-            proc, fd, workdir = self._spawn(job)
-            try:
-                start, ended = self._read(proc, fd, start, time_limits, outcomes, stop)
-            finally:
-                os.close(fd)
-                rc = self._kill(proc, workdir, grace=0.5 if ended else 0.0)
-            if start < 0:  # the program failed to load: every remaining test gets that verdict
+        n = len(inputs)
+        caps = caps or [self.limits.max_value_bytes] * n
+        outs: list[Outcome | None] = [None] * n
+        retry = retry and self.limits.retry_factor >= 1
+        confirmed, timeouts, budget_end = False, 0, None
+        base = {"code": code, "entry_point": entry_point, "output_not_none": output_not_none,
+                "recursion": self.limits.recursion}
+
+        def final(i, o) -> bool:
+            outs[i] = judge(i, o) if judge is not None else o
+            return stop is not None and bool(stop(i, outs[i]))
+
+        i = 0
+        while i < n:
+            att = self._attempt(base, inputs, caps, i, n, time_limits, budget_end, sink=final)
+            if att.event in ("done", "stopped"):
                 break
-            if ended and start < len(inputs):
-                # The child ended without reporting test `start`: a crash (or a CPU-limit kill).
-                cpu = rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
-                outcomes[start] = Outcome("timeout" if cpu else "crash", error=f"exit {rc}")
-                if stop is not None and stop(start, outcomes[start]):
-                    break
-                start += 1
-        return [o if o is not None else Outcome("not_run") for o in outcomes]
+            if att.event == "skip":
+                i = att.at
+                continue
+            k = att.at
+            if att.event in ("load_error", "load_timeout"):
+                status = "error" if att.event == "load_error" else "timeout"
+                for j in range(k, n):
+                    outs[j] = Outcome(status, error=att.error)
+                break
+            if att.event == "budget":
+                for j in range(k, n):
+                    outs[j] = Outcome("timeout", duration=float("nan"), presumed=True)
+                break
+            if att.event == "crash":
+                o = Outcome("crash", error=att.error) if "SIGXCPU" not in att.error else \
+                    Outcome("timeout", error=att.error)
+            else:  # a timeout
+                o = Outcome("timeout", duration=time_limits[k])
+                if retry and not confirmed and budget_end is None:
+                    again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,
+                                          factor=self.limits.retry_factor, sink=None)
+                    if k in again.outcomes:
+                        o = again.outcomes[k]
+                    elif again.event in ("crash", "load_error"):
+                        o = Outcome("crash" if again.event == "crash" else "error", error=again.error)
+                    else:
+                        o.duration = self.limits.retry_factor * time_limits[k]
+                        confirmed = True
+                    o.retried = True
+            if o.status == "timeout":
+                timeouts += 1
+                if max_timeouts is not None and timeouts >= max_timeouts and budget_end is None:
+                    budget_end = time.monotonic() + self.limits.timeout_budget
+            if final(k, o):
+                break
+            i = k + 1
+        return [o if o is not None else Outcome("not_run") for o in outs]
 
-    def _read(self, proc, fd, start, time_limits, outcomes, stop=None) -> tuple[int, bool]:
-        """Read results until the child ends or a limit is hit.
+    def _attempt(self, base, inputs, caps, start, end, time_limits, budget_end, factor=1.0,
+                 sink=None) -> _Attempt:
+        """Run tests ``start`` .. ``end - 1`` in one child until it ends or a limit is hit.
 
-        Returns the next index to run (-1: nothing more) and whether the child
-        ended by itself before reporting that index.
+        Each result goes to ``sink(i, outcome) -> stop?`` as it arrives (or is kept in
+        ``outcomes`` when there is no sink).
         """
+        job = dict(base, inputs=inputs[start:end], caps=caps[start:end], start=start,
+                   limits=self.limits.child(self.uid))
+        try:
+            _, fd = self._zyg().start(job)
+        except SandboxError:  # a zygote that died (not the program's doing: it never runs candidates)
+            self._zygote.close()
+            self._zygote = None
+            _, fd = self._zyg().start(job)
+        z = self._zygote
+        att = _Attempt(sink=sink)
+        try:
+            killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor)
+        finally:
+            os.close(fd)
+        status = z.finish(kill=killed)
+        if not killed and att.event == "done" and att.n_done < end - start:
+            if att.error.startswith("setup:"):
+                raise SandboxError(f"the sandbox could not isolate a child ({self.layer}): {att.error[6:]}")
+            rc = _returncode(status)
+            att.event, att.at = "crash", start + att.n_done
+            att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
+        return att
+
+    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor) -> bool:
+        """Read results into ``att``; return True when the child has to be killed."""
         lim = self.limits
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf = bytearray()
-        scanned = 0  # bytes of buf already searched for a newline
-        cap = lim.max_value_bytes + 4096
-        phase = "load"
-        deadline = time.monotonic() + lim.load_time_limit
+        scanned = 0
+        loaded = False
         nxt = start
+        cap_deadline = math.inf if budget_end is None else budget_end
+        deadline = min(time.monotonic() + lim.load_time_limit, cap_deadline)
         t_start = time.monotonic()
         try:
-            while nxt < len(outcomes):
+            while nxt < end:
                 timeout = deadline - time.monotonic()
                 if timeout <= 0 or not sel.select(timeout):
-                    if phase == "load":
-                        for i in range(nxt, len(outcomes)):
-                            outcomes[i] = Outcome("timeout", error="load")
-                        return -1, False
-                    outcomes[nxt] = Outcome("timeout", duration=time.monotonic() - t_start)
-                    if stop is not None and stop(nxt, outcomes[nxt]):
-                        return -1, False
-                    return nxt + 1, False
+                    now = time.monotonic()
+                    if now >= cap_deadline:
+                        att.event, att.at = "budget", nxt
+                    elif not loaded:
+                        att.event, att.at, att.error = "load_timeout", nxt, "load"
+                    else:
+                        att.event, att.at = "timeout", nxt
+                    return True
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    return nxt, True
+                    return False
                 buf += chunk
                 while True:
                     cut = buf.find(b"\n", scanned)
                     if cut < 0:
                         scanned = len(buf)
                         break
-                    line = bytes(buf[:cut])
+                    line = buf[:cut]
                     del buf[:cut + 1]
                     scanned = 0
                     msg = _parse(line)
+                    line = None
                     if msg is None:
                         continue
-                    if "load_error" in msg:
-                        for i in range(nxt, len(outcomes)):
-                            outcomes[i] = Outcome("error", error=f"load:{msg['load_error']}"[:100])
-                        return -1, False
-                    if "loaded" in msg:
-                        phase = "tests"
-                        t_start = time.monotonic()
-                        deadline = t_start + time_limits[nxt]
+                    if "setup_error" in msg:
+                        att.error = "setup:" + str(msg["setup_error"])
+                        return False
+                    if not loaded:
+                        if "load_error" in msg:
+                            att.event, att.at = "load_error", nxt
+                            att.error = f"load:{msg['load_error']}"[:100]
+                            return True
+                        if "loaded" in msg:
+                            loaded = True
+                            t_start = time.monotonic()
+                            deadline = min(t_start + factor * time_limits[nxt], cap_deadline)
                         continue
-                    if phase != "tests" or msg.get("i") != nxt:
-                        continue  # results are accepted in order, each index once
-                    if msg.get("returned") is True:
-                        deadline = time.monotonic() + lim.encode_time_limit
-                        continue
-                    dur = _num(msg.get("t"))
-                    outcomes[nxt] = (Outcome("value", value=msg.get("v"), duration=dur) if msg.get("ok") is True
-                                     else Outcome("oversize" if msg.get("e") == "Oversize" else "error",
-                                                  error=str(msg.get("e"))[:100], duration=dur))
-                    if stop is not None and stop(nxt, outcomes[nxt]):
-                        return -1, False
+                    if msg.get("i") != nxt or msg.get("ok") not in (True, False):
+                        continue  # results are accepted in order, each index once; anything else is noise
+                    now = time.monotonic()
+                    dur = now - t_start  # wall clock from the call to the last byte, as the limit counts
+                    if msg.get("ok") is True:
+                        o = Outcome("value", value=msg.get("v"), duration=dur)
+                    else:
+                        err = str(msg.get("e"))[:100]
+                        o = Outcome("oversize" if err == "Oversize" else "error", error=err, duration=dur)
+                    msg = None
+                    if att.put(nxt, o):
+                        att.event = "stopped"
+                        return True
+                    o = None
                     nxt += 1
-                    t_start = time.monotonic()
-                    if nxt < len(outcomes):
-                        deadline = t_start + time_limits[nxt]
-                if len(buf) > cap:
-                    outcomes[nxt] = Outcome("oversize", error="result stream over the cap")
-                    return nxt + 1, False
-            return nxt, False
+                    t_start = now
+                    if nxt < end:
+                        deadline = min(t_start + factor * time_limits[nxt], cap_deadline)
+                if nxt < end and len(buf) > caps[nxt] + 4096:
+                    stop = att.put(nxt, Outcome("oversize", error="result stream over the cap"))
+                    att.event, att.at = ("stopped", -1) if stop else ("skip", nxt + 1)
+                    return True
+            return False
         finally:
             sel.close()
 
@@ -362,7 +710,3 @@ def _parse(line: bytes):
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return msg if isinstance(msg, dict) else None
-
-
-def _num(x) -> float:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else 0.0

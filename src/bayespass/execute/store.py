@@ -19,7 +19,7 @@ __all__ = ["VerdictStore"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     task TEXT, code_hash TEXT, testset TEXT, harness TEXT,
-    verdicts BLOB, digests BLOB, durations BLOB,
+    verdicts BLOB, digests BLOB, durations BLOB, flags BLOB,
     PRIMARY KEY (task, code_hash, testset, harness));
 CREATE TABLE IF NOT EXISTS samples (
     config TEXT, task TEXT, sample INTEGER, code_hash TEXT, extra TEXT,
@@ -38,6 +38,9 @@ class VerdictStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        cols = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+        if "flags" not in cols:  # a store written before harness 7
+            self._db.execute("ALTER TABLE results ADD COLUMN flags BLOB")
 
     def close(self) -> None:
         """Close the database."""
@@ -56,20 +59,28 @@ class VerdictStore:
             cur = self._db.execute("SELECT task, code_hash, testset FROM results WHERE harness = ?", (harness,))
             return {(t, h) for t, h, ts in cur if testsets.get(t) == ts}
 
-    def put(self, task, code_hash, testset, harness, verdicts, digests, durations) -> None:
-        """Commit one program's results."""
+    def put(self, task, code_hash, testset, harness, verdicts, digests, durations, flags=None) -> None:
+        """Commit one program's results (``flags``: 1 = re-run after a timeout, 2 = presumed timeout)."""
+        flags = np.zeros(len(verdicts), np.int8) if flags is None else flags
         row = (task, code_hash, testset, harness, np.asarray(verdicts, np.int8).tobytes(),
-               np.asarray(digests, np.int64).tobytes(), np.asarray(durations, np.float32).tobytes())
+               np.asarray(digests, np.int64).tobytes(), np.asarray(durations, np.float32).tobytes(),
+               np.asarray(flags, np.int8).tobytes())
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            self._db.execute("INSERT OR REPLACE INTO results (task, code_hash, testset, harness, verdicts, "
+                             "digests, durations, flags) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def get(self, harness: str, testsets: dict[str, str] | None = None) -> dict:
-        """Results under ``harness`` (and these test sets) as {(task, code_hash): (verdicts, digests, durations)}."""
+        """Results under ``harness`` (and test sets): {(task, code_hash): (verdicts, digests, durations, flags)}."""
         with self._lock:
-            cur = self._db.execute("SELECT task, code_hash, testset, verdicts, digests, durations FROM results "
-                                   "WHERE harness = ?", (harness,))
-            return {(t, h): (np.frombuffer(v, np.int8), np.frombuffer(d, np.int64), np.frombuffer(u, np.float32))
-                    for t, h, ts, v, d, u in cur if testsets is None or testsets.get(t) == ts}
+            cur = self._db.execute("SELECT task, code_hash, testset, verdicts, digests, durations, flags "
+                                   "FROM results WHERE harness = ?", (harness,))
+            out = {}
+            for t, h, ts, v, d, u, f in cur:
+                if testsets is None or testsets.get(t) == ts:
+                    v = np.frombuffer(v, np.int8)
+                    out[t, h] = (v, np.frombuffer(d, np.int64), np.frombuffer(u, np.float32),
+                                 np.frombuffer(f, np.int8) if f is not None else np.zeros(len(v), np.int8))
+            return out
 
     def import_results(self, other: str | Path, harness: str, testsets: dict[str, str]) -> int:
         """Copy another store's results for these task test sets under ``harness``; return the count."""
@@ -84,7 +95,11 @@ class VerdictStore:
                 self._db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (task TEXT, testset TEXT)")
                 self._db.execute("DELETE FROM wanted")
                 self._db.executemany("INSERT INTO wanted VALUES (?, ?)", list(testsets.items()))
-                self._db.execute("INSERT OR IGNORE INTO results SELECT r.* FROM other.results r JOIN wanted w "
+                cols = {row[1] for row in self._db.execute("PRAGMA other.table_info(results)")}
+                flags = "r.flags" if "flags" in cols else "NULL"
+                self._db.execute("INSERT OR IGNORE INTO results (task, code_hash, testset, harness, verdicts, digests, "
+                                 f"durations, flags) SELECT r.task, r.code_hash, r.testset, r.harness, r.verdicts, "
+                                 f"r.digests, r.durations, {flags} FROM other.results r JOIN wanted w "
                                  "ON r.task = w.task AND r.testset = w.testset WHERE r.harness = ?", (harness,))
                 self._db.execute("COMMIT")
             finally:

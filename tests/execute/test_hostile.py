@@ -1,0 +1,420 @@
+"""Regression tests for the hostile review (issue 16) and the zygote (issue 19), in every layer this
+machine offers.  Every loop, sleep and fork below is bounded."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bayespass.data.suites import Suite, Task
+from bayespass.execute import engine
+from bayespass.execute.child import encode
+from bayespass.execute.judge import CODES, equal
+from bayespass.execute.sandbox import Limits, Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run1(layer, code, args=(1,), limit=1.0, **kw):
+    sb = Sandbox(layer=layer, limits=kw.pop("limits", Limits()))
+    try:
+        return sb.run(code, "f", [encode(tuple(args))], [limit], **kw)[0]
+    finally:
+        sb.close()
+
+
+# -- 1. the candidate cannot extend its own deadline -------------------------------------------
+FORGE_RETURNED = """
+def f(x):
+    import os, time
+    for _ in range(12):
+        time.sleep(0.25)
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b'{"i": 0, "returned": true, "t": 0.0}\\n')
+            except OSError:
+                pass
+    return x + 1
+"""
+
+LAZY = """
+class Lazy(list):
+    def __iter__(self):
+        import time
+        time.sleep(2.5)
+        yield 2
+    def __len__(self):
+        return 1
+
+def f(x):
+    return Lazy()
+"""
+
+FAKE_CLASS = """
+class Fake:
+    @property
+    def __class__(self):
+        import time
+        time.sleep(2.5)
+        return list
+
+def f(x):
+    return Fake()
+"""
+
+
+def test_forged_returned_lines_do_not_extend_the_deadline(layer):
+    o = run1(layer, FORGE_RETURNED, limit=1.0, retry=False)
+    assert o.status == "timeout", o
+
+
+def test_encoding_never_runs_candidate_code(layer):
+    t0 = time.monotonic()
+    lazy = run1(layer, LAZY, limit=2.0, retry=False)
+    fake = run1(layer, FAKE_CLASS, limit=2.0, retry=False)
+    # the list's own storage is empty: what __iter__ would have produced is never seen
+    assert lazy.status == "value" and lazy.value == ["L", []], lazy
+    assert fake.status == "error" and fake.error.startswith("Unencodable"), fake
+    assert time.monotonic() - t0 < 60  # a sanity bound, not a timing assertion: 2.5 s sleeps never ran
+
+
+# -- 2. exact judging ------------------------------------------------------------------------
+def test_judge_is_exact_about_structure_and_types():
+    assert equal([1.0, 2.0], [1.0, 2.0 + 1e-9])
+    assert equal((1.0, [2.0, 3.0]), (1.0, [2.0 + 1e-9, 3.0]), atol=1e-6)  # a task atol reaches nested lists
+    assert not equal((1.0, [2.0, 3.0]), (1.0, [2.0 + 1e-9, 3.0]))  # as evalplus: no atol, not a flat float list
+    assert equal([1, 2.0], [1.0, 2.0])  # Python == (evalplus too)
+    assert not equal([[1.0], [1.0]], [1.0, 1.0])  # numpy would broadcast
+    assert not equal(["1.0", "2.0"], [1.0, 2.0])  # numpy would convert
+    assert not equal("1.0", 1.0)
+    assert not equal((1.0, 2.0), [1.0, 2.0])
+    assert not equal([1.0, 2.0, 3.0], [1.0, 2.0])
+    assert equal(float("inf"), float("inf")) and not equal(float("nan"), float("nan"))
+    assert not equal([1.0 + 1e-3], [1.0])
+
+
+def float_suite():
+    tasks = {"toy/pair": Task("toy/pair", "def pair(x):\n", "pair", "    return [x / 2, x / 3]\n",
+                              inputs=[[1.0], [3.0]], n_base=2)}
+    s = Suite("toy-pair", tasks, "pairhash")
+    s.compute_expected(use_cache=False, workers=1)
+    return s
+
+
+def test_lenient_outputs_fail_end_to_end(layer):
+    suite = float_suite()
+    recs = [{"task_id": "toy/pair", "solution": body, "config": name} for name, body in {
+        "ok": "def pair(x):\n    return [x / 2, x / 3 + 1e-9]\n",
+        "nested": "def pair(x):\n    return [[x / 2], [x / 3]]\n",
+        "strings": "def pair(x):\n    return [str(x / 2), str(x / 3)]\n",
+        "tuple": "def pair(x):\n    return (x / 2, x / 3)\n"}.items()]
+    ds = engine.execute(recs, suite, layer=layer, workers=1, progress=False)
+    correct = ds.correct.sel(task="toy/pair", sample=0).to_series().to_dict()
+    assert correct == {"ok": True, "nested": False, "strings": False, "tuple": False}
+
+
+# -- 3. answers are not readable --------------------------------------------------------------
+def test_child_sees_only_a_minimal_root(layer, suite):
+    from bayespass.data.suites import cache_dir
+
+    secret = cache_dir() / "bp-test-secret.txt"
+    secret.write_text("answer")
+    code = f"""
+def f(x):
+    import os
+    seen = {{}}
+    for p in ("/", "/etc", "/proc", "/home", "/work", "/usr/bin", {str(REPO)!r}, {str(cache_dir())!r}):
+        try:
+            seen[p] = sorted(os.listdir(p))
+        except OSError as e:
+            seen[p] = type(e).__name__
+    try:
+        seen["secret"] = open({str(secret)!r}).read()
+    except OSError as e:
+        seen["secret"] = type(e).__name__
+    seen["cwd"] = os.getcwd()
+    return seen
+"""
+    try:
+        o = run1(layer, code, limit=5.0)
+    finally:
+        secret.unlink()
+    assert o.status == "value", o
+    from bayespass.execute.child import decode
+
+    seen = decode(o.value)
+    assert seen["secret"] in ("FileNotFoundError", "PermissionError")
+    for p in ("/etc", "/proc", "/home", "/work", "/usr/bin", str(REPO), str(cache_dir())):
+        assert seen[p] in ("FileNotFoundError", "PermissionError"), (p, seen[p])
+    if layer != "bwrap":
+        assert set(seen["/"]) <= {"bin", "dev", "lib", "lib32", "lib64", "libx32", "root", "sbin", "tmp", "usr",
+                                  "opt", "home", "var"}, seen["/"]
+        assert seen["cwd"] == "/tmp"
+
+
+# -- 4. two evaluators on one host -------------------------------------------------------------
+def test_two_concurrent_evaluators_match_a_lone_run(tmp_path):
+    import bayespass as bp
+
+    he = bp.load_suite("humaneval")
+    recs = []
+    for t, task in list(he.tasks.items())[:30]:
+        recs.append({"task_id": t, "completion": task.canonical_solution, "config": "gt"})
+        recs.append({"task_id": t, "completion": "    return None\n", "config": "none"})
+        recs.append({"task_id": t, "completion": "    import time\n    time.sleep(0.02)\n"
+                     + task.canonical_solution, "config": "slow"})
+    f = tmp_path / "s.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs))
+    lone = engine.execute(recs, he, progress=False, workers=2)
+    procs = [subprocess.Popen([sys.executable, "-m", "bayespass.cli", "execute", str(f), "--out",
+                               str(tmp_path / f"run{i}"), "--workers", "2"], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err.decode()[-2000:]
+    import xarray as xr
+
+    for i in range(2):
+        ds = xr.open_dataset(tmp_path / f"run{i}" / "samples.nc", engine="h5netcdf").load()
+        for var in ("verdict", "correct"):
+            xr.testing.assert_equal(ds[var], lone[var])
+    assert int(lone.correct.sel(config="gt").sum()) == 30
+
+
+# -- 5. host resources ------------------------------------------------------------------------
+def test_scratch_is_a_capped_private_tmpfs(layer):
+    code = """
+def f(x):
+    import os
+    written = 0
+    try:
+        for i in range(12):
+            with open('big%d' % i, 'wb') as fh:
+                for _ in range(15):
+                    fh.write(b'x' * (1 << 20))
+                    written += 1
+    except OSError as e:
+        return [written, type(e).__name__]
+    return [written, 'no error']
+"""
+    before = set(os.listdir("/tmp"))
+    o = run1(layer, code, limit=20.0)
+    assert o.status == "value", o
+    written, err = o.value[1]
+    assert err == "OSError" and written <= Limits().scratch_mb + 1, o.value
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("bp-sbx")]
+
+
+def test_supervisor_memory_is_bounded_by_one_value(layer):
+    # 40 tests each returning ~8 MB: judged as they arrive, so one value at a time is held; before,
+    # every value was kept until the end of the program (40 x 8 MB and more)
+    script = f"""
+import resource, sys
+from bayespass.execute.sandbox import Sandbox, Limits
+from bayespass.execute.child import encode
+sb = Sandbox(layer={layer!r})
+code = "def f(x):\\n    return 'y' * (8 << 20)\\n"
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+outs = sb.run(code, "f", [encode((1,))] * 40, [10.0] * 40, judge=lambda i, o: setattr(o, "value", None) or o)
+sb.close()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base, sum(o.status == "value" for o in outs))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    grown_kb, n_values = map(int, out.stdout.split())
+    assert n_values == 40
+    assert grown_kb < 64 * 1024, grown_kb
+
+
+# -- 6. nothing outlives the evaluator ---------------------------------------------------------
+def _procs_of(uids):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if int(status.split("Uid:")[1].split()[0]) in uids:
+                found.append(int(pid))
+    return found
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="candidates run under the caller's uid without root")
+def test_candidates_die_with_a_killed_evaluator(tmp_path):
+    script = """
+import sys
+from bayespass.execute.sandbox import Sandbox
+from bayespass.execute.child import encode
+sb = Sandbox()
+print(sb.uid, flush=True)
+sb.run("def f(x):\\n    import time\\n    time.sleep(60)\\n", "f", [encode((1,))], [120.0])
+"""
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                         start_new_session=True)
+    uid = int(p.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not _procs_of({uid}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _procs_of({uid}), "the candidate never started"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    deadline = time.monotonic() + 30
+    while _procs_of({uid}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _procs_of({uid}) == []
+
+
+# -- 7. syscalls ------------------------------------------------------------------------------
+SYSCALLS = """
+def f(x):
+    import ctypes, os, resource, socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = {}
+    for name, nr, args in (("io_uring_setup", 425, (8, 0)), ("pidfd_open", 434, (1, 0)),
+                           ("pidfd_send_signal", 424, (3, 9, 0, 0)), ("memfd_create", 319, (b"x", 0))):
+        out[name] = libc.syscall(nr, *args)
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("/run/docker.sock")
+        out["unix"] = "connected"
+    except OSError as e:
+        out["unix"] = type(e).__name__
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8))
+        out["setrlimit"] = "allowed"
+    except (OSError, ValueError) as e:
+        out["setrlimit"] = type(e).__name__
+    out["limit"] = resource.getrlimit(resource.RLIMIT_AS)[0] > 0
+    return out
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86-64")
+def test_dangerous_syscalls_are_denied_but_getrlimit_works(layer):
+    from bayespass.execute.child import decode
+
+    o = run1(layer, SYSCALLS, limit=5.0)
+    assert o.status == "value", o
+    out = decode(o.value)
+    for name in ("io_uring_setup", "pidfd_open", "pidfd_send_signal", "memfd_create"):
+        assert out[name] == -1, (name, out)
+    assert out["unix"] == "PermissionError" and out["setrlimit"] != "allowed" and out["limit"] is True
+
+
+# -- 8. timeouts that depend on load ----------------------------------------------------------
+def test_a_slow_correct_program_is_rerun_with_a_larger_limit(layer):
+    code = "def f(x):\n    import time\n    time.sleep(1.3)\n    return x + 1\n"
+    o = run1(layer, code, limit=1.0)
+    assert o.status == "value" and o.value == 2 and o.retried, o
+    o = run1(layer, code, limit=1.0, retry=False)
+    assert o.status == "timeout" and not o.retried
+
+
+def test_a_looping_program_costs_a_bounded_number_of_limits(layer):
+    sb = Sandbox(layer=layer, limits=Limits(min_time_limit=0.2, timeout_budget=0.6))
+    try:
+        outs = sb.run("def f(x):\n    while True:\n        pass\n", "f", [encode((i,)) for i in range(60)],
+                      [0.2] * 60, max_timeouts=2)
+    finally:
+        sb.close()
+    assert {o.status for o in outs} == {"timeout"}
+    assert outs[0].retried and not outs[1].retried
+    ran = [o for o in outs if not o.presumed]
+    # two timeouts, then the budget of 0.6 s holds at most three more 0.2 s limits
+    assert 2 <= len(ran) <= 6 and all(np.isnan(o.duration) for o in outs if o.presumed)
+
+
+def test_ground_truth_timeouts_are_never_cached(tmp_path, monkeypatch):
+    from bayespass.execute import harness
+
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
+    monkeypatch.setattr(harness, "_GT_TIME", 0.3)
+    tasks = {"toy/slow": Task("toy/slow", "def slow(x):\n", "slow",
+                              "    import time\n    if x == 2:\n        time.sleep(3)\n    return x\n",
+                              inputs=[[1], [2], [3]], n_base=3)}
+    suite = Suite("toy-slow", tasks, "slowhash")
+    with pytest.warns(RuntimeWarning, match="not cached"):
+        suite.compute_expected(workers=1)
+    assert suite.expected["toy/slow"]["transient"] == [1]
+    assert len(suite.expected["toy/slow"]["values"]) == 2
+    assert not list(tmp_path.glob("expected-toy-slow-*"))
+
+
+def test_load_factor_scales_limits_and_is_recorded(suite):
+    from bayespass.execute.harness import load_factor
+
+    fast = Suite(suite.name, suite.tasks, suite.source_hash, expected=suite.expected, speed_ref=1e-6)
+    assert load_factor(fast) == 8.0  # capped
+    slow = Suite(suite.name, suite.tasks, suite.source_hash, expected=suite.expected, speed_ref=1e3)
+    assert load_factor(slow) == 1.0
+    ds = engine.execute([{"task_id": "toy/add1", "completion": "    return x + 1\n"}], fast, progress=False)
+    assert ds.attrs["load_factor"] == 8.0 and bool(ds.correct.all())
+
+
+# -- the zygote: nothing a candidate does reaches the next program -----------------------------
+POISON = """
+def f(x):
+    import builtins, os, signal, sys, math, json
+    builtins.len = lambda *a: 0
+    builtins.print = None
+    sys.modules['math'] = None
+    math.sqrt = lambda v: -1
+    json.dumps = lambda *a, **k: '"forged"'
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.environ['BP_POISON'] = '1'
+    sys.setrecursionlimit(50)
+    open('/tmp/poison', 'w').write('x')
+    import gc
+    gc.disable()
+    return x + 1
+"""
+
+CHECK = """
+def f(x):
+    import builtins, os, sys, math, json
+    return [len([1, 2]), builtins.print is not None, sys.modules.get('math') is not None, math.sqrt(4.0),
+            json.dumps(1), os.environ.get('BP_POISON'), sys.getrecursionlimit(), os.path.exists('/tmp/poison'),
+            x + 1]
+"""
+
+
+def test_poisoning_the_zygote_changes_nothing_for_the_next_program(layer):
+    sb = Sandbox(layer=layer)
+    try:
+        first = sb.run(CHECK, "f", [encode((1,))], [5.0])[0]
+        for _ in range(3):
+            poisoned = sb.run(POISON, "f", [encode((1,))], [5.0])[0]
+            assert poisoned.status == "value" and poisoned.value == 2
+            after = sb.run(CHECK, "f", [encode((1,))], [5.0])[0]
+            assert after.status == "value" and after.value == first.value, (after, first)
+    finally:
+        sb.close()
+    assert first.value == ["L", [2, True, True, ["F", "2.0"], "1", None, Limits().recursion, False, 2]]
+
+
+def test_fresh_interpreter_mode_gives_the_same_verdicts(suite, layer):
+    recs = [{"task_id": "toy/add1", "completion": c} for c in
+            ("    return x + 1\n", "    return x + 2\n", "    raise ValueError\n", "    while True:\n        pass\n")]
+    lim = Limits(min_time_limit=0.3)
+    a = engine.execute(recs, suite, layer=layer, workers=1, progress=False, limits=lim)
+    b = engine.execute(recs, suite, layer=layer, workers=1, progress=False, limits=lim, fresh_interpreter=True)
+    assert a.attrs["mode"] == "zygote" and b.attrs["mode"] == "fresh-interpreter"
+    np.testing.assert_array_equal(a.verdict.values, b.verdict.values)
+    assert [CODES[int(v)] for v in a.verdict.values[0, 0, :, 0]] == ["pass", "fail", "error", "timeout"]
+
+
+def test_rlimits_are_validated():
+    for bad in (dict(cpu_s=0), dict(nofile=-1), dict(memory_mb=1.5), dict(min_time_limit=float("nan")),
+                dict(retry_factor=0.5), dict(scratch_mb=0)):
+        with pytest.raises(ValueError, match="Limits\\."):
+            Limits(**bad)
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 0
