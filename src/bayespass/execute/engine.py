@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,27 +33,42 @@ def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(code=codes, code_hash=[code_hash(c) for c in codes])
 
 
+def _encoded_len(v) -> int:
+    """Length of a tagged value's JSON text (a digest marker counts as a large value)."""
+    if isinstance(v, dict):
+        return 1 << 30
+    if isinstance(v, list):
+        return 2 + sum(_encoded_len(e) + 1 for e in v)
+    return len(str(v)) + 2
+
+
 class _Judge:
     """Per-task expected values (decoded once), time limits, value caps and the judging of outcomes."""
 
     def __init__(self, suite, limits: Limits, load_factor: float = 1.0):
-        self.suite = suite
-        self.expected = {t: [decode(v) for v in e["values"]] for t, e in suite.expected.items()}
-        self.limits = {t: [load_factor * limits.time_limit(x) for x in e["times"]] for t, e in suite.expected.items()}
-        # a value more than 16x longer than the expected one cannot match it: send its digest instead
-        self.caps = {t: [min(limits.max_value_bytes, 16 * len(json.dumps(v)) + 4096) for v in e["values"]]
-                     for t, e in suite.expected.items()}
+        self.suite, self._limits, self.load_factor = suite, limits, load_factor
+        self._expected: dict = {}
+        self._lock = threading.Lock()
+
+    def expected(self, task_id: str) -> list:
+        """Decoded expected values of a task (decoded once, on first use)."""
+        with self._lock:
+            if task_id not in self._expected:
+                self._expected[task_id] = [decode(v) for v in self.suite.expected[task_id]["values"]]
+            return self._expected[task_id]
 
     def job(self, task_id: str, code: str) -> dict:
-        t = self.suite.tasks[task_id]
-        return {"code": code, "entry_point": t.entry_point, "inputs": self.suite.expected[task_id]["inputs"],
-                "time_limits": self.limits[task_id], "output_not_none": t.output_not_none,
-                "caps": self.caps[task_id]}
+        t, e, lim = self.suite.tasks[task_id], self.suite.expected[task_id], self._limits
+        # a value more than 16x longer than the expected one cannot match it: its digest is sent instead
+        caps = [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]]
+        return {"code": code, "entry_point": t.entry_point, "inputs": e["inputs"],
+                "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
+                "output_not_none": t.output_not_none, "caps": caps}
 
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
         """Set the verdict and the behaviour digest of an outcome and drop its value."""
         t = self.suite.tasks[task_id]
-        o.verdict = judge(o, self.expected[task_id][i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
+        o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
         o.digest = digest(o, atol=t.atol) if o.status != "not_run" else 0
         o.value = None
         return o
