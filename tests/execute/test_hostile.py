@@ -98,6 +98,11 @@ def test_judge_is_exact_about_structure_and_types():
     assert not equal([1.0, 2.0, 3.0], [1.0, 2.0])
     assert equal(float("inf"), float("inf")) and not equal(float("nan"), float("nan"))
     assert not equal([1.0 + 1e-3], [1.0])
+    assert not equal([10**400], [1.0]) and not equal(10**400, 1e308)  # no OverflowError
+    from bayespass.execute.judge import judge
+    from bayespass.execute.sandbox import Outcome
+
+    assert judge(Outcome("value", value=["L", [["I", hex(10**400)]]]), [2.5]) == "fail"
 
 
 def float_suite():
