@@ -23,7 +23,6 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,7 +147,6 @@ def main():
     print(f"wrote {path}")
     print(json.dumps(timing, indent=1))
     print(f"pass@1 by config:\n{df.groupby(['model', 'temperature']).apply(lambda g: g.c.sum() / g.n.sum())}")
-    del np
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@
 # state untouched, so nothing a candidate does reaches the next program.
 #
 # Control protocol (zygote side): job = 8-byte length + marshal(job dict) with one fd;
-# replies b"S" + pid (started) and b"E" + wait status (ended, after the uid sweep);
+# replies b"S" + pid (started) and b"E" + wait status + CPU microseconds used by the child
+# (ended, after the uid sweep);
 # the supervisor sends b"K" to have the running child killed.
 #
 # Results (JSON lines): {"loaded": true, "t"} or {"load_error": name}; then per test
@@ -42,7 +43,7 @@ BOOTSTRAP = ("import marshal,os,sys\n"
              "g={'__name__':'__bayespass_zygote__','__builtins__':__builtins__}\n"
              "exec(code,g);g['zygote'](cfg,int(sys.argv[2]))\n")
 
-_write, _perf = os.write, time.perf_counter
+_write, _perf, _cpu = os.write, time.perf_counter, time.process_time
 MAX_DEPTH = 200
 # Imported once by the zygote (benchmark prompts import these); children inherit them.
 PRELOAD = ("math", "cmath", "re", "collections", "collections.abc", "itertools", "functools", "heapq",
@@ -522,7 +523,7 @@ def run_tests(job, out_fd):
     except BaseException as err:  # noqa: BLE001 - anything the program does is a verdict
         emit_raw(_dumps({"load_error": type(err).__name__, "t": _perf() - t0}) + "\n")
         return
-    emit_raw(_dumps({"loaded": True, "t": _perf() - t0}) + "\n")
+    emit_raw(_dumps({"loaded": True, "t": _perf() - t0, "c": _cpu()}) + "\n")
     job = None
     for j, raw in enumerate(raw_inputs):
         i = first + j
@@ -539,14 +540,14 @@ def run_tests(job, out_fd):
                 if enc is None or len(enc) > cap:  # too large to send: send its digest
                     h, n = canonical_digest(out)
                     enc = _dumps({"H": h, "n": n})
-                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n'
+                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "c": {_cpu()!r}, "v": {enc}}}\n'
             except (TypeError, ValueError, RecursionError) as err:
-                line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt}) + "\n"
+                line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt, "c": _cpu()}) + "\n"
             out = args = enc = None
             emit_raw(line)
             line = None
         except BaseException as err:  # noqa: BLE001
-            emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
+            emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0, "c": _cpu()}) + "\n")
 
 
 def _child(cfg, job, res_fd):
@@ -649,7 +650,7 @@ def zygote(cfg, ctrl_fd):
         job = None
         sock.sendall(b"S" + pid.to_bytes(4, "little"))
         pfd = os.pidfd_open(pid)
-        status = None
+        status, cpu_us = None, 0
         try:
             while status is None:
                 ready, _, _ = select.select([sock, pfd], [], [])
@@ -662,8 +663,9 @@ def zygote(cfg, ctrl_fd):
                             _sweep(cfg.get("uid"))
                             return
                 if pfd in ready:
-                    status = os.waitpid(pid, 0)[1]
+                    _, status, usage = os.wait4(pid, 0)
+                    cpu_us = int(1e6 * (usage.ru_utime + usage.ru_stime))
         finally:
             os.close(pfd)
         _sweep(cfg.get("uid"))
-        sock.sendall(b"E" + (status & 0xFFFFFFFF).to_bytes(4, "little"))
+        sock.sendall(b"E" + (status & 0xFFFFFFFF).to_bytes(4, "little") + cpu_us.to_bytes(8, "little"))

@@ -51,7 +51,7 @@ class _Judge:
         self._lock = threading.Lock()
 
     def expected(self, task_id: str) -> list:
-        """Decoded expected values of a task (decoded once, on first use)."""
+        """Return the decoded expected values of a task (decoded once, on first use)."""
         with self._lock:
             if task_id not in self._expected:
                 self._expected[task_id] = [decode(v) for v in self.suite.expected[task_id]["values"]]

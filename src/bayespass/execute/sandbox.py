@@ -13,8 +13,9 @@ back as tagged JSON on a private pipe; this supervisor judges them.
 Timing: the wall-clock limit of a test runs from the moment the previous
 result (or the "loaded" line) arrived to the last byte of this test's result,
 whatever the child writes in between, so encoding and sending the value are
-charged to the test.  A timeout is re-run once with ``retry_factor`` times the
-limit before it is recorded (machine load must not fail a correct program);
+charged to the test.  A timeout during which the child got less than 80% of
+a CPU (machine load, or sleeping) is re-run once with ``retry_factor`` times
+the limit before it is recorded (load must not fail a correct program);
 after ``max_timeouts`` timeouts the remaining tests of the program share one
 budget of ``timeout_budget`` seconds and whatever does not finish in it is
 recorded as a *presumed* timeout.
@@ -63,6 +64,10 @@ LAYERS = ("auto", "seccomp+uid", "seccomp+userns", "bwrap")
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 
 
+#: a timed-out test whose child used at least this share of its limit in CPU time timed out on its own
+CPU_SHARE_GENUINE = 0.8
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself could not be set up (never a verdict about a program)."""
 
@@ -98,8 +103,9 @@ class Limits:
     recursion : int
         Python recursion limit in the child.
     retry_factor : float
-        A timed-out test is re-run once with this many times its limit before
-        the timeout is recorded (0 disables re-runs).
+        A timed-out test whose child got less than 80% of a CPU during it (a
+        busy machine, or a program that sleeps) is re-run once with this many
+        times its limit before the timeout is recorded (0 disables re-runs).
     timeout_budget : float
         Seconds shared by the remaining tests of a program once it reached
         ``max_timeouts`` timeouts (see :func:`bayespass.execute`).
@@ -116,8 +122,8 @@ class Limits:
     scratch_mb: int = 64
     max_value_bytes: int = 1 << 26
     recursion: int = 3000
-    retry_factor: float = 3.0
-    timeout_budget: float = 3.0
+    retry_factor: float = 2.0
+    timeout_budget: float = 1.0
 
     def __post_init__(self) -> None:
         minimum = {"memory_mb": 64, "cpu_s": 1, "fsize_mb": 1, "nofile": 16, "nproc": 1, "scratch_mb": 1,
@@ -404,18 +410,18 @@ class Zygote:
         self.programs += 1
         return int.from_bytes(msg[1:], "little"), res_r
 
-    def finish(self, kill: bool) -> int:
-        """Kill the running child (if ``kill``) and return its wait status once it is reaped."""
+    def finish(self, kill: bool) -> tuple[int, float]:
+        """Kill the running child (if ``kill``); return its wait status and CPU seconds once it is reaped."""
         if kill:
             try:
                 self.sock.sendall(b"K")
             except OSError:
                 pass
-        msg = self._recv(5, timeout=30.0)
-        if len(msg) != 5 or msg[:1] != b"E":
+        msg = self._recv(13, timeout=30.0)
+        if len(msg) != 13 or msg[:1] != b"E":
             self.close()
             raise SandboxError("the sandbox zygote stopped answering")
-        return int.from_bytes(msg[1:], "little")
+        return int.from_bytes(msg[1:5], "little"), int.from_bytes(msg[5:], "little") / 1e6
 
     def alive(self) -> bool:
         """Tell whether the zygote process still runs."""
@@ -449,6 +455,9 @@ class _Attempt:
     event: str = "done"  # done / stopped / skip / timeout / crash / load_error / load_timeout / budget
     at: int = -1
     error: str = ""
+    cpu_before: float = 0.0  # the child's CPU seconds when the last result (or "loaded") arrived
+    limit: float = 0.0  # the limit of the test that timed out
+    cpu_share: float = 1.0
 
     def put(self, i: int, o: Outcome) -> bool:
         self.n_done += 1
@@ -574,7 +583,10 @@ class Sandbox:
                     Outcome("timeout", error=att.error)
             else:  # a timeout
                 o = Outcome("timeout", duration=time_limits[k])
-                if retry and not confirmed and budget_end is None:
+                # re-run only when the child did not get the CPU its limit allowed (a busy machine, or a
+                # program that sleeps); one that used the CPU it was given needed more than the limit
+                starved = att.cpu_share < CPU_SHARE_GENUINE
+                if retry and starved and not confirmed and budget_end is None:
                     again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,
                                           factor=self.limits.retry_factor, sink=None)
                     if k in again.outcomes:
@@ -585,6 +597,8 @@ class Sandbox:
                         o.duration = self.limits.retry_factor * time_limits[k]
                         confirmed = True
                     o.retried = True
+                elif not starved:
+                    confirmed = True
             if o.status == "timeout":
                 timeouts += 1
                 if max_timeouts is not None and timeouts >= max_timeouts and budget_end is None:
@@ -615,7 +629,9 @@ class Sandbox:
             killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor)
         finally:
             os.close(fd)
-        status = z.finish(kill=killed)
+        status, cpu = z.finish(kill=killed)
+        if att.event == "timeout":  # CPU the child got during the test that timed out, per second of its limit
+            att.cpu_share = (cpu - att.cpu_before) / max(att.limit, 1e-9)
         if not killed and att.event == "done" and att.n_done < end - start:
             if att.error.startswith("setup:"):
                 raise SandboxError(f"the sandbox could not isolate a child ({self.layer}): {att.error[6:]}")
@@ -646,7 +662,7 @@ class Sandbox:
                     elif not loaded:
                         att.event, att.at, att.error = "load_timeout", nxt, "load"
                     else:
-                        att.event, att.at = "timeout", nxt
+                        att.event, att.at, att.limit = "timeout", nxt, factor * time_limits[nxt]
                     return True
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -674,6 +690,7 @@ class Sandbox:
                             return True
                         if "loaded" in msg:
                             loaded = True
+                            att.cpu_before = _num(msg.get("c"))
                             t_start = time.monotonic()
                             deadline = min(t_start + factor * time_limits[nxt], cap_deadline)
                         continue
@@ -681,6 +698,7 @@ class Sandbox:
                         continue  # results are accepted in order, each index once; anything else is noise
                     now = time.monotonic()
                     dur = now - t_start  # wall clock from the call to the last byte, as the limit counts
+                    att.cpu_before = _num(msg.get("c"))
                     if msg.get("ok") is True:
                         o = Outcome("value", value=msg.get("v"), duration=dur)
                     else:
@@ -710,3 +728,7 @@ def _parse(line: bytes):
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return msg if isinstance(msg, dict) else None
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else 0.0
