@@ -64,7 +64,8 @@ def read_config(path: Path, tasks: set) -> tuple[list[dict], int]:
     return recs, skipped
 
 
-def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=print, max_timeouts="default"):
+def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=print, max_timeouts="default",
+                write=False):
     """Execute every config; return (counts DataFrame, per-config timing rows)."""
     import bayespass as bp
     from bayespass.execute import engine
@@ -89,10 +90,12 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
         timing.append({"config": cfg, "samples": len(recs), "skipped": skipped,
                        "distinct": ds.attrs["n_unique_programs"], "seconds": round(dt, 1),
                        "layer": ds.attrs["sandbox_layer"], "mode": ds.attrs["mode"],
-                       "load_factor": ds.attrs["load_factor"]})
+                       "load_factor": ds.attrs["load_factor"], "max_timeouts": ds.attrs["max_timeouts"]})
         if echo:
             echo(f"{cfg}: {len(recs)} samples ({skipped} skipped), {ds.attrs['n_unique_programs']} distinct, "
                  f"{dt:.0f} s, pass@1 {c.sum() / n.sum():.3f}")
+        if write:  # counts so far, so the calibration can start before the whole set is done
+            write_counts(pd.concat(frames, ignore_index=True), timing)
     if echo:
         echo(f"total {time.perf_counter() - t_all:.0f} s")
     return pd.concat(frames, ignore_index=True), timing
@@ -114,7 +117,8 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
         "Source: `../shared/data/real/difftrust_mbpp/` (the public artifact of *Incoherence as Oracle-less Measure",
         "of Error in LLM-Based Code Generation*, GitHub mwhicks1/DiffTrust, MBPP experiment caches), executed with",
         f"`python benchmarks/real_mbpp.py` (bayespass {bp.__version__}, harness {HARNESS_VERSION}, layer "
-        f"{timing[0]['layer']}, mode {timing[0]['mode']}, default time limits: max(1 s, 4x ground truth)).",
+        f"{timing[0]['layer']}, mode {timing[0]['mode']}, default time limits: max(1 s, 4x ground truth), "
+        f"max_timeouts {timing[0]['max_timeouts']}).",
         "Task ids not in MBPP+ are skipped (counted below).", "",
         f"{n_cfg} configs, {df.task.nunique()} tasks, {int(df.n.sum())} samples.", "",
         "| config | samples | skipped | distinct programs | seconds |", "|---|---|---|---|---|",
@@ -139,10 +143,13 @@ def main():
     ap.add_argument("--configs", choices=["50", "all"], default="50")
     ap.add_argument("--out", default=str(REPO / "runs" / "real-mbpp"))
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--max-timeouts", type=int, default=None,
+                    help="timeouts before the rest of a program shares the budget (default: bayespass's)")
     args = ap.parse_args()
     if not REAL.exists():
         raise SystemExit(f"{REAL} is absent: the real generations are not on this machine")
-    df, timing = execute_all(args.configs, Path(args.out), args.workers)
+    mt = "default" if args.max_timeouts is None else args.max_timeouts
+    df, timing = execute_all(args.configs, Path(args.out), args.workers, max_timeouts=mt, write=True)
     path = write_counts(df, timing)
     print(f"wrote {path}")
     print(json.dumps(timing, indent=1))

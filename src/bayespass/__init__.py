@@ -27,6 +27,7 @@ _LAZY = {
     "estimate_table": "stats.table",
     "testing": None,
     "fit": "models.fit",
+    "stack": "models.fit",
     "build_model": "models.specs",
     "passk_draws": "models.predictive",
     "passk_curve": "stats.curve",
@@ -42,6 +43,8 @@ _LAZY = {
     "Limits": "execute.sandbox",
 }
 
+_ALIASES = {"stack": "stack_fits"}
+
 __all__ = ["__version__", *sorted(_LAZY)]
 
 
@@ -49,7 +52,8 @@ def __getattr__(name: str):
     if name in _LAZY and _LAZY[name] is None:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        attr = _ALIASES.get(name, name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'bayespass' has no attribute {name!r}")
@@ -68,6 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .execute.sandbox import Limits
     from .models.eb import FitWarning, fit_eb
     from .models.fit import fit
+    from .models.fit import stack_fits as stack
     from .models.predictive import passk_draws
     from .models.specs import build_model
     from .stats.compare import compare, cv_elpd

@@ -80,36 +80,58 @@ def estimate(
         fail(str(err))
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
+    if any("mean_only" in str(w.message) for w in caught):
+        typer.echo(f"note: with one sample per task only pass@1 is identified, so the closed-form bb/zoibb/linmix "
+                   f"estimates are undefined (—); 'bayespass fit {counts}' gives pass@k with a band as wide as the "
+                   "data warrant", err=True)
     emit(df, format)
 
 
 @app.command("fit")
 def fit_cmd(
     counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate').")],
-    model: Annotated[str, typer.Option(help="bb, zoibb or hier.")] = "bb",
-    method: Annotated[str, typer.Option(help="mcmc or eb.")] = "mcmc",
+    model: Annotated[str | None, typer.Option(
+        help="bb, zoibb, flex, hier or auto (stacking); default: the calibration benchmark's winner "
+             "(rcParams['stats.model']).")] = None,
+    method: Annotated[str | None, typer.Option(help="eb (fast, NumPy) or mcmc (PyMC NUTS); default eb.")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the InferenceData (netCDF).")] = Path("fit.nc"),
-    draws: Annotated[int, typer.Option(help="Draws per chain.")] = 1000,
-    tune: Annotated[int, typer.Option(help="Tuning steps per chain (mcmc).")] = 1000,
-    chains: Annotated[int, typer.Option(help="Chains (mcmc).")] = 4,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 42,
+    draws: Annotated[int | None, typer.Option(help="Draws per chain (default per method).")] = None,
+    tune: Annotated[int | None, typer.Option(help="Warm-up steps per chain (default per method).")] = None,
+    chains: Annotated[int | None, typer.Option(help="Chains (default per method).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed (default rcParams['stats.seed']).")] = None,
     correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
 ) -> None:
-    """Fit a PyMC model (MCMC) or an empirical-Bayes approximation and save InferenceData."""
+    """Fit a model of per-task success probability and save InferenceData; print pass@k with bands."""
     from .data.io import read_counts
+    from .defaults import rcParams
     from .models.fit import fit
     from .stats.curve import passk_curve
 
+    _check_out(out)
     try:
         ds = read_counts(counts, correctness=correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed)
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
     idata.to_netcdf(str(out))
-    conv = idata.posterior.attrs.get("convergence", "")
-    typer.echo(f"wrote {out} (model={model}, method={method}, convergence: {conv})")
+    post = idata.posterior.attrs
+    typer.echo(f"wrote {out} (model={post['bayespass_model']}, method={post['bayespass_method']}, "
+               f"convergence: {post.get('convergence', '')})")
+    if "stacking_weights" in post:
+        typer.echo(f"stacking weights: {post['stacking_weights']}")
     curve = passk_curve(idata, [1, 10, 100])
-    emit(curve.to_dataframe().reset_index()[["config", "k", "mean", "eti_lower", "eti_upper"]], "table")
+    prob = rcParams["stats.ci_prob"]
+    df = curve.to_dataframe().reset_index()[["config", "k", "mean", "eti_lower", "eti_upper"]]
+    typer.echo(f"pass@k: posterior mean and {prob:.0%} equal-tailed interval")
+    emit(df, "table")
+
+
+def _check_out(out: Path) -> None:
+    """Fail before any work when ``out`` cannot be written."""
+    if out.is_dir():
+        fail(f"--out {str(out)!r} is a directory; give a file path")
+    if not out.parent.exists():
+        fail(f"--out {str(out)!r}: the directory {str(out.parent)!r} does not exist")
 
 
 @app.command()
@@ -251,13 +273,15 @@ def run_cmd(
         raise typer.Exit(130) from None
     import json
 
-    main = None
-    for name in ("zoibb-mcmc", "bb-mcmc", "zoibb-eb", "bb-eb"):
-        if name in tables["passk"]:
-            main = name
-            break
-    _print_table(f"pass@k (unbiased, {main} posterior mean and 90% interval, truth when known)",
-                 _passk_view(tables["passk"], main))
+    from .defaults import rcParams
+
+    main = tables["passk"].attrs.get("main")
+    _print_table(f"pass@k (unbiased; main fit {main}: posterior mean and {rcParams['stats.ci_prob']:.0%} "
+                 "interval; truth when known)", _passk_view(tables["passk"], main))
+    weights = tables["passk"].attrs.get("stacking_weights")
+    if weights:
+        typer.echo("stacking weights of the main fit: " + "; ".join(
+            f"{cfg}: " + ", ".join(f"{m} {w:.2f}" for m, w in ws.items()) for cfg, ws in weights.items()))
     for key, title in (("loo_eb", "LOO comparison (EB fits)"), ("loo_mcmc", "LOO comparison (MCMC fits)")):
         if key in tables:
             cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "pareto_k_max")

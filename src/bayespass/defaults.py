@@ -44,11 +44,34 @@ def _int(name: str, v: Any) -> int:
     return int(v)
 
 
+def _choice(name: str, v: Any, allowed: tuple) -> str:
+    if v not in allowed:
+        raise ValueError(f"{name}={v!r} is not supported; choose one of {list(allowed)}")
+    return v
+
+
+def _names(name: str, v: Any) -> tuple:
+    if isinstance(v, str):
+        v = tuple(x.strip() for x in v.split(",") if x.strip())
+    v = tuple(v)
+    if len(v) < 2 or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{name} must name at least two models; got {v!r}")
+    return v
+
+
 _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.ci_prob": (0.9, _prob),
     "stats.seed": (42, _int),
     "stats.linmix_m_low": (5.0, _pos_float),
     "stats.linmix_m_high": (50.0, _pos_float),
+    "stats.model": ("flex", lambda name, v: _choice(name, v, ("bb", "zoibb", "flex", "hier", "auto"))),
+    "stats.method": ("eb", lambda name, v: _choice(name, v, ("eb", "mcmc"))),
+    "stats.candidates": (("bb", "zoibb", "flex"), _names),
+    "eb.draws": (100, _pos_int),
+    "eb.warmup": (200, _pos_int),
+    "eb.chains": (16, _pos_int),
+    "eb.ess_min": (200.0, _pos_float),
+    "eb.rhat_max": (1.05, _pos_float),  # 16 chains of 100 draws: well-mixed split-R-hat reaches ~1.03
     "mcmc.draws": (1000, _pos_int),
     "mcmc.tune": (1000, _pos_int),
     "mcmc.chains": (4, _pos_int),

@@ -48,9 +48,10 @@ class RunConfig:
     temperatures: tuple = (0.4, 0.8, 1.2)
     top_p: float = 0.95
     max_new_tokens: int = 512
-    models: tuple = ("bb", "zoibb")
+    models: tuple = ("bb", "zoibb", "flex")  # fitted by EB and compared (LOO); stacked when main is "auto"
+    main_model: str | None = None  # the main fit; None: rcParams["stats.model"] (the calibration winner)
     methods: tuple = ("eb", "mcmc")
-    mcmc_methods_models: tuple = ("bb", "zoibb")
+    mcmc_methods_models: tuple = ("main",)  # "main": the main model
     draws: int = 1000
     tune: int = 1000
     chains: int = 4
@@ -68,7 +69,7 @@ class RunConfig:
     def quick(cls, **kw) -> RunConfig:
         """Small settings for a run in under two minutes, cold (30 tasks, K = 5, two temperatures)."""
         base = dict(k=5, temperatures=(0.6, 1.2), tasks=30, max_mutants=10, fuzz_n=30, draws=300, tune=300, chains=2,
-                    mcmc_methods_models=("zoibb",), n_splits=50)
+                    n_splits=50)
         base.update(kw)
         return cls(**base)
 
@@ -229,7 +230,6 @@ def _run(out, cfg, echo) -> dict:
     from .data.io import write_counts
     from .data.suites import load_suite
     from .execute.engine import execute, to_counts
-    from .models.fit import fit
     from .stats.compare import compare
     from .stats.curve import passk_curve
     from .stats.gating import gate, gate_diagnostics, gate_table, risk_coverage
@@ -287,31 +287,18 @@ def _run(out, cfg, echo) -> dict:
 
     # 3. fits
     t = time.perf_counter()
-    idatas = {}
-    import arviz as az
+    from .defaults import rcParams
+    from .models.fit import stack_fits
 
-    for model in cfg.models:
-        for method in cfg.methods:
-            if method == "mcmc" and model not in cfg.mcmc_methods_models:
-                continue
-            name = f"{model}-{method}"
-            fkey = cfg.key(*_GEN, "draws", "tune", "chains") + model + method
-            path = out / "fits" / f"{name}.nc"
-            if st.done(f"fit:{name}", fkey, path.relative_to(out)):
-                idatas[name] = az.from_netcdf(str(path)).load() if hasattr(az.InferenceData, "load") else \
-                    az.from_netcdf(str(path))
-                continue
-            _say(echo, f"[3/7] fitting {model} by {method}")
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                idata = fit(counts, model, method, draws=cfg.draws, tune=cfg.tune, chains=cfg.chains,
-                            seed=cfg.seed, progressbar=progress)
-            for w in caught:
-                if issubclass(w.category, UserWarning):
-                    _say(echo, f"  warning ({name}): {w.message}")
-            _atomic_netcdf(idata, path)
-            st.mark(f"fit:{name}", fkey)
-            idatas[name] = idata
+    main_model = cfg.main_model or rcParams["stats.model"]
+    mcmc_models = [main_model if m == "main" else m for m in cfg.mcmc_methods_models]
+    plan = [(m, "eb") for m in cfg.models]
+    if main_model not in cfg.models:
+        plan.append((main_model, "eb"))
+    if "mcmc" in cfg.methods:
+        plan += [(m, "mcmc") for m in mcmc_models]
+    idatas = _fits(plan, counts, cfg, st, out, echo, progress, stack_fits)
+    main_name = f"{main_model}-eb"
     lap("fit", t)
 
     # 4. fuzzed inputs
@@ -328,15 +315,13 @@ def _run(out, cfg, echo) -> dict:
             task_ids = list(samples.task.values)
             fsuite = fuzzed_suite(suite, cfg.fuzz_n, seed=0, workers=cfg.workers, tasks=task_ids)
             frecs = [r for r in recs if r["task_id"] in fsuite.tasks]
-            fuzz = execute(frecs, fsuite, out=out / "fuzz", workers=cfg.workers, progress=progress,
-                           max_timeouts=3)
+            fuzz = execute(frecs, fsuite, out=out / "fuzz", workers=cfg.workers, progress=progress)
             st.mark("fuzz", fz_key)
     lap("fuzz", t)
 
     # 5. post-processors
     t = time.perf_counter()
     _say(echo, "[5/7] post-processing: pass@k, PPC, LOO, gating, reliability, incoherence")
-    main_name = next((n for n in ("zoibb-mcmc", "bb-mcmc", "zoibb-eb", "bb-eb") if n in idatas), None)
     tables = {}
     k = np.asarray(cfg.passk_k)
     curves = {name: passk_curve(idata, k) for name, idata in idatas.items()}
@@ -358,6 +343,9 @@ def _run(out, cfg, echo) -> dict:
                 row["truth"] = float(truth.sel(config=cfg_name, k=kk))
             rows.append(row)
     tables["passk"] = pd.DataFrame(rows)
+    tables["passk"].attrs["main"] = main_name
+    if main_name in idatas:
+        tables["passk"].attrs["stacking_weights"] = idatas[main_name].posterior.attrs.get("stacking_weights")
     ppc_rows = []
     for name, idata in idatas.items():
         p = ppc(idata)["p_value"].to_pandas()
@@ -408,6 +396,40 @@ def _run(out, cfg, echo) -> dict:
     lap("report", t)
     st.mark("report", cfg.key(*_GEN))
     return tables
+
+
+def _fits(plan, counts, cfg, st, out, echo, progress, stack_fits) -> dict:
+    """Fit (or load) every (model, method) of the plan; ``auto`` stacks the EB fits of ``cfg.models``."""
+    import warnings
+
+    import arviz as az
+
+    from .models.fit import fit
+
+    idatas = {}
+    for model, method in plan:
+        name = f"{model}-{method}"
+        fkey = cfg.key(*_GEN, "draws", "tune", "chains", "models") + model + method
+        path = out / "fits" / f"{name}.nc"
+        if st.done(f"fit:{name}", fkey, path.relative_to(out)):
+            idatas[name] = az.from_netcdf(str(path)).load()
+            continue
+        _say(echo, f"[3/7] fitting {model} by {method}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if model == "auto" and method == "eb" and all(f"{m}-eb" in idatas for m in cfg.models):
+                idata = stack_fits({m: idatas[f"{m}-eb"] for m in cfg.models}, counts, seed=cfg.seed)
+            else:
+                kw = dict(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains) if method == "mcmc" else {}
+                idata = fit(counts, model, method, seed=cfg.seed, progressbar=progress, candidates=cfg.models,
+                            **kw)
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                _say(echo, f"  warning ({name}): {w.message}")
+        _atomic_netcdf(idata, path)
+        st.mark(f"fit:{name}", fkey)
+        idatas[name] = idata
+    return idatas
 
 
 def load_run(rundir: str | os.PathLike):

@@ -325,7 +325,7 @@ def test_a_slow_correct_program_is_rerun_with_a_larger_limit(layer):
 
 
 def test_a_looping_program_costs_a_bounded_number_of_limits(layer):
-    sb = Sandbox(layer=layer, limits=Limits(min_time_limit=0.2, timeout_budget=0.6))
+    sb = Sandbox(layer=layer, limits=Limits(min_time_limit=0.2, timeout_budget=0.6))  # not the default budget
     try:
         outs = sb.run("def f(x):\n    while True:\n        pass\n", "f", [encode((i,)) for i in range(60)],
                       [0.2] * 60, max_timeouts=2)
@@ -339,7 +339,7 @@ def test_a_looping_program_costs_a_bounded_number_of_limits(layer):
 
 
 def test_only_a_starved_timeout_is_rerun(monkeypatch, layer):
-    """A timeout is re-run only when the child got less than 80% of a CPU during it: a sleeping
+    """A timeout is re-run only when the child got less than half a CPU during it: a sleeping
     program (no CPU) is re-run; a program that used its whole limit in CPU is not.  The second case
     is simulated by raising the threshold's reference, so the test does not depend on machine load."""
     from bayespass.execute import sandbox as sbmod

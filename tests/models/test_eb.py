@@ -1,10 +1,8 @@
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from scipy.optimize import approx_fprime
 
 import bayespass as bp
-from bayespass.models import eb
 from bayespass.testing import draw_zoib, simulate_counts
 
 
@@ -31,21 +29,6 @@ def test_zoibb_evidence_at_least_bb():
     ds = simulate_counts(p, 10, seed=5)
     bb, z = bp.fit_eb(ds, "bb"), bp.fit_eb(ds, "zoibb")
     assert z.log_marginal.item() >= bb.log_marginal.item() - 1e-6
-
-
-@pytest.mark.parametrize("prior,dim", [("bb", 2), ("zoibb", 4)])
-def test_analytic_gradient_matches_numeric(prior, dim):
-    rng = np.random.default_rng(0)
-    n = rng.integers(1, 30, 40).astype(float)
-    c = rng.binomial(n.astype(int), 0.3).astype(float)
-    c[:3] = 0
-    c[3:5] = n[3:5]
-    w = rng.integers(1, 4, 40).astype(float)
-    obj = eb._bb_objective if prior == "bb" else eb._zoibb_objective
-    theta = np.array([0.3, 0.7, -1.0, -2.0])[:dim]
-    _, grad = obj(theta, n, c, w)
-    num = approx_fprime(theta, lambda t: obj(t, n, c, w)[0], 1e-7)
-    assert_allclose(grad, num, rtol=1e-4, atol=1e-4)
 
 
 def test_mean_only_is_reported_not_garbage():

@@ -13,7 +13,7 @@ back as tagged JSON on a private pipe; this supervisor judges them.
 Timing: the wall-clock limit of a test runs from the moment the previous
 result (or the "loaded" line) arrived to the last byte of this test's result,
 whatever the child writes in between, so encoding and sending the value are
-charged to the test.  A timeout during which the child got less than 80% of
+charged to the test.  A timeout during which the child got less than half
 a CPU (machine load, or sleeping) is re-run once with ``retry_factor`` times
 the limit before it is recorded (load must not fail a correct program);
 after ``max_timeouts`` timeouts the remaining tests of the program share one
@@ -65,7 +65,7 @@ _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 
 
 #: a timed-out test whose child used at least this share of its limit in CPU time timed out on its own
-CPU_SHARE_GENUINE = 0.8
+CPU_SHARE_GENUINE = 0.5
 
 
 class SandboxError(RuntimeError):
@@ -103,7 +103,7 @@ class Limits:
     recursion : int
         Python recursion limit in the child.
     retry_factor : float
-        A timed-out test whose child got less than 80% of a CPU during it (a
+        A timed-out test whose child got less than half a CPU during it (a
         busy machine, or a program that sleeps) is re-run once with this many
         times its limit before the timeout is recorded (0 disables re-runs).
     timeout_budget : float
@@ -123,7 +123,7 @@ class Limits:
     max_value_bytes: int = 1 << 26
     recursion: int = 3000
     retry_factor: float = 2.0
-    timeout_budget: float = 1.0
+    timeout_budget: float = 0.5
 
     def __post_init__(self) -> None:
         minimum = {"memory_mb": 64, "cpu_s": 1, "fsize_mb": 1, "nofile": 16, "nproc": 1, "scratch_mb": 1,
@@ -583,8 +583,8 @@ class Sandbox:
                     Outcome("timeout", error=att.error)
             else:  # a timeout
                 o = Outcome("timeout", duration=time_limits[k])
-                # re-run only when the child did not get the CPU its limit allowed (a busy machine, or a
-                # program that sleeps); one that used the CPU it was given needed more than the limit
+                # re-run only when the child got less than half a CPU during its limit (a busy machine,
+                # or a program that sleeps); one that had the CPU needed more than the limit
                 starved = att.cpu_share < CPU_SHARE_GENUINE
                 if retry and starved and not confirmed and budget_end is None:
                     again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,

@@ -1,13 +1,9 @@
-"""Empirical-Bayes (type-II maximum likelihood) fits of BB and ZOIBB priors.
+"""Empirical-Bayes (type-II maximum likelihood) fits of BB and ZOIBB priors (the closed-form estimators).
 
-For each config, the marginal likelihood
-
-    sum_i log[ C(n_i, c_i) B(a + c_i, b + n_i - c_i) / B(a, b) ]         (bb)
-    sum_i log[ pi0 1[c_i=0] + pi1 1[c_i=n_i] + (1-pi0-pi1) BB(c_i|n_i,a,b) ]   (zoibb)
-
-is maximised over ``(logit mu, log kappa)`` with ``mu = a/(a+b)``,
-``kappa = a + b`` (and softmax logits for the boundary masses) by L-BFGS-B
-with analytic gradients, evaluated on distinct (n, c) pairs only.
+For each config, the marginal likelihood of the ``bb`` or ``zoibb`` model (their
+own ``loglik`` and analytic gradient, :mod:`bayespass.models.bb`,
+:mod:`bayespass.models.zoibb`) is maximised over ``(logit mu, log kappa[, z0,
+z1])`` by L-BFGS-B, evaluated on distinct (n, c) pairs only.
 """
 
 from __future__ import annotations
@@ -17,12 +13,11 @@ import warnings
 import numpy as np
 import xarray as xr
 from scipy.optimize import minimize
-from scipy.special import betaln, digamma, expit, logsumexp, softmax
 
 from ..data.counts import validate_counts
-from ..stats.kernels import log_binom
 from ..stats.pairs import pair_table
 from ..validate import check_choice
+from .base import NP, get_model
 
 __all__ = ["fit_eb", "FitWarning"]
 
@@ -37,59 +32,30 @@ class FitWarning(UserWarning):
 
 
 def theta_to_params(theta, prior: str) -> dict:
-    """Map unconstrained ``(logit mu, log kappa[, z0, z1])`` (last axis) to named parameters.
-
-    Works on one vector or on draws of shape (..., P); the boundary masses
-    are a softmax of ``(0, z0, z1)`` for zoibb and 0 for bb.
-    """
-    theta = np.asarray(theta, dtype=float)
-    mu, kappa = expit(theta[..., 0]), np.exp(theta[..., 1])
-    if prior == "zoibb":
-        logits = np.stack([np.zeros_like(mu), theta[..., 2], theta[..., 3]], axis=-1)
-        probs = softmax(logits, axis=-1)
-        pi0, pi1 = probs[..., 1], probs[..., 2]
-    else:
-        pi0 = pi1 = np.zeros_like(mu)
-    return {"mu": mu, "kappa": kappa, "a": mu * kappa, "b": (1 - mu) * kappa, "pi0": pi0, "pi1": pi1}
+    """Named parameters ``mu, kappa, a, b, pi0, pi1`` of unconstrained ``theta`` (last axis) of bb/zoibb."""
+    out = get_model(prior).named(np.asarray(theta, float))
+    if prior == "bb":
+        out["pi0"] = out["pi1"] = np.zeros_like(out["mu"])
+    return out
 
 
-def _bb_terms(theta, n, c):
-    """Per-pair BB log-lik (without log C(n,c)) and its gradient wrt (logit mu, log kappa)."""
-    mu = expit(theta[0])
-    kappa = np.exp(theta[1])
-    a, b = mu * kappa, (1 - mu) * kappa
-    ll = betaln(a + c, b + n - c) - betaln(a, b)
-    dab = digamma(a + b) - digamma(a + b + n)
-    da = digamma(a + c) - digamma(a) + dab
-    db = digamma(b + n - c) - digamma(b) + dab
-    g_mu = da * a * (1 - mu) - db * b * mu
-    g_k = da * a + db * b
-    return ll, np.stack([g_mu, g_k])
+def _objective(model, n, c, w):
+    """Negative log marginal likelihood and its gradient for one config's pairs (the model's own)."""
+    aux = {"n": n[None], "c": c[None]}
+    ww = w[None]
 
+    def f(x):
+        th = x[None, None, :]
+        _, g = model.logp_grad(th, aux, ww)
+        _, pg = model.logprior_grad(th)
+        with np.errstate(all="ignore"):
+            ll = float(np.sum(ww * model.loglik(th[..., None, :], aux, NP)))
+        grad = (g - pg)[0, 0]
+        if not np.isfinite(ll):
+            return 1e300, np.zeros_like(x)
+        return -ll, -grad
 
-def _bb_objective(theta, n, c, w):
-    ll, g = _bb_terms(theta, n, c)
-    return -np.sum(w * ll), -(g @ w)
-
-
-def _zoibb_objective(theta, n, c, w):
-    ll_b, g_b = _bb_terms(theta[:2], n, c)
-    logits = np.array([0.0, theta[2], theta[3]])  # beta, zero, one
-    logp = logits - logsumexp(logits)
-    with np.errstate(divide="ignore"):
-        comps = np.stack([
-            logp[0] + ll_b + log_binom(n, c),
-            np.where(c == 0, logp[1], -np.inf),
-            np.where(c == n, logp[2], -np.inf),
-        ])
-    ll = logsumexp(comps, axis=0)
-    resp = np.exp(comps - ll)
-    p = np.exp(logp)
-    grad = np.concatenate([
-        (resp[0] * g_b) @ w,
-        [np.sum(w * (resp[1] - p[1])), np.sum(w * (resp[2] - p[2]))],
-    ])
-    return -np.sum(w * (ll - log_binom(n, c))), -grad
+    return f
 
 
 def _start(n, c, w, prior):
@@ -118,11 +84,12 @@ def _status(theta, n, c, w, prior):
 
 
 def _fit_one(n, c, w, prior):
-    obj = _bb_objective if prior == "bb" else _zoibb_objective
+    model = get_model(prior)
+    obj = _objective(model, np.asarray(n, float), np.asarray(c, float), np.asarray(w, float))
     bounds = [_LOGIT_MU, _LOG_KAPPA] + ([_Z, _Z] if prior == "zoibb" else [])
     best = None
     for theta0 in (_start(n, c, w, prior), np.array([0.0, 0.0, 0.0, 0.0][: len(bounds)])):
-        res = minimize(obj, theta0, args=(n, c, w), jac=True, method="L-BFGS-B", bounds=bounds,
+        res = minimize(obj, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": 500, "ftol": 1e-12, "gtol": 1e-8})
         if best is None or res.fun < best.fun:
             best = res
@@ -176,8 +143,9 @@ def fit_eb(counts: xr.Dataset, prior: str = "bb", *, warn: bool = True) -> xr.Da
         theta = res.x
         for key, value in theta_to_params(theta, prior).items():
             out[key][j] = value
-        out["log_marginal"][j] = -res.fun + np.sum(w * log_binom(n, c))
-        converged[j] = bool(res.success)
+        out["log_marginal"][j] = -res.fun
+        # a line search that cannot improve at 1e-12 relative precision at a zero gradient has converged
+        converged[j] = bool(res.success) or float(np.max(np.abs(res.jac))) < 1e-3 * max(1.0, abs(res.fun)) ** 0.5
         status[j] = _status(theta, n, c, w, prior)
         if status[j] == "mean_only":
             out["mu"][j] = np.sum(w * c) / np.sum(w * n)

@@ -1,4 +1,4 @@
-"""``bayespass.fit``: counts -> ``az.InferenceData`` by MCMC (PyMC) or empirical Bayes."""
+"""``bayespass.fit``: counts -> ``az.InferenceData`` by a fast NumPy sampler or by PyMC's NUTS."""
 
 from __future__ import annotations
 
@@ -10,224 +10,321 @@ import xarray as xr
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..stats import kernels
-from ..stats.pairs import pair_table
-from ..testing import rng as _rng
 from ..validate import check_choice, check_positive_int
+from . import hmc
+from .base import NP, PairData, get_model
 from .eb import FitWarning
-from .laplace import laplace_draws
 from .predictive import default_k_grid, passk_draws, replicate_counts
-from .specs import MODELS, build_model
 
-__all__ = ["fit", "convergence_report"]
+__all__ = ["fit", "stack_fits", "convergence_report", "loglik_draws"]
 
 METHODS = ("mcmc", "eb")
 SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
-_FREE = {"bb": ["mu", "log_kappa"], "zoibb": ["mu", "log_kappa", "w"],
-         "hier": ["alpha", "sigma_d", "z", "log_phi"]}
 
 
-def fit(counts: xr.Dataset, model: str = "bb", method: str = "mcmc", *, draws: int | None = None,
+def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None, *, draws: int | None = None,
         tune: int | None = None, chains: int | None = None, cores: int | None = None,
         seed: int | None = None, k=None, sampler: str = "pymc", target_accept: float | None = None,
-        progressbar: bool = True):
+        progressbar: bool = True, candidates=None):
     """Fit a model of per-task success probability and return ``az.InferenceData``.
 
     Parameters
     ----------
     counts : xarray.Dataset
         Counts dataset (``n``, ``c`` over ``config`` x ``task``).
-    model : {"bb", "zoibb", "hier"}
-        See :mod:`bayespass.models.specs` for the formulas.
-    method : {"mcmc", "eb"}
-        ``"mcmc"``: NUTS via PyMC.  ``"eb"``: evidence maximisation, then an
-        importance-corrected (PSIS) Laplace approximation of the
-        hyperparameter posterior under the same hyperpriors
-        (:mod:`bayespass.models.laplace`; bb/zoibb only), in the
-        same layout, so every post-processor works on both.
+    model : str, optional
+        A registered model (``"bb"``, ``"zoibb"``, ``"flex"``, ``"hier"``) or
+        ``"auto"`` (Bayesian stacking of ``candidates``; see
+        :mod:`bayespass.models.stack`).  Default ``rcParams["stats.model"]``,
+        the model that wins the calibration benchmark (benchmarks/RESULTS.md).
+    method : {"eb", "mcmc"}, optional
+        ``"eb"`` (default ``rcParams["stats.method"]``): empirical-Bayes start
+        (the posterior mode) and the posterior under the model's priors by a
+        vectorised HMC in NumPy (:mod:`bayespass.models.hmc`): fast, no PyMC.
+        ``"mcmc"``: NUTS via PyMC on the same log density.  Both give the same
+        layout, so every post-processor works on both.
     draws, tune, chains, cores : int, optional
-        Sampler settings; defaults from ``rcParams["mcmc.*"]`` (cores capped
-        at the machine's CPUs).
+        Sampler settings; defaults from ``rcParams["mcmc.*"]`` / ``rcParams["eb.*"]``.
     seed : int, optional
         Random seed (default ``rcParams["stats.seed"]``).
     k : sequence of int, optional
         k grid of the ``passk`` group; default log-spaced 1..max(200, 4 max n).
     sampler : {"pymc", "nutpie", "numpyro", "blackjax"}
-        NUTS implementation (PyMC's default is the measured default here).
+        NUTS implementation for ``method="mcmc"``.
     target_accept : float, optional
-        NUTS target acceptance.
+        Target acceptance of the sampler.
     progressbar : bool
         Show the sampler's progress bar.
+    candidates : sequence of str, optional
+        Models stacked by ``model="auto"`` (default ``rcParams["stats.candidates"]``).
 
     Returns
     -------
     arviz.InferenceData
-        Groups ``posterior``, ``posterior_predictive`` (``c`` replicated),
+        Groups ``posterior`` (``theta`` over config x param plus the model's
+        named quantities), ``posterior_predictive`` (``c`` replicated),
         ``log_likelihood`` (``c`` per config x task, marginal over p_i),
         ``observed_data`` (``c``), ``constant_data`` (``n``),
         ``sample_stats`` and ``passk`` (dataset-level pass@k per draw on the
-        k grid; for ``hier``, whose predictive is per config x task, on 250
-        evenly spaced draws per chain).  ``posterior.attrs`` records the model, method, seed and
-        convergence diagnostics.
+        k grid).  ``posterior.attrs`` records the model, method, seed,
+        convergence diagnostics and, for ``"auto"``, the stacking weights.
 
     Examples
     --------
     >>> import bayespass as bp
     >>> counts = bp.read_counts("data/examples/counts_small.csv")  # doctest: +SKIP
-    >>> idata = bp.fit(counts, model="zoibb", method="eb")           # doctest: +SKIP
-    >>> bp.passk_curve(idata, k=[1, 10, 100])                         # doctest: +SKIP
+    >>> idata = bp.fit(counts)                                      # doctest: +SKIP
+    >>> bp.passk_curve(idata, k=[1, 10, 100])                        # doctest: +SKIP
     """
     counts = validate_counts(counts)
-    check_choice(model, MODELS, name="model")
+    model = rcParams["stats.model"] if model is None else model
+    method = rcParams["stats.method"] if method is None else method
+    if model != "auto":
+        get_model(model)  # clear error for an unknown name, before any work
     check_choice(method, METHODS, name="method")
     check_choice(sampler, SAMPLERS, name="sampler")
     seed = rcParams["stats.seed"] if seed is None else int(seed)
-    draws = check_positive_int(draws if draws is not None else rcParams["mcmc.draws"], name="draws")
-    if method == "eb":
-        if model == "hier":
-            raise ValueError("model='hier' supports method='mcmc' only (its task difficulties are "
-                             "latent); use method='mcmc', or model 'bb'/'zoibb' with method='eb'")
-        idata = _fit_eb(counts, model, draws=draws, seed=seed)
-    else:
-        idata = _fit_mcmc(counts, model, draws=draws, tune=tune, chains=chains, cores=cores,
-                          seed=seed, sampler=sampler, target_accept=target_accept,
-                          progressbar=progressbar)
-    return _finish(idata, counts, model, method, seed, k)
+    kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
+              target_accept=target_accept, progressbar=progressbar)
+    if model == "auto":
+        return _fit_auto(counts, method, candidates, k, kw)
+    m = get_model(model)
+    if m.joint and method == "eb":
+        raise ValueError(f"model={model!r} supports method='mcmc' only (its task difficulties are "
+                         "latent); use method='mcmc', or a per-config model with method='eb'")
+    idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
+    return _finish(idata, counts, m, method, seed, k)
 
 
-def _fit_mcmc(counts, model, *, draws, tune, chains, cores, seed, sampler, target_accept, progressbar):
+def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
+    import arviz as az
+
+    draws = check_positive_int(draws if draws is not None else rcParams["eb.draws"], name="draws")
+    warmup = check_positive_int(tune if tune is not None else rcParams["eb.warmup"], name="tune")
+    chains = check_positive_int(chains if chains is not None else rcParams["eb.chains"], name="chains")
+    data = PairData.from_counts(counts)
+    aux = m.prepare(data)
+    res = hmc.sample(lambda th: m.logp_grad(th, aux, data.w), m.start(data), chains=chains, warmup=warmup,
+                     draws=draws, rng=seed, target_accept=target_accept or 0.8, bounds=m.bounds())
+    idata = az.InferenceData(posterior=_posterior(m, res.draws, counts.config.values))
+    idata.posterior.attrs.update(step_size=res.step_size.tolist(), acceptance=res.acceptance.tolist(),
+                                 divergences=res.divergences.tolist(), sampler="bayespass-hmc")
+    diverging = np.zeros((chains, draws), bool)
+    idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)},
+                                                 coords={"chain": np.arange(chains), "draw": np.arange(draws)})})
+    return idata
+
+
+def _posterior(m, theta: np.ndarray, configs) -> xr.Dataset:
+    """Posterior dataset of a per-config model from theta draws (chain, draw, config, P)."""
+    dims = ("chain", "draw", "config")
+    named = {k: (dims, v) for k, v in m.named(theta).items()}
+    return xr.Dataset({"theta": (dims + ("param",), theta), **named},
+                      coords={"chain": np.arange(theta.shape[0]), "draw": np.arange(theta.shape[1]),
+                              "config": configs, "param": list(m.coords)})
+
+
+def _fit_mcmc(counts, m, *, draws, tune, chains, cores, seed, sampler, target_accept, progressbar):
     import os
 
     import pymc as pm
     from threadpoolctl import threadpool_limits
 
+    from .specs import build_model
+
+    draws = check_positive_int(draws if draws is not None else rcParams["mcmc.draws"], name="draws")
     chains = check_positive_int(chains if chains is not None else rcParams["mcmc.chains"], name="chains")
     cores = check_positive_int(cores if cores is not None else rcParams["mcmc.cores"], name="cores")
     cores = min(cores, os.cpu_count() or 1, chains)
     tune = check_positive_int(tune if tune is not None else rcParams["mcmc.tune"], name="tune")
     target_accept = rcParams["mcmc.target_accept"] if target_accept is None else float(target_accept)
-    with build_model(counts, model), threadpool_limits(1), warnings.catch_warnings():
+    initval = None
+    if not m.joint:  # start NUTS at the posterior mode (the same one the fast path starts from)
+        data = PairData.from_counts(counts)
+        aux = m.prepare(data)
+        initval = hmc.map_point(lambda th: m.logp_grad(th, aux, data.w), m.start(data), bounds=m.bounds())
+    pm_model = build_model(counts, m, initval=initval) if not m.joint else m.build_pymc(counts)
+    with pm_model, threadpool_limits(1), warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         warnings.filterwarnings("ignore", "The effect of Potentials", UserWarning)
-        # These models use no BLAS operations; pip-installed pytensor warns on every cold start.
         warnings.filterwarnings("ignore", "PyTensor could not link to a BLAS", UserWarning)
-        return pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
-                         target_accept=target_accept, nuts_sampler=sampler, progressbar=progressbar,
-                         compute_convergence_checks=False,
-                         idata_kwargs={"log_likelihood": model != "zoibb"})
-
-
-def _fit_eb(counts, model, *, draws, seed):
-    import arviz as az
-
-    g = _rng(seed)
-    table = pair_table(counts.n.values, counts.c.values)
-    names = ("mu", "kappa", "a", "b", "pi0", "pi1")
-    post = {k: np.full((1, draws, table.n_config), np.nan) for k in names}
-    notes, accept, logml = [], [], []
-    for j in range(table.n_config):
-        sel = (table.cfg == j) & table.observed
-        if not sel.any():
-            notes.append(np.nan)
-            accept.append(np.nan)
-            logml.append(np.nan)
-            continue
-        n, c, w = table.n[sel].astype(float), table.c[sel].astype(float), table.weight[sel]
-        vals, diag, lm = laplace_draws(n, c, w, model, draws=draws, rng=g)
-        for key in names:
-            post[key][0, :, j] = vals[key]
-        notes.append(diag["khat"])
-        accept.append(diag["acceptance"])
-        logml.append(lm + float(np.sum(w * kernels.log_binom(n, c))))
-    coords = {"chain": [0], "draw": np.arange(draws), "config": counts.config.values}
-    posterior = xr.Dataset({k: (("chain", "draw", "config"), v) for k, v in post.items()}, coords=coords)
-    if model == "bb":
-        posterior = posterior.drop_vars(["pi0", "pi1"])
-    idata = az.InferenceData(posterior=posterior)
-    idata.posterior.attrs["importance_khat"] = notes
-    idata.posterior.attrs["rejuvenation_acceptance"] = accept
-    idata.posterior.attrs["log_marginal"] = logml
-    bad = [str(cfg) for cfg, kh in zip(counts.config.values, notes, strict=True) if kh > 1.0]
-    if bad:
-        warnings.warn(f"EB Laplace/importance approximation failed (Pareto k-hat > 1) for "
-                      f"{bad[:5]}; use method='mcmc' for these configs.", FitWarning, stacklevel=3)
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                          target_accept=target_accept, nuts_sampler=sampler, progressbar=progressbar,
+                          compute_convergence_checks=False, idata_kwargs={"log_likelihood": m.joint})
+    if not m.joint:
+        theta = idata.posterior["theta"].values
+        post = _posterior(m, theta, counts.config.values)
+        post.attrs.update(idata.posterior.attrs)
+        del idata["posterior"]
+        idata.add_groups({"posterior": post})
     return idata
 
 
-def _log_likelihood(idata, counts, model):
-    n, c = counts.n.values, counts.c.values
+def loglik_draws(m, theta: np.ndarray, data: PairData) -> np.ndarray:
+    """Log-likelihood per (chain, draw, config, pair) of per-config-model draws theta (chain, draw, config, P)."""
+    from .stack import StackModel
+
+    out = np.zeros(theta.shape[:3] + (data.n.shape[1],))
+    for j in range(data.n_config):
+        sub = PairData(data.n[j:j + 1], data.c[j:j + 1], data.w[j:j + 1])
+        if isinstance(m, StackModel):
+            comp = theta[:, :, j, 0].astype(int)
+            for i, cm in enumerate(m.components):
+                sel = comp == i
+                if sel.any():
+                    t = theta[:, :, j, 1:1 + cm.n_params][sel]
+                    out[:, :, j][sel] = cm.loglik(t[:, None, None, :], cm.prepare(sub), NP)[:, 0]
+        else:
+            with np.errstate(all="ignore"):
+                out[:, :, j] = m.loglik(theta[:, :, j][..., None, None, :], m.prepare(sub), NP)[..., 0, :]
+    return out
+
+
+def _log_likelihood(idata, counts, m) -> xr.Dataset:
     post = idata.posterior
-    a, b = post["a"].values[..., None], post["b"].values[..., None]
-    if model == "bb":
-        ll = kernels.bb_logpmf(c, n, a, b)
+    n, c = counts.n.values, counts.c.values
+    if m.joint:
+        ll = m.loglik_tasks(post, n, c)
     else:
-        ll = kernels.zoibb_logpmf(c, n, a, b, post["pi0"].values[..., None], post["pi1"].values[..., None])
+        data = PairData.from_counts(counts)
+        per_pair = loglik_draws(m, post["theta"].values, data)
+        ll = _fan_out(per_pair, data, n)
     return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},
                       coords={"chain": post.chain.values, "draw": post.draw.values,
                               "config": counts.config.values, "task": counts.task.values})
 
 
-def _finish(idata, counts, model, method, seed, k):
-    import arviz as az
+def _fan_out(per_pair: np.ndarray, data: PairData, n: np.ndarray) -> np.ndarray:
+    """(chain, draw, config, U) per padded pair -> (chain, draw, config, task)."""
+    table = data.table
+    slot = np.full(table.cfg.size, -1)
+    obs = table.observed
+    counter = np.zeros(table.n_config, int)
+    for i in np.flatnonzero(obs):
+        slot[i] = counter[table.cfg[i]]
+        counter[table.cfg[i]] += 1
+    task_slot = slot[table.inverse]  # (config, task)
+    cfg_idx = np.broadcast_to(np.arange(n.shape[0])[:, None], n.shape)
+    out = per_pair[:, :, cfg_idx, np.maximum(task_slot, 0)]
+    return np.where(task_slot >= 0, out, 0.0)
 
+
+def _finish(idata, counts, m, method, seed, k):
     cfg_coords = {name: ("config", counts[name].values) for name in ("model", "temperature", "benchmark")}
     obs = xr.Dataset({"c": counts.c}).assign_coords(cfg_coords)
     const = xr.Dataset({"n": counts.n}).assign_coords(cfg_coords)
-    idata.posterior.attrs.update(bayespass_model=model, bayespass_method=method, seed=seed,
-                                 bayespass_version=__version__)
+    idata.posterior.attrs.update(bayespass_model=m.name, bayespass_method=method, seed=seed,
+                                 bayespass_version=__version__, model_description=m.description)
+    if hasattr(m, "settings"):
+        idata.posterior.attrs["model_settings"] = repr(m.settings)
     groups = {"observed_data": obs.drop_vars(list(cfg_coords)), "constant_data": const.drop_vars(list(cfg_coords))}
-    if method == "eb" or model == "zoibb":
-        groups["log_likelihood"] = _log_likelihood(idata, counts, model)
-    if method == "eb":
-        groups["sample_stats"] = xr.Dataset(
-            {"lp": (("chain", "draw"), np.zeros((1, idata.posterior.sizes["draw"])))},
-            coords={"chain": [0], "draw": idata.posterior.draw.values})
     for name, ds in groups.items():
         if name in idata.groups():
             del idata[name]
         idata.add_groups({name: ds})
+    if "log_likelihood" in idata.groups():
+        del idata["log_likelihood"]
+    idata.add_groups({"log_likelihood": _log_likelihood(idata, counts, m)})
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
-    ppc = replicate_counts(idata, seed=seed)
-    pk = passk_draws(idata, k_grid, max_draws=250 if model == "hier" else None, seed=seed)
-    extra = {"posterior_predictive": ppc.to_dataset(), "passk": pk}
+    extra = {"posterior_predictive": replicate_counts(idata, seed=seed).to_dataset(),
+             "passk": passk_draws(idata, k_grid, max_draws=250, seed=seed)}
     for name, ds in extra.items():
         if name in idata.groups():
             del idata[name]
-        idata.add_groups({name: ds})
-    if method == "mcmc":
-        _gate(idata, model)
-    else:
-        idata.posterior.attrs["convergence"] = "n/a (empirical Bayes)"
-    del az
+        idata.add_groups({name: ds}, warn_on_custom_groups=False) if name == "passk" else idata.add_groups({name: ds})
+    _gate(idata, m, method)
     return idata
 
 
-def convergence_report(idata, model: str) -> dict:
+def _fit_auto(counts, method, candidates, k, kw):
+    names = list(rcParams["stats.candidates"] if candidates is None else candidates)
+    if len(names) < 2:
+        raise ValueError(f"model='auto' stacks at least two candidates; got candidates={names!r}")
+    for name in names:
+        get_model(name)
+    fits = {name: fit(counts, name, method, k=k, **kw) for name in names}
+    return stack_fits(fits, counts, seed=kw["seed"], k=k)
+
+
+def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None, k=None):
+    """Stack fits of the same counts (``bp.stack``): one InferenceData whose posterior mixes theirs.
+
+    Per config, the weights maximise the PSIS-LOO predictive density of the
+    mixture (Bayesian stacking, ``arviz.compare(method="stacking")``); they are
+    recorded in ``posterior.attrs["stacking_weights"]`` and as the
+    ``stacking_weight`` variable.
+    """
+    from ..data.counts import make_counts
+    from .stack import StackModel, stack
+
+    names = list(fits)
+    if len(names) < 2:
+        raise ValueError(f"stacking needs at least two fits; got {names!r}")
+    first = fits[names[0]]
+    if counts is None:
+        counts = make_counts(first.constant_data["n"].values, first.observed_data["c"].values,
+                             task=first.observed_data.task.values, config=first.observed_data.config.values)
+    methods = {f.posterior.attrs.get("bayespass_method") for f in fits.values()}
+    seed = rcParams["stats.seed"] if seed is None else int(seed)
+    idata, weights = stack(fits, seed=seed)
+    m = StackModel(names)
+    idata.add_groups({"sample_stats": first["sample_stats"]})
+    out = _finish(idata, counts, m, "+".join(sorted(methods)), seed, k)
+    out.posterior.attrs["stacking_weights"] = {str(c): dict(zip(names, map(float, w), strict=True))
+                                               for c, w in zip(weights.config.values, weights.values, strict=True)}
+    out.posterior.attrs["convergence"] = "; ".join(f"{n}: {fits[n].posterior.attrs.get('convergence')}"
+                                                   for n in names)
+    return out
+
+
+def convergence_report(idata, model=None) -> dict:
     """Return r_hat max, ESS-bulk min and divergence count over the free parameters."""
     import arviz as az
 
-    names = [v for v in _FREE[model] if v in idata.posterior]
-    rhat = az.rhat(idata, var_names=names)
-    ess = az.ess(idata, var_names=names, method="bulk")
+    m = get_model(model or idata.posterior.attrs.get("bayespass_model"))
+    if m.joint:
+        target = idata.posterior[[v for v in m.free if v in idata.posterior]]
+    else:
+        # the identified quantities: the model's named parameters and the dataset pass@k at k = 1, 10, 100
+        # (coordinates of theta that the data do not inform, e.g. far spline coefficients, mix slowly
+        # without changing any estimate)
+        gated = getattr(m, "gated", None)
+        target = idata.posterior[[v for v in idata.posterior.data_vars
+                                  if v != "theta" and (gated is None or v in gated)]]
+        if "passk" in idata.groups():
+            pk = idata.passk["passk_mean"].sel(k=[k for k in (1, 10, 100) if k in idata.passk.k])
+            target = target.assign(passk=pk)
+    names = list(target.data_vars)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rhat = az.rhat(target)
+        ess = az.ess(target, method="bulk")
     return {
         "r_hat_max": float(max(float(rhat[v].max()) for v in names)),
         "ess_bulk_min": float(min(float(ess[v].min()) for v in names)),
-        "divergences": int(idata.sample_stats["diverging"].sum()),
+        "divergences": int(idata.sample_stats["diverging"].sum()) + int(np.sum(
+            idata.posterior.attrs.get("divergences", 0))),
     }
 
 
-def _gate(idata, model):
-    rep = convergence_report(idata, model)
+def _gate(idata, m, method):
+    from .stack import StackModel
+
+    if isinstance(m, StackModel):
+        return
+    rep = convergence_report(idata, m)
+    ess_min = rcParams["mcmc.ess_min"] if method == "mcmc" else rcParams["eb.ess_min"]
+    rhat_max = rcParams["mcmc.rhat_max"] if method == "mcmc" else rcParams["eb.rhat_max"]
     problems = []
-    if not rep["r_hat_max"] <= rcParams["mcmc.rhat_max"]:
-        problems.append(f"r_hat {rep['r_hat_max']:.3f} > {rcParams['mcmc.rhat_max']}")
-    if not rep["ess_bulk_min"] >= rcParams["mcmc.ess_min"]:
-        problems.append(f"ESS bulk {rep['ess_bulk_min']:.0f} < {rcParams['mcmc.ess_min']:.0f}")
+    if not rep["r_hat_max"] <= rhat_max:
+        problems.append(f"r_hat {rep['r_hat_max']:.3f} > {rhat_max}")
+    if not rep["ess_bulk_min"] >= ess_min:
+        problems.append(f"ESS bulk {rep['ess_bulk_min']:.0f} < {ess_min:.0f}")
     if rep["divergences"] > 0:
         problems.append(f"{rep['divergences']} divergences")
     idata.posterior.attrs.update({f"convergence_{k}": v for k, v in rep.items()})
     idata.posterior.attrs["convergence"] = "ok" if not problems else "; ".join(problems)
     if problems:
-        warnings.warn(f"MCMC convergence gates failed for model {model!r}: {'; '.join(problems)}. "
+        warnings.warn(f"convergence gates failed for model {m.name!r} ({method}): {'; '.join(problems)}. "
                       "Increase draws/tune or target_accept; results are recorded but may be "
-                      "unreliable.", FitWarning, stacklevel=3)
+                      "unreliable.", FitWarning, stacklevel=4)

@@ -8,7 +8,11 @@ unbiased estimator, or ``n == 0`` for plug-in estimators).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betaln, gammaln, logsumexp
+from scipy.special import gammaln
+
+from .._xp import NP
+from .._xp import betaln as _betaln_xp
+from .._xp import log_binom as _log_binom_xp
 
 __all__ = [
     "passk_naive",
@@ -18,6 +22,8 @@ __all__ = [
     "linmix_weight",
     "bb_logpmf",
     "zoibb_logpmf",
+    "bb_loglik",
+    "zoibb_loglik",
     "log_binom",
 ]
 
@@ -29,6 +35,27 @@ def log_binom(n, k):
     with np.errstate(invalid="ignore"):
         out = gammaln(n + 1) - gammaln(k + 1) - gammaln(np.maximum(n - k, 0) + 1)
     return np.where(k > n, -np.inf, out)
+
+
+def bb_loglik(a, b, n, c, xp=NP):
+    """Beta-Binomial log-pmf ``log[C(n,c) B(a+c, b+n-c) / B(a,b)]`` in the backend ``xp``.
+
+    The one definition of the Beta-Binomial likelihood: the PyMC models, the
+    NumPy samplers, empirical Bayes and the closed-form estimators all use it.
+    """
+    return _log_binom_xp(n, c, xp) + _betaln_xp(a + c, b + n - c, xp) - _betaln_xp(a, b, xp)
+
+
+def zoibb_loglik(a, b, pi_b, pi0, pi1, n, c, xp=NP):
+    """Zero-one-inflated Beta-Binomial log-pmf in the backend ``xp`` (masses beta/zero/one).
+
+    ``log[pi0 1[c=0] + pi1 1[c=n] + pi_b BB(c | n, a, b)]``; the one definition
+    of this likelihood.
+    """
+    bb = bb_loglik(a, b, n, c, xp)
+    comps = xp.stack([xp.log(pi_b) + bb, xp.where(xp.eq(c, 0), xp.log(pi0), -np.inf),
+                      xp.where(xp.eq(c, n), xp.log(pi1), -np.inf)], axis=-1)
+    return xp.logsumexp(comps, axis=-1)
 
 
 def passk_naive(n, c, k):
@@ -99,29 +126,21 @@ def passk_bb_predictive(n, c, k, a, b):
 
 
 def bb_logpmf(c, n, a, b):
-    """Beta-Binomial log-pmf ``log[C(n,c) B(a+c, b+n-c) / B(a,b)]``."""
+    """Beta-Binomial log-pmf ``log[C(n,c) B(a+c, b+n-c) / B(a,b)]`` (NumPy, broadcasting)."""
     c, n, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (c, n, a, b)))
-    return log_binom(n, c) + betaln(a + c, b + n - c) - betaln(a, b)
+    return bb_loglik(a, b, n, c)
 
 
 def zoibb_logpmf(c, n, a, b, pi0, pi1):
-    """Zero-one-inflated Beta-Binomial log-pmf.
+    """Zero-one-inflated Beta-Binomial log-pmf (NumPy, broadcasting); 0 where ``n = 0``.
 
-    ``pi0 1[c=0] + pi1 1[c=n] + (1 - pi0 - pi1) BB(c | n, a, b)``; for ``n = 0``
-    the probability is 1 (log-pmf 0).
+    ``pi0 1[c=0] + pi1 1[c=n] + (1 - pi0 - pi1) BB(c | n, a, b)``.
     """
     c, n, a, b, pi0, pi1 = np.broadcast_arrays(
         *(np.asarray(x, dtype=float) for x in (c, n, a, b, pi0, pi1))
     )
     with np.errstate(divide="ignore"):
-        comps = np.stack(
-            [
-                np.where(c == 0, np.log(pi0), -np.inf),
-                np.where(c == n, np.log(pi1), -np.inf),
-                np.log1p(-(pi0 + pi1)) + bb_logpmf(c, n, a, b),
-            ]
-        )
-    out = logsumexp(comps, axis=0)
+        out = zoibb_loglik(a, b, 1.0 - (pi0 + pi1), pi0, pi1, n, c)
     return np.where(n == 0, 0.0, out)
 
 

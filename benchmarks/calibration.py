@@ -1,0 +1,218 @@
+"""Calibration of dataset-level pass@k bands: coverage, width, interval score and MAE per cell.
+
+Cells: (truth family or real data) x m samples per task x k.  For each cell,
+``--reps`` replicate data sets are drawn; every model is fitted to all of them
+at once (each replicate is one config of a counts dataset: the fits are
+per-config, so this is the same as fitting them one by one, only faster) with
+``method="eb"`` and its 90% equal-tailed interval of pass@k is checked against
+the truth.
+
+Simulation: per-task p from six families (the published ZOIB priors of the
+accuracy benchmark, MBPP-like and CodeContests-like; two-Beta mixtures;
+logit-normal; structural zeros plus a cloud of tiny p in [1e-3, 1e-2];
+near-deterministic), T = 300 tasks; truth = mean_i [1 - (1 - p_i)^k] of the
+replicate's own p_i.
+
+Real data: the counts of ``data/real_mbpp/counts.csv`` (real MBPP
+generations executed by ``benchmarks/real_mbpp.py``): configs with n = 50 on
+every task; a replicate draws m of the 50 samples of each task without
+replacement (a hypergeometric draw of the correct ones); the reference is the
+unbiased pass@k on all 50, k <= 50.
+
+Usage: python benchmarks/calibration.py [--reps 100] [--real-reps 50] [--models bb,zoibb,flex,auto]
+       [--families ...] [--ms 1,2,5,10,20] [--no-sim] [--no-real] [--json out.json] [--flex key=value,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from scipy.special import expit  # noqa: E402
+
+import bayespass as bp  # noqa: E402
+from bayespass.testing import true_passk  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+KS = (1, 10, 50, 100, 1000)
+REAL_KS = (1, 10, 50)
+T = 300
+ALPHA = 0.1
+MBPP = [(0.15, 0.03, 0, 0.01), (1.14, 0.27, 0.02, 0), (0.19, 0.14, 0.10, 0.37), (0.79, 0.73, 0.02, 0),
+        (0.34, 0.19, 0.07, 0.26), (1.65, 1.19, 0.03, 0)]
+CODECONTESTS = [(0.12, 0.37, 0.35, 0), (0.05, 1.72, 0.06, 0), (0.15, 3.76, 0.71, 0), (0.39, 23.24, 0.81, 0),
+                (0.03, 0.90, 0.07, 0), (0.02, 0.92, 0.18, 0.01)]
+TWO_BETA = [(0.5, (0.3, 4.0), (6.0, 1.5)), (0.3, (0.5, 8.0), (3.0, 3.0)), (0.7, (0.2, 2.0), (10.0, 1.0))]
+LOGIT_NORMAL = [(-1.0, 2.5), (1.0, 2.0), (-2.5, 1.5)]
+FAMILIES = ("zoib-mbpp", "zoib-codecontests", "two-beta", "logit-normal", "zeros+tiny", "near-deterministic")
+
+
+def _zoib(rng, a, b, pi0, pi1):
+    u, p = rng.random(T), rng.beta(a, b, T)
+    return np.where(u < pi0, 0.0, np.where(u < pi0 + pi1, 1.0, p))
+
+
+def draw_family(name: str, rng, r: int) -> np.ndarray:
+    """Per-task p of replicate ``r`` of a truth family (variants rotate with r)."""
+    if name == "zoib-mbpp":
+        return _zoib(rng, *MBPP[r % len(MBPP)])
+    if name == "zoib-codecontests":
+        return _zoib(rng, *CODECONTESTS[r % len(CODECONTESTS)])
+    if name == "two-beta":
+        w, (a1, b1), (a2, b2) = TWO_BETA[r % len(TWO_BETA)]
+        return np.where(rng.random(T) < w, rng.beta(a1, b1, T), rng.beta(a2, b2, T))
+    if name == "logit-normal":
+        mu, sd = LOGIT_NORMAL[r % len(LOGIT_NORMAL)]
+        return expit(rng.normal(mu, sd, T))
+    if name == "zeros+tiny":
+        u = rng.random(T)
+        return np.where(u < 0.3, 0.0, np.where(u < 0.5, 10 ** rng.uniform(-3, -2, T), rng.beta(2, 2, T)))
+    if name == "near-deterministic":
+        u = rng.random(T)
+        return np.where(u < 0.2, 0.0, np.where(u < 0.8, 1.0, rng.beta(0.5, 0.5, T)))
+    raise ValueError(f"family={name!r} is not one of {FAMILIES}")
+
+
+def sim_cell(family: str, m: int, reps: int, seed: int):
+    """Counts (reps configs x T tasks) and the truth (reps, K) of one simulation cell."""
+    rng = np.random.default_rng(seed)
+    p = np.stack([draw_family(family, rng, r) for r in range(reps)])
+    c = rng.binomial(m, p)
+    counts = bp.make_counts(np.full(p.shape, m), c, config=[f"r{r}" for r in range(reps)])
+    return counts, true_passk(p, KS)
+
+
+def real_counts():
+    """Real MBPP counts with n = 50 on every task (configs x tasks), or None."""
+    path = REPO / "data" / "real_mbpp" / "counts.csv"
+    if not path.exists():
+        return None
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    full = df.groupby(["model", "temperature"]).filter(lambda g: (g.n == 50).all())
+    return full
+
+
+def real_cell(df, m: int, reps: int, seed: int):
+    """Subsampled counts (configs*reps) and the reference (configs*reps, K) of one real-data cell."""
+    rng = np.random.default_rng(seed)
+    groups = list(df.groupby(["model", "temperature"]))
+    ns, cs, refs, names = [], [], [], []
+    for (model, temp), g in groups:
+        n_full, c_full = g.n.to_numpy(), g.c.to_numpy()
+        ref = bp.passk(bp.make_counts(n_full[None], c_full[None]), list(REAL_KS), method="unbiased").values[0]
+        for r in range(reps):
+            c = rng.hypergeometric(c_full, n_full - c_full, m)
+            ns.append(np.full(n_full.size, m))
+            cs.append(c)
+            refs.append(ref)
+            names.append(f"{model}|T={temp}|r{r}")
+    return bp.make_counts(np.stack(ns), np.stack(cs), config=names), np.stack(refs), len(groups)
+
+
+def evaluate(counts, truth, ks, models, flex_settings=None):
+    """Per model: (mean, lo, hi) of shape (configs, K), and the fit time."""
+    out = {}
+    for name in models:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if name == "naive":
+                est = bp.passk(counts, list(ks), method="naive").values
+                out[name] = (est, np.full_like(est, np.nan), np.full_like(est, np.nan), time.perf_counter() - t0)
+                continue
+            model = name
+            if name == "flex" and flex_settings:
+                from bayespass.models.flex import Flex
+
+                model = Flex(**flex_settings)
+            idata = bp.fit(counts, model, "eb", k=list(ks), progressbar=False)
+            cur = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)
+        out[name] = (cur["mean"].values, cur["eti_lower"].values, cur["eti_upper"].values,
+                     time.perf_counter() - t0)
+    return out
+
+
+def score(res, truth):
+    """Coverage, width, interval score, MAE and bias per k."""
+    mean, lo, hi, secs = res
+    covered = (lo <= truth) & (truth <= hi)
+    interval = (hi - lo) + 2 / ALPHA * (np.maximum(lo - truth, 0) + np.maximum(truth - hi, 0))
+    return {"coverage": np.nanmean(covered, 0).tolist() if np.isfinite(lo).all() else [None] * truth.shape[1],
+            "width": np.mean(hi - lo, 0).tolist(), "interval_score": np.mean(interval, 0).tolist(),
+            "mae": np.mean(np.abs(mean - truth), 0).tolist(), "bias": np.mean(mean - truth, 0).tolist(),
+            "seconds": secs}
+
+
+def run(args) -> list[dict]:
+    rows = []
+    flex = dict(kv.split("=", 1) for kv in args.flex.split(";")) if args.flex else None
+    if flex:
+        flex = {k: eval(v) for k, v in flex.items()}  # noqa: S307 - benchmark option, trusted
+    models = args.models.split(",")
+    if not args.no_sim:
+        for fam in args.families.split(","):
+            for m in map(int, args.ms.split(",")):
+                counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()))
+                for name, res in evaluate(counts, truth, KS, models, flex).items():
+                    rows.append({"data": "sim", "family": fam, "m": m, "model": name, "k": list(KS),
+                                 "reps": args.reps, **score(res, truth)})
+                    _print(rows[-1])
+    df = None if args.no_real else real_counts()
+    if df is not None:
+        for m in map(int, args.ms.split(",")):
+            counts, ref, n_cfg = real_cell(df, m, args.real_reps, seed=1000 + m)
+            chunk = args.chunk
+            parts = {}
+            for s in range(0, counts.sizes["config"], chunk):
+                sub = counts.isel(config=slice(s, s + chunk))
+                for name, res in evaluate(sub, ref[s:s + chunk], REAL_KS, models, flex).items():
+                    prev = parts.get(name)
+                    parts[name] = res if prev is None else tuple(
+                        np.concatenate([a, b]) if isinstance(a, np.ndarray) else a + b
+                        for a, b in zip(prev, res, strict=True))
+            for name, res in parts.items():
+                rows.append({"data": "real", "family": f"real MBPP ({n_cfg} configs x {df.task.nunique()} tasks)",
+                             "m": m, "model": name, "k": list(REAL_KS), "reps": args.real_reps, **score(res, ref)})
+                _print(rows[-1])
+    return rows
+
+
+def _print(row):
+    cov = " ".join("  -  " if c is None else f"{c:.2f}" for c in row["coverage"])
+    print(f"{row['data']:4s} {row['family'][:22]:22s} m={row['m']:2d} {row['model']:6s} cov {cov} | "
+          f"width {' '.join(f'{w:.3f}' for w in row['width'])} | "
+          f"IS {' '.join(f'{w:.3f}' for w in row['interval_score'])}"
+          f" | MAE {' '.join(f'{w:.3f}' for w in row['mae'])} | {row['seconds']:.0f}s", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--real-reps", type=int, default=50)
+    ap.add_argument("--models", default="naive,bb,zoibb,flex,auto")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--ms", default="1,2,5,10,20")
+    ap.add_argument("--no-sim", action="store_true")
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--chunk", type=int, default=200, help="real-data configs fitted at once")
+    ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
+    ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    rows = run(args)
+    Path(args.json).write_text(json.dumps(rows, indent=1))
+    print(f"\n{len(rows)} rows written to {args.json}; {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

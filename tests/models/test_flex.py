@@ -1,0 +1,92 @@
+"""The flex prior: simulation-based calibration of its posterior (fast sampler and PyMC NUTS),
+recovery of a known population, and agreement of the two samplers."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import bayespass as bp
+from bayespass.models.base import get_model
+
+
+def _sbc_data(n_sets, tasks, m, seed):
+    """Datasets drawn from the flex prior: true theta per set, counts with one config per set."""
+    flex = get_model("flex")
+    rng = np.random.default_rng(seed)
+    theta = flex.sample_prior(n_sets, rng)
+    p = flex.draw_p(theta, tasks, rng)  # (sets, tasks)
+    counts = bp.make_counts(np.full(p.shape, m), rng.binomial(m, p), config=[f"s{i}" for i in range(n_sets)])
+    return flex, theta, counts
+
+
+def _ranks(flex, theta_true, idata, k=(1, 10)):
+    """Rank of each true population pass@k among the posterior draws (per set and k)."""
+    post = idata.posterior["theta"].values  # (chain, draw, set, P)
+    draws = post.reshape(-1, post.shape[2], post.shape[3])[::4]  # thinned: nearly independent draws
+    true = flex.population_passk(theta_true, k)  # (set, K)
+    est = flex.population_passk(draws, k)  # (D, set, K)
+    return (est < true[None]).sum(0), est.shape[0]
+
+
+def _uniform_pvalue(ranks, n_draws, bins=10):
+    counts = np.histogram(ranks.ravel() / (n_draws + 1), bins=bins, range=(0, 1))[0]
+    return stats.chisquare(counts).pvalue
+
+
+@pytest.mark.slow
+def test_sbc_fast_sampler():
+    """200 data sets from the prior (60 tasks, m = 4): ranks of the true pass@1 and pass@10 are uniform."""
+    flex, theta, counts = _sbc_data(200, 60, 4, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts, "flex", "eb", seed=3)
+    ranks, n = _ranks(flex, theta, idata)
+    for j in range(ranks.shape[1]):
+        assert _uniform_pvalue(ranks[:, j], n) > 0.001, np.histogram(ranks[:, j], 10)[0]
+    # and the central 90% intervals cover the truth about 90% of the time
+    frac = ranks / n
+    cover = ((frac > 0.05) & (frac < 0.95)).mean()
+    assert 0.84 <= cover <= 0.96, cover
+
+
+@pytest.mark.slow
+def test_sbc_pymc_nuts():
+    """100 data sets from the prior fitted in one PyMC model (independent configs) by NUTS."""
+    flex, theta, counts = _sbc_data(100, 60, 4, seed=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts, "flex", "mcmc", draws=300, tune=400, chains=2, seed=4, progressbar=False)
+    ranks, n = _ranks(flex, theta, idata)
+    for j in range(ranks.shape[1]):
+        assert _uniform_pvalue(ranks[:, j], n) > 0.001, np.histogram(ranks[:, j], 10)[0]
+
+
+def test_fast_sampler_and_nuts_agree():
+    p = np.where(np.random.default_rng(0).random(150) < 0.25, 0.0, np.random.default_rng(1).beta(0.5, 1.5, 150))
+    counts = bp.make_counts(np.full(150, 6), np.random.default_rng(2).binomial(6, p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eb = bp.passk_curve(bp.fit(counts, "flex", "eb", seed=1), [1, 10, 100])
+        mc = bp.passk_curve(bp.fit(counts, "flex", "mcmc", draws=500, tune=500, chains=2, seed=1,
+                                   progressbar=False), [1, 10, 100])
+    np.testing.assert_allclose(eb["mean"], mc["mean"], atol=0.015)
+    np.testing.assert_allclose(eb["eti_upper"] - eb["eti_lower"], mc["eti_upper"] - mc["eti_lower"], rtol=0.25)
+
+
+def test_recovers_a_known_population_and_covers():
+    """Truth from a ZOIB population the model nests: the 90% band of pass@k covers it at k = 1..100."""
+    rng = np.random.default_rng(5)
+    p = np.where(rng.random((4, 300)) < 0.2, 0.0, rng.beta(0.8, 1.2, (4, 300)))
+    counts = bp.simulate_counts(p, 10, seed=6) if hasattr(bp, "simulate_counts") else None
+    from bayespass.testing import simulate_counts, true_passk
+
+    counts = simulate_counts(p, 10, seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cur = bp.passk_curve(bp.fit(counts, "flex", "eb", seed=0), [1, 10, 100])
+    truth = true_passk(p, [1, 10, 100])
+    inside = (cur.eti_lower.values <= truth) & (truth <= cur.eti_upper.values)
+    assert inside.mean() >= 0.75, (cur.eti_lower.values, truth, cur.eti_upper.values)
+    assert np.abs(cur["mean"].values - truth).max() < 0.06

@@ -1,0 +1,114 @@
+"""Every registered per-config model, checked generically: one specification serves NumPy and PyMC,
+its analytic gradient is its own derivative, and its likelihood and predictive agree with brute force."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy import integrate, stats
+
+import bayespass as bp
+from bayespass.models.base import NP, PairData, get_model, pt_backend
+
+PER_CONFIG = ["bb", "zoibb", "flex"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 25, (2, 60))
+    p = np.where(rng.random((2, 60)) < 0.2, 0.0, rng.beta(0.7, 1.3, (2, 60)))
+    c = rng.binomial(n, p)
+    c[:, :3] = n[:, :3]
+    return PairData.from_counts(bp.make_counts(n, c))
+
+
+def theta_at(model, data, rng, scale=0.7):
+    return model.start(data)[None] + scale * rng.standard_normal((3, data.n_config, model.n_params))
+
+
+@pytest.mark.parametrize("name", PER_CONFIG)
+def test_numpy_and_pytensor_give_the_same_log_density(name, data):
+    import pytensor
+    import pytensor.tensor as pt
+
+    m = get_model(name)
+    th = theta_at(m, data, np.random.default_rng(1))[0]  # (config, P)
+    aux = m.prepare(data)
+    xp = pt_backend()
+    t = pt.matrix("theta")
+    lp_pt = pytensor.function([t], [m.logprior(t, xp), m.loglik(t[:, None, :], {k: pt.as_tensor_variable(v)
+                                                                                 for k, v in aux.items()}, xp)])
+    prior_pt, ll_pt = lp_pt(th)
+    assert_allclose(prior_pt, m.logprior(th, NP), rtol=1e-10, atol=1e-10)
+    assert_allclose(ll_pt, m.loglik(th[:, None, :], aux, NP), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", PER_CONFIG)
+def test_analytic_gradient_is_the_derivative(name, data):
+    m = get_model(name)
+    th = theta_at(m, data, np.random.default_rng(2), scale=0.3)
+    aux = m.prepare(data)
+    lp, grad = m.logp_grad(th, aux, data.w)
+    from bayespass.models.base import Model
+
+    lp2, num = Model.logp_grad(m, th, aux, data.w)
+    assert_allclose(lp, lp2, rtol=1e-10)
+    assert_allclose(grad, num, rtol=1e-4, atol=1e-4 * np.abs(num).max())
+
+
+@pytest.mark.parametrize("name", PER_CONFIG)
+def test_likelihood_and_predictive_agree_with_monte_carlo_over_the_population(name):
+    """P(c | n) = E_p[Binom(c | n, p)] and E[(1-p)^k | c] = E_p[(1-p)^k Binom] / P(c), p from draw_p."""
+    m = get_model(name)
+    rng = np.random.default_rng(3)
+    d = PairData(np.array([[8.0, 8, 8, 3]]), np.array([[0.0, 3, 8, 1]]), np.ones((1, 4)))
+    th = m.start(d) + 0.4 * rng.standard_normal((1, m.n_params))
+    p = m.draw_p(th, 400_000, rng)[0]  # (size,)
+    lik = stats.binom.pmf(d.c[0][:, None], d.n[0][:, None], p[None])  # (U, size)
+    assert_allclose(np.exp(m.loglik(th[:, None, :], m.prepare(d), NP))[0], lik.mean(1), rtol=0.03, atol=2e-3)
+    k = np.array([1, 5, 40])
+    want = (lik[:, :, None] * (1 - p)[None, :, None] ** k).mean(1) / lik.mean(1)[:, None]
+    assert_allclose(m.q(th[:, None, :], d.n[0], d.c[0], k)[0], want, rtol=0.05, atol=5e-3)
+
+
+def test_bb_predictive_equals_quadrature():
+    m = get_model("bb")
+    th = np.array([[0.4, 1.1]])
+    a, b = m.named(th)["a"][0], m.named(th)["b"][0]
+    for n, c, k in [(10, 0, 100), (10, 4, 3), (1, 1, 1000)]:
+        post = stats.beta(a + c, b + n - c)
+        want = integrate.quad(lambda p, k=k, post=post: (1 - p) ** k * post.pdf(p), 0, 1, limit=200)[0]
+        assert_allclose(m.q(th[:, None, :], np.array([n]), np.array([c]), [k])[0, 0, 0], want, rtol=1e-6)
+
+
+def test_flex_predictive_equals_brute_force_over_its_grid():
+    m = get_model("flex")
+    rng = np.random.default_rng(4)
+    th = m.start(PairData(np.ones((1, 1)), np.zeros((1, 1)), np.ones((1, 1)))) + 0.5 * rng.standard_normal((1, m.n_params))
+    g = m.weights(th)[0]
+    n, c, k = 7, 2, 30
+    post = g * stats.binom.pmf(c, n, m.support)
+    want = np.sum(post * (1 - m.support) ** k) / post.sum()
+    assert_allclose(m.q(th[:, None, :], np.array([n]), np.array([c]), [k])[0, 0, 0], want, rtol=1e-10)
+    assert g[0] > 0 and g[-1] > 0 and abs(g.sum() - 1) < 1e-12  # atoms at 0 and 1, a distribution
+
+
+def test_flex_nests_zoibb():
+    """With the spline at zero the flex population is the ZOIBB one (on its grid)."""
+    flex, zoibb = get_model("flex"), get_model("zoibb")
+    th_z = np.array([[0.3, 1.2, -1.5, -2.0]])
+    th_f = np.zeros((1, flex.n_params))
+    th_f[0, :4] = th_z[0]
+    n, c = np.array([6.0, 6, 6]), np.array([0.0, 2, 6])
+    aux_f = flex.prepare(PairData(n[None], c[None], np.ones((1, 3))))
+    aux_z = zoibb.prepare(PairData(n[None], c[None], np.ones((1, 3))))
+    assert_allclose(flex.loglik(th_f[:, None, :], aux_f, NP), zoibb.loglik(th_z[:, None, :], aux_z, NP), atol=2e-3)
+
+
+def test_unknown_model_and_settings_are_clear_errors():
+    with pytest.raises(ValueError, match="model='beta' is not supported; choose one of"):
+        bp.fit(bp.make_counts([3], [1]), "beta")
+    from bayespass.models.flex import Flex
+
+    with pytest.raises(ValueError, match="unknown flex settings"):
+        Flex(smoothness=2)
