@@ -184,18 +184,31 @@ def execute_cmd(
     workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
     scheduler: Annotated[str | None, typer.Option(help="Dask scheduler address, e.g. tcp://host:8786.")] = None,
     fast_check: Annotated[bool, typer.Option(help="Stop each program at its first failing test.")] = False,
-    layer: Annotated[str, typer.Option(help="Sandbox layer: auto, bwrap, seccomp+uid, seccomp, rlimit.")] = "auto",
+    layer: Annotated[str, typer.Option(help="Sandbox layer: auto, seccomp+uid (root), seccomp+userns, bwrap.")]
+    = "auto",
+    max_timeouts: Annotated[int | None, typer.Option(
+        help="Timeouts after which a program's remaining tests share one short budget (default 2).")] = None,
+    fresh_interpreter: Annotated[bool, typer.Option(help="A fresh interpreter per program (slower).")] = False,
 ) -> None:
     """Run every sample in the sandbox; write per-test verdicts and counts to the run directory."""
     from .data.io import write_counts
     from .data.suites import load_suite
     from .execute.engine import execute, to_counts
+    from .execute.sandbox import LAYERS, SandboxError, check_layer
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
+    if workers is not None and workers < 1:
+        fail(f"--workers must be a positive integer; got {workers}")
+    if layer not in LAYERS:
+        fail(f"--layer {layer!r} is not supported; choose one of {list(LAYERS)}")
     try:
+        check_layer(layer) if scheduler is None else None
         s = load_suite(suite, dataset, workers=workers)
         ds = execute(samples, s, out=out, workers=workers, scheduler=scheduler, fast_check=fast_check,
-                     layer=layer)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+                     layer=layer, fresh_interpreter=fresh_interpreter,
+                     **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
+    except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))
     counts = to_counts(ds)
     write_counts(counts, out / "counts.nc")
@@ -259,13 +272,17 @@ def run_cmd(
     kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=coder,
               samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
               alpha=alpha, seed=seed, workers=workers)
-    if quick:
-        cfg = RunConfig.quick(**kw)
-    else:
-        cfg = RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
+    try:
+        cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
+    except (ValueError, TypeError) as err:
+        fail(str(err).replace("alpha", "--alpha").replace("tasks must", "--tasks must"))
+    if out.exists() and not out.is_dir():
+        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
+    from .execute.sandbox import SandboxError
+
     try:
         tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "

@@ -65,6 +65,25 @@ class RunConfig:
     passk_k: tuple = (1, 5, 10, 50, 100)
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        from .validate import check_positive_int, check_prob
+
+        for name in ("k", "draws", "tune", "chains", "n_splits", "max_mutants"):
+            check_positive_int(getattr(self, name), name=name)
+        for name in ("tasks", "workers"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name=name)
+        if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
+            raise ValueError(f"fuzz_n must be a non-negative integer (0: skip incoherence); got {self.fuzz_n!r}")
+        check_prob(self.alpha, name="alpha")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        temps = tuple(self.temperatures)
+        if not temps or any(not isinstance(t, int | float) or t < 0 for t in temps):
+            raise ValueError(f"temperatures must be non-negative numbers; got {self.temperatures!r}")
+        for k in self.passk_k:
+            check_positive_int(int(k), name="passk_k")
+
     @classmethod
     def quick(cls, **kw) -> RunConfig:
         """Small settings for a run in under two minutes, cold (30 tasks, K = 5, two temperatures)."""

@@ -143,6 +143,11 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     n = ds["n"].values
     c = ds["c"].values
     for var, arr in (("n", n), ("c", c)):
+        if arr.dtype.kind == "b":
+            raise ValueError(f"{var} must hold integer counts, not booleans (True/False); got dtype bool "
+                             "(convert a per-sample correctness array with bayespass.to_counts, or count it)")
+        if arr.dtype.kind not in "iuf":
+            raise ValueError(f"{var} must hold integer counts; got dtype {arr.dtype}")
         arr_f = np.asarray(arr, dtype=float)
         bad = ~np.isfinite(arr_f) | (arr_f < 0) | (arr_f != np.round(arr_f))
         if bad.any():

@@ -21,7 +21,7 @@ import xarray as xr
 from ..validate import check_choice
 from .counts import counts_from_frame, validate_counts
 
-__all__ = ["read_counts", "write_counts", "counts_from_evalplus"]
+__all__ = ["read_counts", "write_counts", "counts_from_evalplus", "samples_to_counts"]
 
 _FORMATS = ("csv", "jsonl", "evalplus", "netcdf")
 
@@ -71,21 +71,25 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
         On a malformed file; the message names the file, line and problem.
     """
     path = Path(path)
+    check_choice(correctness, ("base", "plus"), name="correctness")
     if not path.exists():
         raise FileNotFoundError(f"counts file {str(path)!r} does not exist")
+    if path.is_dir():
+        hint = " (a run directory: pass its counts.nc or counts.csv)" if (path / "counts.nc").exists() else ""
+        raise ValueError(f"counts path {str(path)!r} is a directory, not a file{hint}")
     fmt = _detect(path) if format is None else check_choice(format, _FORMATS, name="format")
     src = str(path)
     if fmt == "csv":
         sep = "\t" if path.suffix.lower() == ".tsv" else ","
         try:
-            df = pd.read_csv(path, sep=sep, comment="#")
+            df = pd.read_csv(path, sep=sep, comment="#", engine="c", low_memory=False)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
             raise ValueError(f"{src}: not a readable CSV counts table ({err})") from err
         return counts_from_frame(df, source=src, where=src)
     if fmt == "jsonl":
         rows = []
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
+        with open(path, "rb") as fh:
+            for lineno, line in _lines(fh, src):
                 if not line.strip():
                     continue
                 try:
@@ -99,12 +103,40 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     if fmt == "evalplus":
         return counts_from_evalplus(path, correctness=correctness, model=model,
                                     temperature=temperature, benchmark=benchmark)
-    ds = xr.load_dataset(path)
-    if "verdict" in ds:
-        from ..execute.results import to_counts
-
-        return to_counts(ds)
+    try:
+        ds = xr.load_dataset(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{src}: not a readable netCDF file ({err})") from err
+    if "correct" in ds and "exists" in ds:  # an executed samples dataset (bayespass.execute)
+        return samples_to_counts(ds, correctness)
     return validate_counts(ds)
+
+
+def samples_to_counts(ds: xr.Dataset, correctness: str = "plus") -> xr.Dataset:
+    """Reduce an executed samples dataset to counts: ``n`` samples and ``c`` correct per config x task.
+
+    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.
+    """
+    check_choice(correctness, ("base", "plus"), name="correctness")
+    from .counts import make_counts
+
+    var = "correct" if correctness == "plus" else "base_correct"
+    cfg = ds.config.values
+    return make_counts(ds["exists"].sum("sample").values, ds[var].sum("sample").values, task=ds.task.values,
+                       config=cfg, model=ds["model"].values if "model" in ds.coords else cfg,
+                       temperature=ds["temperature"].values if "temperature" in ds.coords else None,
+                       benchmark=ds.attrs.get("suite", ""), source="execute",
+                       attrs={"correctness": correctness})
+
+
+def _lines(fh, src: str):
+    """Yield numbered text lines of a file opened in binary mode (a non-UTF-8 line is an error naming it)."""
+    for lineno, raw in enumerate(fh, 1):
+        try:
+            yield lineno, raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{src}, line {lineno}: not UTF-8 text ({err.reason} at byte {err.start}); "
+                             "is this a binary file?") from err
 
 
 def _sample_ok(rec: dict, correctness: str, where: str) -> bool:

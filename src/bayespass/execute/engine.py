@@ -408,16 +408,6 @@ def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus") -> xr.Datase
 
     ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.
     """
-    from ..data.counts import make_counts
-    from ..validate import check_choice
+    from ..data.io import samples_to_counts
 
-    check_choice(correctness, ("base", "plus"), name="correctness")
-    var = "correct" if correctness == "plus" else "base_correct"
-    n = samples_ds["exists"].sum("sample").values
-    c = samples_ds[var].sum("sample").values
-    cfg = samples_ds.config.values
-    return make_counts(n, c, task=samples_ds.task.values, config=cfg,
-                       model=samples_ds["model"].values if "model" in samples_ds.coords else cfg,
-                       temperature=samples_ds["temperature"].values if "temperature" in samples_ds.coords else None,
-                       benchmark=samples_ds.attrs.get("suite", ""), source="execute",
-                       attrs={"correctness": correctness})
+    return samples_to_counts(samples_ds, correctness)

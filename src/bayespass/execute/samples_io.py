@@ -62,10 +62,16 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
         if path.is_dir():
             for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):
                 for f in sorted(task_dir.glob("*.py"), key=lambda p: (len(p.stem), p.stem)):
-                    recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": f.read_text()})
+                    try:
+                        text = f.read_text(encoding="utf-8")
+                    except UnicodeDecodeError as err:
+                        raise ValueError(f"{f}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+                    recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
         else:
-            with open(path, encoding="utf-8") as fh:
-                for lineno, line in enumerate(fh, 1):
+            from ..data.io import _lines
+
+            with open(path, "rb") as fh:
+                for lineno, line in _lines(fh, str(path)):
                     if line.strip():
                         try:
                             recs.append(json.loads(line))

@@ -1,0 +1,120 @@
+"""Bad input gets a clear error naming the parameter, the value and what is allowed, before any work."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bayespass as bp
+from bayespass.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "data" / "examples" / "counts_small.csv"
+
+
+def cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_read_counts_of_a_directory(tmp_path):
+    with pytest.raises(ValueError, match="is a directory, not a file"):
+        bp.read_counts(tmp_path)
+    res = cli("estimate", tmp_path)
+    assert res.exit_code == 2 and "is a directory" in res.output and "Traceback" not in res.output
+
+
+def test_fit_out_in_a_missing_directory_fails_before_fitting(tmp_path):
+    res = cli("fit", EXAMPLE, "--out", tmp_path / "missing" / "f.nc")
+    assert res.exit_code == 2 and "does not exist" in res.output and "wrote" not in res.output
+
+
+def test_execute_out_is_an_existing_file(tmp_path):
+    f = tmp_path / "s.jsonl"
+    f.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    return True\n"}) + "\n")
+    out = tmp_path / "file.txt"
+    out.write_text("x")
+    res = cli("execute", f, "--out", out)
+    assert res.exit_code == 2 and "is a file" in res.output
+
+
+def test_binary_samples_file_names_the_file_and_line(tmp_path):
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b'{"task_id": "HumanEval/0", "completion": "x"}\n\xff\xfe\x00binary\n')
+    from bayespass.execute.samples_io import read_samples
+
+    with pytest.raises(ValueError, match=r"s\.jsonl, line 2: not UTF-8 text"):
+        read_samples(f)
+
+
+def test_layer_bwrap_without_bubblewrap(tmp_path):
+    if shutil.which("bwrap"):
+        pytest.skip("bubblewrap is installed here")
+    f = tmp_path / "s.jsonl"
+    f.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    return True\n"}) + "\n")
+    res = cli("execute", f, "--out", tmp_path / "run", "--layer", "bwrap")
+    assert res.exit_code == 2 and "needs bubblewrap" in res.output and "Errno" not in res.output
+    res = cli("execute", f, "--out", tmp_path / "run", "--layer", "seccomp")
+    assert res.exit_code == 2 and "--layer 'seccomp' is not supported" in res.output
+
+
+@pytest.mark.parametrize("args,needle", [(["--tasks", "-5"], "--tasks must be a positive integer; got -5"),
+                                         (["--alpha", "2"], "--alpha must be in (0, 1); got 2"),
+                                         (["--workers", "0"], "workers must be a positive integer; got 0"),
+                                         (["--k", "0"], "k must be a positive integer; got 0")])
+def test_run_settings_are_validated_before_any_work(tmp_path, args, needle):
+    res = cli("run", "--out", tmp_path / "r", *args)
+    assert res.exit_code == 2 and needle in res.output, res.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_workers_zero_in_python():
+    from bayespass.execute.harness import SlotPool
+
+    with pytest.raises(ValueError, match="workers must be a positive integer; got 0"):
+        SlotPool(0)
+
+
+def test_correctness_is_checked_for_every_format(tmp_path):
+    with pytest.raises(ValueError, match="correctness='foo' is not supported; choose one of"):
+        bp.read_counts(EXAMPLE, correctness="foo")
+    res = cli("estimate", EXAMPLE, "--correctness", "foo")
+    assert res.exit_code == 2 and "correctness='foo'" in res.output
+
+
+def test_make_counts_rejects_booleans():
+    with pytest.raises(ValueError, match="not booleans"):
+        bp.make_counts([True], [True])
+
+
+@pytest.mark.parametrize("bad", [dict(cpu_s=0), dict(nofile=-1), dict(memory_mb=10), dict(timeout_budget=0)])
+def test_limits_are_validated(bad):
+    with pytest.raises(ValueError, match="Limits\\."):
+        bp.Limits(**bad)
+
+
+def test_estimate_on_an_executed_samples_file(tmp_path):
+    """A samples.nc from 'bayespass execute' is read as counts (once crashed with ModuleNotFoundError)."""
+    import xarray as xr
+
+    ds = xr.Dataset({"exists": (("config", "task", "sample"), np.ones((1, 2, 3), bool)),
+                     "correct": (("config", "task", "sample"), np.array([[[1, 0, 1], [0, 0, 0]]], bool)),
+                     "base_correct": (("config", "task", "sample"), np.ones((1, 2, 3), bool))},
+                    coords={"config": ["m"], "task": ["a", "b"], "sample": [0, 1, 2]})
+    ds.to_netcdf(tmp_path / "samples.nc", engine="h5netcdf")
+    counts = bp.read_counts(tmp_path / "samples.nc")
+    assert counts.c.values.tolist() == [[2, 0]] and counts.n.values.tolist() == [[3, 3]]
+    res = cli("estimate", tmp_path / "samples.nc", "--k", "1")
+    assert res.exit_code == 0, res.output
+
+
+def test_unknown_model_method_and_candidates():
+    counts = bp.make_counts([4, 4], [1, 3])
+    with pytest.raises(ValueError, match="model='beta' is not supported"):
+        bp.fit(counts, "beta")
+    with pytest.raises(ValueError, match="method='nuts' is not supported; choose one of"):
+        bp.fit(counts, "bb", "nuts")
+    with pytest.raises(ValueError, match="stats.model='beta' is not supported"):
+        bp.rcParams["stats.model"] = "beta"
