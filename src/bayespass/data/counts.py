@@ -80,7 +80,12 @@ def make_counts(
     if n_arr.ndim != 2:
         raise ValueError(f"n must be 1-D (task) or 2-D (config, task); got shape {n_arr.shape}")
     n_cfg, n_task = n_arr.shape
-    task = [f"task-{i}" for i in range(n_task)] if task is None else [str(t) for t in task]
+    if task is None:
+        task = [f"task-{i}" for i in range(n_task)]
+    elif isinstance(task, pd.Index | np.ndarray) and task.dtype != object or isinstance(task, pd.Index):
+        task = np.asarray(task.astype(str), dtype=object)
+    else:
+        task = [str(t) for t in task]
     model = list(model) if model is not None else None
     if config is None:
         config = (
@@ -88,7 +93,7 @@ def make_counts(
             if model is not None
             else [f"config-{j}" for j in range(n_cfg)]
         )
-    coords: dict[str, Any] = {"config": [str(x) for x in config], "task": task}
+    coords: dict[str, Any] = {"config": [str(x) for x in config], "task": np.asarray(task, dtype=object)}
     coords["model"] = ("config", [str(m) for m in model] if model is not None else coords["config"])
     temps = [np.nan if _at(temperature, j) is None else float(_at(temperature, j))
              for j in range(n_cfg)]
@@ -136,7 +141,7 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     if ds.sizes["task"] == 0 or ds.sizes["config"] == 0:
         raise ValueError("counts dataset is empty: it needs at least one config and one task")
     for dim in ("config", "task"):
-        labels = pd.Index(ds[dim].values)
+        labels = ds.indexes[dim]  # pandas caches is_unique on the index object: checked once per dataset
         if labels.has_duplicates:
             dup = labels[labels.duplicated()].unique().tolist()
             raise ValueError(f"duplicate {dim} labels in counts: {dup[:5]}")
@@ -200,21 +205,25 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): c must be <= n; "
                          f"got c={df['c'].iloc[row]}, n={df['n'].iloc[row]}")
-    df["task"] = df["task"].astype(str)
-    df["config"] = [config_label(m, t, b) for m, t, b in
-                    zip(df["model"], df["temperature"], df["benchmark"], strict=True)]
-    dup = df.duplicated(["config", "task"])
+    # configs and tasks are numbered in order of first appearance, without a per-row Python loop
+    keys = pd.DataFrame({"model": df["model"], "temperature": df["temperature"], "benchmark": df["benchmark"]})
+    cfg_code = keys.groupby(["model", "temperature", "benchmark"], sort=False, dropna=False).ngroup().to_numpy()
+    meta = keys.drop_duplicates().reset_index(drop=True)
+    configs = [config_label(m, t, b) for m, t, b in zip(meta["model"], meta["temperature"], meta["benchmark"],
+                                                         strict=True)]
+    task_code, tasks = pd.factorize(df["task"].astype(str), sort=False)
+    key = cfg_code.astype(np.int64) * len(tasks) + task_code
+    dup = pd.Series(key).duplicated().to_numpy()
     if dup.any():
-        row = int(np.flatnonzero(dup.to_numpy())[0])
-        raise ValueError(f"{where}, row {row + 1}: duplicate row for config {df['config'].iloc[row]!r}, "
-                         f"task {df['task'].iloc[row]!r}")
-    configs = list(dict.fromkeys(df["config"]))
-    tasks = list(dict.fromkeys(df["task"]))
-    meta = df.drop_duplicates("config").set_index("config").loc[configs]
-    wide_n = df.pivot(index="config", columns="task", values="n").reindex(index=configs, columns=tasks)
-    wide_c = df.pivot(index="config", columns="task", values="c").reindex(index=configs, columns=tasks)
+        row = int(np.flatnonzero(dup)[0])
+        raise ValueError(f"{where}, row {row + 1}: duplicate row for config {configs[cfg_code[row]]!r}, "
+                         f"task {tasks[task_code[row]]!r}")
+    wide_n = np.zeros((len(configs), len(tasks)), np.int64)
+    wide_c = np.zeros_like(wide_n)
+    wide_n[cfg_code, task_code] = df["n"].to_numpy()
+    wide_c[cfg_code, task_code] = df["c"].to_numpy()
     return make_counts(
-        wide_n.fillna(0).to_numpy("int64"), wide_c.fillna(0).to_numpy("int64"),
+        wide_n, wide_c,
         task=tasks, config=configs, model=meta["model"].tolist(),
         temperature=[None if np.isnan(t) else t for t in meta["temperature"]],
         benchmark=meta["benchmark"].tolist(), source=source, attrs=attrs,

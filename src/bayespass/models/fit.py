@@ -180,18 +180,33 @@ def loglik_draws(m, theta: np.ndarray, data: PairData) -> np.ndarray:
     return out
 
 
+#: above this many (draw x config x task) cells, log-likelihoods are stored per distinct (n, c) pair
+LL_TASK_CELLS = 20_000_000
+
+
 def _log_likelihood(idata, counts, m) -> xr.Dataset:
     post = idata.posterior
     n, c = counts.n.values, counts.c.values
+    coords = {"chain": post.chain.values, "draw": post.draw.values, "config": counts.config.values}
     if m.joint:
         ll = m.loglik_tasks(post, n, c)
-    else:
-        data = PairData.from_counts(counts)
-        per_pair = loglik_draws(m, post["theta"].values, data)
+        return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},
+                          coords=coords | {"task": counts.task.values})
+    data = PairData.from_counts(counts)
+    per_pair = loglik_draws(m, post["theta"].values, data)
+    if post.sizes["chain"] * post.sizes["draw"] * n.size <= LL_TASK_CELLS:
         ll = _fan_out(per_pair, data, n)
-    return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},
-                      coords={"chain": post.chain.values, "draw": post.draw.values,
-                              "config": counts.config.values, "task": counts.task.values})
+        return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},
+                          coords=coords | {"task": counts.task.values})
+    # large data: one term per distinct (n, c) pair, weighted by its number of tasks (exactly the same LOO)
+    pairs = np.arange(data.n.shape[1])
+    ds = xr.Dataset({"c": (("chain", "draw", "config", "pair"), np.where(data.w > 0, per_pair, 0.0)),
+                     "pair_weight": (("config", "pair"), data.w), "pair_n": (("config", "pair"), data.n),
+                     "pair_c": (("config", "pair"), data.c)}, coords=coords | {"pair": pairs})
+    ds.attrs.update(layout="pair", note=(f"{n.size} tasks x {post.sizes['chain'] * post.sizes['draw']} draws: "
+                                         "log-likelihood stored per distinct (n, c) pair; a task's term is its "
+                                         "pair's (pair_weight tasks each), see bayespass.stats.loo"))
+    return ds
 
 
 def _fan_out(per_pair: np.ndarray, data: PairData, n: np.ndarray) -> np.ndarray:

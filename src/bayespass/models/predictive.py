@@ -60,6 +60,24 @@ def _config_q(model, theta_j, n, c, k):
     return model.q(theta_j[..., None, :], n, c, k)
 
 
+_BLOCK_CELLS = 4_000_000  # (draws x pairs x k) cells computed at once
+
+
+def _pair_blocks(model, theta, data, k):
+    """Per config: a generator of (q_k, q_2k, weights) over blocks of its distinct pairs."""
+    n_draws = theta.shape[0] * theta.shape[1]
+    size = max(1, _BLOCK_CELLS // max(1, n_draws * k.size))
+
+    def blocks(j, sel):
+        nn, cc, ww = data.n[j, sel], data.c[j, sel], data.w[j, sel]
+        for s in range(0, nn.size, size):
+            sl = slice(s, s + size)
+            yield (_config_q(model, theta[:, :, j], nn[sl], cc[sl], k),
+                   _config_q(model, theta[:, :, j], nn[sl], cc[sl], 2 * k), ww[sl])
+
+    return [(j, blocks(j, data.w[j] > 0)) for j in range(data.n_config) if (data.w[j] > 0).any()]
+
+
 def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset:
     """Dataset-level pass@k per posterior draw, dims ``(chain, draw, config, k)``.
 
@@ -100,23 +118,19 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         c = idata.observed_data["c"].values.astype(np.int64)
         q_k, w, cfg = model.task_q(post, n, c, k)
         q_2k, _, _ = model.task_q(post, n, c, 2 * k)
-        per_config = [(j, q_k[:, :, cfg == j], q_2k[:, :, cfg == j], w[cfg == j]) for j in range(n_cfg)]
+        per_config = [(j, [(q_k[:, :, cfg == j], q_2k[:, :, cfg == j], w[cfg == j])]) for j in range(n_cfg)]
     else:
         data = pair_data(idata)
         theta = post["theta"].values  # (chain, draw, config, P)
-        per_config = []
-        for j in range(n_cfg):
-            sel = data.w[j] > 0
-            if not sel.any():
-                continue
-            nn, cc = data.n[j, sel], data.c[j, sel]
-            per_config.append((j, _config_q(model, theta[:, :, j], nn, cc, k),
-                               _config_q(model, theta[:, :, j], nn, cc, 2 * k), data.w[j, sel]))
-    for j, qk, q2k, w in per_config:
-        tot = w.sum()
-        mean[:, :, j] = np.tensordot(1.0 - qk, w, axes=([2], [0])) / tot
-        v = np.clip(q2k - qk**2, 0.0, None)
-        var[:, :, j] = np.tensordot(v, w, axes=([2], [0])) / tot**2
+        per_config = _pair_blocks(model, theta, data, k)
+    for j, blocks in per_config:
+        m_sum, v_sum, tot = 0.0, 0.0, 0.0
+        for qk, q2k, w in blocks:  # memory bounded by one block of pairs
+            tot += w.sum()
+            m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
+            v_sum = v_sum + np.tensordot(np.clip(q2k - qk**2, 0.0, None), w, axes=([2], [0]))
+        mean[:, :, j] = m_sum / tot
+        var[:, :, j] = v_sum / tot**2
     noise = _rng(seed).standard_normal(shape)
     full = np.clip(mean + np.sqrt(var) * noise, 0.0, 1.0)
     dims = ("chain", "draw", "config", "k")
@@ -139,13 +153,29 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     model = _model(idata)
     post = thin(idata.posterior, max_draws)
     n = idata.constant_data["n"].values.astype(np.int64)
+    tasks = idata.observed_data.task.values
+    n_draws = post.sizes["chain"] * post.sizes["draw"]
+    subset = None
+    if n_draws * n.size > REPLICATE_CELLS and not model.joint:
+        # large data: replicate a random subset of the tasks (new tasks are exchangeable; the checked
+        # statistics are averages over tasks, estimated here from the subset)
+        size = max(10_000, REPLICATE_CELLS // (n_draws * n.shape[0]))
+        subset = np.sort(g.choice(n.shape[1], size=min(size, n.shape[1]), replace=False))
+        n, tasks = n[:, subset], tasks[subset]
     if model.joint:
         p = model.replicate_p(post, g)
     else:
         theta = post["theta"].values
         p = np.stack([model.draw_p(theta[:, :, j], n.shape[1], g) for j in range(n.shape[0])], axis=2)
     c_rep = g.binomial(np.broadcast_to(n, p.shape), p)
-    return xr.DataArray(c_rep, dims=("chain", "draw", "config", "task"),
-                        coords={"chain": post.chain.values, "draw": post.draw.values,
-                                "config": idata.observed_data.config.values,
-                                "task": idata.observed_data.task.values}, name="c")
+    out = xr.DataArray(c_rep, dims=("chain", "draw", "config", "task"),
+                       coords={"chain": post.chain.values, "draw": post.draw.values,
+                               "config": idata.observed_data.config.values, "task": tasks}, name="c")
+    if subset is not None:
+        out.attrs["note"] = (f"replicated {subset.size} of {idata.observed_data.sizes['task']} tasks (a random "
+                             "subset; PPC statistics are averages over tasks)")
+    return out
+
+
+#: above this many (draw x config x task) cells, replicated counts cover a random subset of the tasks
+REPLICATE_CELLS = 20_000_000

@@ -10,8 +10,6 @@ predictive checks work on it like on any other fit.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import xarray as xr
 
@@ -85,22 +83,15 @@ def model_from_posterior(post: xr.Dataset) -> StackModel:
 
 
 def stacking_weights(fits: dict) -> xr.DataArray:
-    """Stacking weights per config (config x model) from PSIS-LOO of each fit."""
-    import arviz as az
+    """Stacking weights per config (config x model) from the pointwise PSIS-LOO of each fit."""
+    from ..stats.loo import pointwise_loo
+    from ..stats.loo import stacking_weights as weights_of
 
     names = list(fits)
-    first = fits[names[0]]
-    configs = first.observed_data.config.values
-    out = np.zeros((len(configs), len(names)))
-    for j, cfg in enumerate(configs):
-        n = first.constant_data["n"].sel(config=cfg)
-        tasks = n.task.values[n.values > 0]
-        views = {name: f.sel(config=cfg, task=tasks) for name, f in fits.items()}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            table = az.compare(views, ic="loo", method="stacking")
-        out[j] = [float(table.loc[name, "weight"]) for name in names]
-    out = out / out.sum(1, keepdims=True)
+    pw = {name: pointwise_loo(f) for name, f in fits.items()}
+    configs = fits[names[0]].observed_data.config.values
+    out = np.stack([weights_of(np.stack([pw[m]["elpd"][j] for m in names]), pw[names[0]]["weight"][j])
+                    for j in range(len(configs))])
     return xr.DataArray(out, dims=("config", "model"), coords={"config": configs, "model": names},
                         name="stacking_weight")
 

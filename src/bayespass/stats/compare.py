@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -16,10 +14,13 @@ from .kernels import bb_logpmf, zoibb_logpmf
 __all__ = ["compare", "cv_elpd"]
 
 
-def _config_view(idata, cfg):
-    n = idata.constant_data["n"].sel(config=cfg)
-    tasks = n.task.values[n.values > 0]
-    return idata.sel(config=cfg, task=tasks)
+def _weighted_se(values: np.ndarray, weight: np.ndarray) -> float:
+    total = weight.sum()
+    if total <= 1:
+        return float("nan")
+    mean = np.sum(weight * values) / total
+    var = np.sum(weight * (values - mean) ** 2) / (total - 1)
+    return float(np.sqrt(total * var))
 
 
 def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
@@ -28,36 +29,51 @@ def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
     Parameters
     ----------
     idatas : dict of str -> arviz.InferenceData
-        Fits of the same counts (e.g. ``{"bb": ..., "zoibb": ...}``).
+        Fits of the same counts (e.g. ``{"bb": ..., "zoibb": ...}``), with
+        log-likelihoods per task or per distinct (n, c) pair (see
+        :mod:`bayespass.stats.loo`).
     per_config : bool
-        Compare within each config (the literature's choice of BB vs ZOIBB
-        differs per config); otherwise over all (config, task) pairs.
+        Compare within each config (the choice of model differs per config);
+        otherwise over all (config, task) pairs.
 
     Returns
     -------
     pandas.DataFrame
-        ``az.compare`` columns (``rank``, ``elpd_loo``, ``p_loo``,
-        ``elpd_diff``, ``weight``, ``se``, ``dse``, ``warning``) plus
-        ``pareto_k_max`` and ``n_bad_k`` (k > 0.7), indexed by (config, model).
+        The columns of ``arviz.compare`` (``rank``, ``elpd_loo``, ``p_loo``,
+        ``elpd_diff``, ``weight`` (stacking), ``se``, ``dse``, ``warning``)
+        plus ``pareto_k_max`` and ``n_bad_k`` (tasks with k > 0.7), indexed by
+        (config, model).
     """
-    import arviz as az
+    from .loo import pointwise_loo, stacking_weights
 
     if not isinstance(idatas, dict) or len(idatas) < 2:
         raise ValueError("idatas must be a dict of at least two named InferenceData fits")
+    names = list(idatas)
+    pw = {name: pointwise_loo(d) for name, d in idatas.items()}
     first = next(iter(idatas.values()))
-    configs = first.observed_data.config.values if per_config else [None]
+    configs = list(first.observed_data.config.values)
+    groups = [(cfg, [j]) for j, cfg in enumerate(configs)] if per_config else [("all", list(range(len(configs))))]
     frames = []
-    for cfg in configs:
-        views = {name: (_config_view(d, cfg) if cfg is not None else d) for name, d in idatas.items()}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            table = az.compare(views, ic="loo")
-            ks = {name: az.loo(v, pointwise=True).pareto_k.values for name, v in views.items()}
-        table["pareto_k_max"] = [float(np.nanmax(ks[m])) for m in table.index]
-        table["n_bad_k"] = [int(np.sum(ks[m] > 0.7)) for m in table.index]
-        table["warning"] = table["warning"] | bool([w for w in caught if "Pareto" in str(w.message)])
-        table.index = pd.MultiIndex.from_product([[cfg if cfg is not None else "all"], table.index],
-                                                 names=["config", "model"])
+    for label, idx in groups:
+        e = {m: pw[m]["elpd"][idx].ravel() for m in names}
+        lppd = {m: pw[m]["lppd"][idx].ravel() for m in names}
+        w = {m: pw[m]["weight"][idx].ravel() for m in names}
+        k = {m: pw[m]["pareto_k"][idx].ravel() for m in names}
+        elpd = {m: float(np.sum(w[m] * e[m])) for m in names}
+        best = max(names, key=elpd.get)
+        stack_w = stacking_weights(np.stack([e[m] for m in names]), w[best])
+        rows = []
+        for i, m in enumerate(names):
+            rows.append({"model": m, "elpd_loo": elpd[m], "p_loo": float(np.sum(w[m] * (lppd[m] - e[m]))),
+                         "elpd_diff": elpd[best] - elpd[m], "weight": float(stack_w[i]),
+                         "se": _weighted_se(e[m], w[m]),
+                         "dse": 0.0 if m == best else _weighted_se(e[best] - e[m], w[m]),
+                         "pareto_k_max": float(np.nanmax(k[m])) if np.isfinite(k[m]).any() else float("nan"),
+                         "n_bad_k": int(np.sum(w[m] * (k[m] > 0.7)))})
+        table = pd.DataFrame(rows).sort_values("elpd_loo", ascending=False)
+        table.insert(0, "rank", np.arange(len(table)))
+        table["warning"] = table["n_bad_k"] > 0
+        table.index = pd.MultiIndex.from_product([[label], table.pop("model")], names=["config", "model"])
         frames.append(table)
     return pd.concat(frames)
 

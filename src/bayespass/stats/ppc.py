@@ -54,8 +54,10 @@ def ppc(idata) -> xr.Dataset:
         raise ValueError("idata has no posterior_predictive group; fit it with bayespass.fit")
     n = idata.constant_data["n"].values
     c = idata.observed_data["c"].values
-    rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
-    t_obs, t_rep = _stats(c, n), _stats(rep, n)
+    rep_da = idata.posterior_predictive["c"]
+    rep = rep_da.stack(s=("chain", "draw")).transpose("s", "config", "task").values
+    n_rep = idata.constant_data["n"].sel(task=rep_da.task).values  # all tasks, or the replicated subset
+    t_obs, t_rep = _stats(c, n), _stats(rep, n_rep)
     expected = t_rep["hist"].mean(0)
 
     def dist(h):
