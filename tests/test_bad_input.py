@@ -43,7 +43,7 @@ def test_execute_out_is_an_existing_file(tmp_path):
 def test_binary_samples_file_names_the_file_and_line(tmp_path):
     f = tmp_path / "s.jsonl"
     f.write_bytes(b'{"task_id": "HumanEval/0", "completion": "x"}\n\xff\xfe\x00binary\n')
-    from bayespass.execute.samples_io import read_samples
+    from bayespass.execution.samples_io import read_samples
 
     with pytest.raises(ValueError, match=r"s\.jsonl, line 2: not UTF-8 text"):
         read_samples(f)
@@ -71,7 +71,7 @@ def test_run_settings_are_validated_before_any_work(tmp_path, args, needle):
 
 
 def test_workers_zero_in_python():
-    from bayespass.execute.harness import SlotPool
+    from bayespass.execution.harness import SlotPool
 
     with pytest.raises(ValueError, match="workers must be a positive integer; got 0"):
         SlotPool(0)

@@ -10,6 +10,7 @@ import sys
 import time
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -43,20 +44,25 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
         assert title in stdout
     for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
         assert rule in stdout
-    for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "run.nc", "report.html",
+    for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",
               "fuzz/samples.nc", "figures/passk_curves.png", "figures/ppc.png", "figures/risk_coverage.png",
               "figures/set_size.png", "figures/incoherence.png", "tables/gating.csv"):
         assert (out / p).exists(), p
-    import arviz as az
+    import bayespass as bp
+    from bayespass.pipeline import fits_of
 
-    idata = az.from_netcdf(str(out / "run.nc"))
-    assert {"posterior", "log_likelihood", "passk", "samples", "fuzz_samples"} <= set(idata.groups())
-    # the post-processors run on the InferenceData itself
-    from bayespass.stats.gating import gate
-    from bayespass.stats.incoherence import incoherence
-
-    assert gate(idata, n_splits=5).sizes["rule"] == 4
-    assert bool(incoherence(idata).bound_holds.all())
+    tree = bp.load_run(out)
+    assert {"samples", "fuzz_samples", "counts", "fits", "tables"} <= set(tree.children)
+    main = tree.attrs["main_fit"]
+    assert main in tree["fits"].children and {"posterior", "log_likelihood", "passk"} <= set(tree["fits"][main].children)
+    assert bp.passk_curve(fits_of(tree)[main], [1, 10]).sizes["k"] == 2
+    # the post-processors run on the run tree itself
+    assert bp.gate(tree, n_splits=5).sizes["rule"] == 4
+    inc = bp.incoherence(tree, n_mc=2000, seed=1)
+    # the Monte-Carlo estimates agree with the exact ones within the Hoeffding half-width (can fail)
+    ok = np.isfinite(inc.I)
+    assert (np.abs(inc.I_mc.isel(repeat=0) - inc.I) <= inc.attrs["eps"])[ok].mean() >= 0.95
+    assert (np.abs(inc.E_mc.isel(repeat=0) - inc.E) <= inc.attrs["eps"])[ok].mean() >= 0.95
 
 
 def test_report_embeds_every_figure(rundir):
@@ -127,10 +133,10 @@ def test_interrupted_run_resumes(tmp_path):
 
 
 def test_a_swallowed_interrupt_records_no_stage(tmp_path):
-    from bayespass.pipeline import RunConfig, _on_sigint, _State
+    from bayespass.pipeline import config as pipeline
+    from bayespass.pipeline.config import RunConfig, State, _on_sigint
 
-    st = _State(tmp_path, RunConfig.quick())
-    from bayespass import pipeline
+    st = State(tmp_path, RunConfig.quick())
 
     st.mark("generate", "k1")
     try:
@@ -139,7 +145,7 @@ def test_a_swallowed_interrupt_records_no_stage(tmp_path):
         with pytest.raises(KeyboardInterrupt, match="'fit:zoibb-mcmc' is not recorded"):
             st.mark("fit:zoibb-mcmc", "k2")
     finally:
-        pipeline._INTERRUPTED.clear()
+        pipeline.INTERRUPTED.clear()
     assert json.loads((tmp_path / "run.json").read_text())["stages"] == {"generate": "k1"}
 
 

@@ -37,10 +37,17 @@ _LAZY = {
     "plot_ppc": "stats.ppc",
     "compare": "stats.compare",
     "cv_elpd": "stats.compare",
-    "load_suite": "data.suites",
-    "execute": "execute.engine",
-    "to_counts": "execute.engine",
-    "Limits": "execute.sandbox",
+    "load_suite": "execution.groundtruth",
+    "execute": "execution.engine",
+    "to_counts": "execution.engine",
+    "Limits": "execution.sandbox",
+    "run": "pipeline",
+    "load_run": "pipeline",
+    "RunConfig": "pipeline",
+    "gate": "stats.gating",
+    "reliability": "stats.reliability",
+    "incoherence": "stats.incoherence",
+    "metric_table": "stats.metrics",
 }
 
 _ALIASES = {"stack": "stack_fits"}
@@ -66,17 +73,22 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from .data.counts import counts_from_frame, make_counts, validate_counts
     from .data.io import read_counts, write_counts
-    from .data.suites import load_suite
     from .defaults import rc_context, rcParams
-    from .execute.engine import execute, to_counts
-    from .execute.sandbox import Limits
+    from .execution.engine import execute, to_counts
+    from .execution.groundtruth import load_suite
+    from .execution.sandbox import Limits
     from .models.eb import FitWarning, fit_eb
     from .models.fit import fit
     from .models.fit import stack_fits as stack
     from .models.predictive import passk_draws
     from .models.specs import build_model
+    from .pipeline import RunConfig, load_run, run
     from .stats.compare import compare, cv_elpd
     from .stats.curve import improvability, passk_curve, plot_passk_curve
+    from .stats.gating import gate
+    from .stats.incoherence import incoherence
+    from .stats.metrics import metric_table
     from .stats.passk import avg_at_n, cons_at_k, passk
     from .stats.ppc import plot_ppc, ppc
+    from .stats.reliability import reliability
     from .stats.table import estimate_table

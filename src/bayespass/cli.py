@@ -192,9 +192,9 @@ def execute_cmd(
 ) -> None:
     """Run every sample in the sandbox; write per-test verdicts and counts to the run directory."""
     from .data.io import write_counts
-    from .data.suites import load_suite
-    from .execute.engine import execute, to_counts
-    from .execute.sandbox import LAYERS, SandboxError, check_layer
+    from .execution.engine import execute, to_counts
+    from .execution.groundtruth import load_suite
+    from .execution.sandbox import LAYERS, SandboxError, check_layer
 
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
@@ -278,7 +278,7 @@ def run_cmd(
         fail(str(err).replace("alpha", "--alpha").replace("tasks must", "--tasks must"))
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
-    from .execute.sandbox import SandboxError
+    from .execution.sandbox import SandboxError
 
     try:
         tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
@@ -288,6 +288,11 @@ def run_cmd(
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
                    "run the same command again to resume", err=True)
         raise typer.Exit(130) from None
+    _print_run(tables, out, alpha)
+
+
+def _print_run(tables: dict, out: Path, alpha: float) -> None:
+    """Print the tables of a run (what 'bayespass run' shows)."""
     import json
 
     from .defaults import rcParams
@@ -301,8 +306,8 @@ def run_cmd(
             f"{cfg}: " + ", ".join(f"{m} {w:.2f}" for m, w in ws.items()) for cfg, ws in weights.items()))
     for key, title in (("loo_eb", "LOO comparison (EB fits)"), ("loo_mcmc", "LOO comparison (MCMC fits)")):
         if key in tables:
-            cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "pareto_k_max")
-                    if c in tables[key]]
+            cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "weight",
+                                "pareto_k_max") if c in tables[key]]
             _print_table(title, tables[key][cols])
     _print_table("PPC p-values", tables["ppc"])
     _print_table(f"Gating at alpha = {alpha:g} (mean over splits)",
@@ -341,7 +346,7 @@ def gate_cmd(
     """CRC gating from behavioural clusters vs pass@1, best-of-K and logprob-CRC."""
     from .stats.gating import gate, gate_diagnostics, gate_table, plot_risk_coverage, risk_coverage
 
-    samples, _, _ = _load(rundir)
+    samples = _load(rundir)
     try:
         g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
                  variant=variant, diversity_floor=diversity_floor, seed=seed)
@@ -372,7 +377,7 @@ def reliability_cmd(
     """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
     from .stats.reliability import plot_set_size, reliability, reliability_table
 
-    samples, _, _ = _load(rundir)
+    samples = _load(rundir)
     try:
         r = reliability(samples, alpha=alpha, n_splits=splits, delta=delta, seed=seed)
     except (ValueError, TypeError) as err:
@@ -399,7 +404,8 @@ def incoherence_cmd(
     """Incoherence and error on fuzzed inputs (exact and Monte-Carlo), with the I <= 2E bound."""
     from .stats.incoherence import incoherence, incoherence_summary, pac_n_estimate, plot_incoherence
 
-    samples, fuzz, _ = _load(rundir)
+    tree = _load(rundir)
+    samples, fuzz = tree, tree if "fuzz_samples" in tree.children else None
     if fuzz is None:
         fail(f"{str(rundir)!r} has no fuzz/samples.nc; run 'bayespass run' with --fuzz-n > 0")
     try:
@@ -438,7 +444,7 @@ def generate_cmd(
     out: Annotated[Path, typer.Option(help="Samples JSONL (appended; re-running resumes).")] = Path("samples.jsonl"),
 ) -> None:
     """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
-    from .data.suites import load_suite
+    from .execution.groundtruth import load_suite
     from .generate.hf import generate_to_jsonl
 
     try:

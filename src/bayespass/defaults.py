@@ -67,6 +67,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.model": ("flex", lambda name, v: _choice(name, v, ("bb", "zoibb", "flex", "hier", "auto"))),
     "stats.method": ("eb", lambda name, v: _choice(name, v, ("eb", "mcmc"))),
     "stats.candidates": (("bb", "zoibb", "flex"), _names),
+    "stats.stacking_concentration": (1.5, _pos_float),
     "eb.draws": (100, _pos_int),
     "eb.warmup": (200, _pos_int),
     "eb.chains": (16, _pos_int),

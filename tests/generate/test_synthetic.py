@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 
 import bayespass as bp
-from bayespass.execute import engine
+from bayespass.execution import engine
 from bayespass.generate.mutants import mutants, variants
 from bayespass.generate.synthetic import SyntheticCoder
 

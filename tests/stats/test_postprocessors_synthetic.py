@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import bayespass as bp
-from bayespass.data.fuzz import fuzzed_suite
+from bayespass.execution.fuzz import fuzzed_suite
 from bayespass.generate.synthetic import SyntheticCoder
 from bayespass.stats.gating import gate, gate_table
 from bayespass.stats.incoherence import incoherence

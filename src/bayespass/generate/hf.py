@@ -329,7 +329,7 @@ class ReplayCoder(Coder):
     name = "replay"
 
     def __init__(self, path: str | os.PathLike, *, model: str | None = None):
-        from ..execute.samples_io import read_samples
+        from ..execution.samples_io import read_samples
 
         self.path = Path(path)
         self.table = read_samples(self.path)

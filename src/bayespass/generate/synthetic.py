@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit, logit
 
-from ..testing import draw_zoib
+from ..simulate import draw_zoib
 from .base import Coder
 from .mutants import mutants, variants
 
@@ -61,7 +61,7 @@ def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, pr
 
     ``tasks`` restricts the pools to a subset of the suite (a separate cache entry).
     """
-    from ..execute.engine import execute
+    from ..execution.engine import execute
 
     tasks = None if tasks is None else sorted(set(tasks))
     run = pool_dir(suite, max_mutants, seed, tasks)

@@ -193,15 +193,13 @@ def register(cls: type[Model]) -> type[Model]:
     return cls
 
 
-def _load_builtin() -> None:
-    from . import bb, flex, hier, zoibb  # noqa: F401 - registration side effects
-
-
 def get_model(name) -> Model:
-    """Return the model registered under ``name`` (a :class:`Model` instance passes through)."""
+    """Return the model registered under ``name`` (a :class:`Model` instance passes through).
+
+    The built-in models register themselves when :mod:`bayespass.models` is imported.
+    """
     if isinstance(name, Model):
         return name
-    _load_builtin()
     if name not in _REGISTRY:
         raise ValueError(f"model={name!r} is not supported; choose one of {sorted(_REGISTRY) + ['auto']}")
     return _REGISTRY[name]()

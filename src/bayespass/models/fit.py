@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -16,6 +17,9 @@ from .base import NP, PairData, get_model
 from .eb import FitWarning
 from .predictive import default_k_grid, passk_draws, replicate_counts
 
+if TYPE_CHECKING:  # pragma: no cover
+    import arviz as az
+
 __all__ = ["fit", "stack_fits", "convergence_report", "loglik_draws"]
 
 METHODS = ("mcmc", "eb")
@@ -25,7 +29,7 @@ SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
 def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None, *, draws: int | None = None,
         tune: int | None = None, chains: int | None = None, cores: int | None = None,
         seed: int | None = None, k=None, sampler: str = "pymc", target_accept: float | None = None,
-        progressbar: bool = True, candidates=None):
+        progressbar: bool = True, candidates=None) -> az.InferenceData:
     """Fit a model of per-task success probability and return ``az.InferenceData``.
 
     Parameters
@@ -261,7 +265,8 @@ def _fit_auto(counts, method, candidates, k, kw):
     return stack_fits(fits, counts, seed=kw["seed"], k=k)
 
 
-def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None, k=None):
+def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None,
+               k=None) -> az.InferenceData:
     """Stack fits of the same counts (``bp.stack``): one InferenceData whose posterior mixes theirs.
 
     Per config, the weights maximise the PSIS-LOO predictive density of the

@@ -105,7 +105,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     seed : int
         Seed of the task-spread noise.
     """
-    from ..testing import rng as _rng
+    from ..simulate import rng as _rng
 
     k = as_k(k)
     model = _model(idata)
@@ -147,7 +147,7 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     replication that checks the population model, e.g. its fraction of zeros.
     For ``hier`` the task difficulty d_i is kept and the overdispersion redrawn.
     """
-    from ..testing import rng as _rng
+    from ..simulate import rng as _rng
 
     g = _rng(seed)
     model = _model(idata)

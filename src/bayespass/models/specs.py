@@ -9,15 +9,20 @@ density that the fast path (``method="eb"``) samples in NumPy.  Joint models
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pymc as pm
 
 from .base import MODELS, PairData, get_model, pt_backend
 
 __all__ = ["MODELS", "build_model"]
 
 
-def build_model(counts: xr.Dataset, model="bb", *, initval: np.ndarray | None = None):
+def build_model(counts: xr.Dataset, model="bb", *, initval: np.ndarray | None = None) -> pm.Model:
     """Return the ``pm.Model`` of ``model`` on a validated counts dataset.
 
     Parameters

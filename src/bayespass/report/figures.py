@@ -18,7 +18,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
-                 truth_dir: Path | None = None) -> dict[str, Path]:
+                 truth=None) -> dict[str, Path]:
     """Write pass@k curves (with truth when known), PPC, risk-coverage, set size and incoherence plots."""
     import matplotlib
 
@@ -36,11 +36,7 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
     figs: dict[str, Path] = {}
     k = np.unique(np.round(np.logspace(0, np.log10(max(200, 4 * int(counts.n.max()))), 40)).astype(int))
     if main is not None:
-        truth = None
-        if truth_dir is not None:
-            from ..pipeline import _truth_passk
-
-            truth = _truth_passk(Path(truth_dir), counts, k)
+        truth = truth(k) if callable(truth) else None  # truth(k) -> (config, k) when the truth is known
         cur = passk_curve(idatas[main], k)
         fig, ax = plt.subplots(figsize=(7, 4.5))
         plot_passk_curve(cur, counts=counts, truth=truth, ax=ax)

@@ -26,14 +26,16 @@ _PASS = 1
 
 
 def as_samples(obj, group: str = "samples") -> xr.Dataset:
-    """Return the executed-samples dataset from a Dataset or an InferenceData carrying it as a group."""
+    """Return the executed-samples dataset from a Dataset, a run tree or an InferenceData carrying it."""
     if isinstance(obj, xr.Dataset):
         ds = obj
-    elif hasattr(obj, "groups") and group in obj.groups():
+    elif isinstance(obj, xr.DataTree) and group in obj.children:
+        ds = obj[group].to_dataset()
+    elif hasattr(obj, "groups") and not isinstance(obj, xr.DataTree) and group in obj.groups():
         ds = obj[group]
     else:
-        raise TypeError(f"expected an executed samples xarray.Dataset or an InferenceData with a {group!r} group; "
-                        f"got {type(obj).__name__}")
+        raise TypeError(f"expected an executed samples xarray.Dataset, a run tree or an InferenceData with a "
+                        f"{group!r} group; got {type(obj).__name__}")
     missing = [v for v in ("verdict", "digest", "exists", "is_plus") if v not in ds]
     if missing:
         raise ValueError(f"samples dataset lacks {missing}; make it with bayespass.execute")

@@ -7,7 +7,7 @@ import pandas as pd
 import xarray as xr
 
 from ..data.counts import validate_counts
-from ..testing import rng as _rng
+from ..simulate import rng as _rng
 from ..validate import check_choice, check_positive_int
 from .kernels import bb_logpmf, zoibb_logpmf
 

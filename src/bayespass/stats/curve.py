@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 from ..defaults import rcParams
 from ..validate import as_k, check_prob
@@ -71,7 +76,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None) -> xr.Dataset:
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
-                     ax=None, band: str = "eti"):
+                     ax=None, band: str = "eti") -> Axes:
     """Plot pass@k curves with bands per config; overlay the unbiased estimator where n >= k.
 
     Parameters

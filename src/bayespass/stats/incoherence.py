@@ -87,7 +87,7 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
     ----------
     fuzz_samples : xarray.Dataset or arviz.InferenceData
         Samples executed on the fuzzed inputs (a suite from
-        :func:`bayespass.data.fuzz.fuzzed_suite`), or an InferenceData with a
+        :func:`bayespass.execution.fuzz.fuzzed_suite`), or an InferenceData with a
         ``fuzz_samples`` group.
     samples : xarray.Dataset or arviz.InferenceData, optional
         Samples executed on the task's own tests; gives pass@1 per config for
@@ -114,12 +114,15 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
 
     n_mc = check_positive_int(n_mc, name="n_mc")
     n_repeats = check_positive_int(n_repeats, name="n_repeats")
-    if samples is None and hasattr(fuzz_samples, "groups") and "samples" in fuzz_samples.groups():
+    if samples is None and isinstance(fuzz_samples, xr.DataTree) and "samples" in fuzz_samples.children:
+        samples = fuzz_samples
+    elif samples is None and hasattr(fuzz_samples, "groups") and not isinstance(fuzz_samples, xr.DataTree) \
+            and "samples" in fuzz_samples.groups():
         samples = fuzz_samples
     fz = as_samples(fuzz_samples, group="fuzz_samples")
     if "reference_digest" not in fz:
         raise ValueError("fuzz_samples lacks 'reference_digest'; execute the samples with bayespass.execute "
-                         "against bayespass.data.fuzz.fuzzed_suite(...)")
+                         "against bayespass.execution.fuzz.fuzzed_suite(...)")
     rng = np.random.default_rng(rcParams["stats.seed"] if seed is None else seed)
     dig, exists, ref = fz["digest"].values, fz["exists"].values, fz["reference_digest"].values
     n_inputs = (fz["is_plus"].values >= 0).sum(-1)

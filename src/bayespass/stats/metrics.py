@@ -48,7 +48,7 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         behaviour cluster's representative passes the gold tests) and
         ``reading`` (pass@K against cons@K).
     """
-    from ..execute.engine import to_counts
+    from ..execution.engine import to_counts
     from .curve import passk_curve
     from .passk import avg_at_n, cons_at_k, passk
 

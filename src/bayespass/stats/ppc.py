@@ -76,7 +76,7 @@ def ppc(idata) -> xr.Dataset:
                       attrs={"model": idata.posterior.attrs.get("bayespass_model", "")})
 
 
-def plot_ppc(idata, *, ax=None):
+def plot_ppc(idata, *, ax=None) -> np.ndarray:
     """Observed histogram of ``c/n`` against the replicated 90% band, one panel per config."""
     import matplotlib
 

@@ -68,6 +68,56 @@ def _task_scores(labels: np.ndarray, correct: np.ndarray, rng) -> tuple[float, i
     return (float(hit[0] + 1) if hit.size else np.inf), uniq.size, float(-(p * np.log(p)).sum())
 
 
+def _all_task_scores(lab, corr, rng, delta):
+    """Per (config, task): conformal score, score after Hoeffding stopping, classes, entropy, samples used."""
+    n_cfg, n_task = lab.shape[:2]
+    score = np.full((n_cfg, n_task), np.nan)
+    score_seq = np.full_like(score, np.nan)
+    n_cls = np.zeros((n_cfg, n_task), int)
+    ent = np.full_like(score, np.nan)
+    used = np.zeros((n_cfg, n_task), int)
+    for c in range(n_cfg):
+        for t in range(n_task):
+            idx = np.flatnonzero(lab[c, t] >= 0)
+            if idx.size == 0:
+                continue
+            score[c, t], n_cls[c, t], ent[c, t] = _task_scores(lab[c, t, idx], corr[c, t, idx], rng)
+            used[c, t] = hoeffding_stop(lab[c, t, idx], delta)
+            score_seq[c, t] = _task_scores(lab[c, t, idx[: used[c, t]]], corr[c, t, idx[: used[c, t]]], rng)[0]
+    return score, score_seq, n_cls, ent, used
+
+
+def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, rng):
+    """Coverage, set size and reliability over random calibration/test splits, and the full-data level."""
+    n_cfg = n.shape[0]
+    names = ("qhat", "coverage", "set_size", "cond_coverage", "reliability", "mode_coverage")
+    out = {f"{v}{suf}": np.full((n_cfg, n_splits), np.nan) for v in names for suf in ("", "_seq")}
+    level = np.full((3, n_cfg), np.nan)
+    for c in range(n_cfg):
+        tasks = np.flatnonzero(n[c] > 0)
+        m = tasks.size
+        n_cal = int(round(calib_fraction * m))
+        if n_cal < 1 or n_cal >= m:
+            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
+        top = int((score[c, tasks] == 1).sum())
+        level[:, c] = top / (m + 1), *wilson(top, m)
+        rank = int(np.ceil((n_cal + 1) * (1 - alpha)))
+        for s in range(n_splits):
+            perm = rng.permutation(tasks)
+            cal, test = perm[:n_cal], perm[n_cal:]
+            for suf, sc in (("", score[c]), ("_seq", score_seq[c])):
+                q = np.sort(sc[cal])[rank - 1] if rank <= n_cal else np.inf
+                st = sc[test]
+                solvable = np.isfinite(st)
+                out[f"qhat{suf}"][c, s] = q
+                out[f"coverage{suf}"][c, s] = np.mean(st <= q)
+                out[f"set_size{suf}"][c, s] = np.mean(np.minimum(q, n_cls[c, test]))
+                out[f"cond_coverage{suf}"][c, s] = np.mean(st[solvable] <= q) if solvable.any() else np.nan
+                out[f"reliability{suf}"][c, s] = np.sum(sc[cal] == 1) / (n_cal + 1)
+                out[f"mode_coverage{suf}"][c, s] = np.mean(st == 1)
+    return out, level
+
+
 def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_splits: int = 100,
                 seed: int | None = None, delta: float = 0.1, signature: str = "verdict",
                 probe_fraction: float = 0.5) -> xr.Dataset:
@@ -113,45 +163,8 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
     seed = rcParams["stats.seed"] if seed is None else seed
     rng = np.random.default_rng(seed)
     lab, corr, n = beh["cluster"].values, beh["gold_correct"].values, beh["n"].values
-    n_cfg, n_task = n.shape
-    score = np.full((n_cfg, n_task), np.nan)
-    score_seq = np.full_like(score, np.nan)
-    n_cls = np.zeros((n_cfg, n_task), int)
-    ent = np.full_like(score, np.nan)
-    used = np.zeros((n_cfg, n_task), int)
-    for c in range(n_cfg):
-        for t in range(n_task):
-            idx = np.flatnonzero(lab[c, t] >= 0)
-            if idx.size == 0:
-                continue
-            score[c, t], n_cls[c, t], ent[c, t] = _task_scores(lab[c, t, idx], corr[c, t, idx], rng)
-            used[c, t] = hoeffding_stop(lab[c, t, idx], delta)
-            score_seq[c, t] = _task_scores(lab[c, t, idx[: used[c, t]]], corr[c, t, idx[: used[c, t]]], rng)[0]
-    names = ("qhat", "coverage", "set_size", "cond_coverage", "reliability", "mode_coverage")
-    out = {f"{v}{suf}": np.full((n_cfg, n_splits), np.nan) for v in names for suf in ("", "_seq")}
-    level = np.full((3, n_cfg), np.nan)
-    for c in range(n_cfg):
-        tasks = np.flatnonzero(n[c] > 0)
-        m = tasks.size
-        n_cal = int(round(calib_fraction * m))
-        if n_cal < 1 or n_cal >= m:
-            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
-        top = int((score[c, tasks] == 1).sum())
-        level[:, c] = top / (m + 1), *wilson(top, m)
-        for s in range(n_splits):
-            perm = rng.permutation(tasks)
-            cal, test = perm[:n_cal], perm[n_cal:]
-            rank = int(np.ceil((n_cal + 1) * (1 - alpha)))
-            for suf, sc in (("", score[c]), ("_seq", score_seq[c])):
-                q = np.sort(sc[cal])[rank - 1] if rank <= n_cal else np.inf
-                st = sc[test]
-                solvable = np.isfinite(st)
-                out[f"qhat{suf}"][c, s] = q
-                out[f"coverage{suf}"][c, s] = np.mean(st <= q)
-                out[f"set_size{suf}"][c, s] = np.mean(np.minimum(q, n_cls[c, test]))
-                out[f"cond_coverage{suf}"][c, s] = np.mean(st[solvable] <= q) if solvable.any() else np.nan
-                out[f"reliability{suf}"][c, s] = np.sum(sc[cal] == 1) / (n_cal + 1)
-                out[f"mode_coverage{suf}"][c, s] = np.mean(st == 1)
+    score, score_seq, n_cls, ent, used = _all_task_scores(lab, corr, rng, delta)
+    out, level = _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, rng)
     d2, d1 = ("config", "split"), ("config", "task")
     tot = np.maximum(n.sum(1), 1)
     ds = xr.Dataset({**{k: (d2, v) for k, v in out.items()},

@@ -3,7 +3,8 @@ import os
 import pytest
 
 from bayespass.data.suites import Suite, Task
-from bayespass.execute.sandbox import probe_layer
+from bayespass.execution.groundtruth import ground_truth
+from bayespass.execution.sandbox import probe_layer
 
 
 def toy_suite(tmp_cache=None) -> Suite:
@@ -13,7 +14,7 @@ def toy_suite(tmp_cache=None) -> Suite:
                           inputs=[[1.0], [3.0], [1e-9], [7.0]], n_base=2, atol=1e-6),
     }
     suite = Suite("toy", tasks, "toyhash")
-    suite.compute_expected(use_cache=False, workers=1)
+    ground_truth(suite, use_cache=False, workers=1)
     return suite
 
 

@@ -126,8 +126,8 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
 
     Returns ``{"inputs": [...], "values": [tagged...], "times": [...], "tried": int}``.
     """
-    from ..execute.child import encode
-    from ..execute.sandbox import Limits, Sandbox
+    from .child import encode
+    from .sandbox import Limits, Sandbox
 
     rng = random.Random(f"{seed}:{task.task_id}")
     own = sandbox is None
@@ -162,12 +162,14 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
 def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True,
                tasks=None) -> dict:
     """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
-    from ..execute.harness import SlotPool
-    from ..execute.sandbox import HARNESS_VERSION, Limits
-    from .suites import cache_dir
+    from ..data.suites import cache_dir
+    from .harness import SlotPool
+    from .sandbox import HARNESS_VERSION, Limits
 
     if not suite.expected:
-        suite.compute_expected(workers=workers)
+        from .groundtruth import ground_truth
+
+        ground_truth(suite, workers=workers)
     tag = ""
     if tasks is not None:
         import hashlib
@@ -205,8 +207,8 @@ def fuzzed_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = N
     import dataclasses
     import hashlib
 
-    from ..execute.child import decode
-    from .suites import Suite
+    from ..data.suites import Suite
+    from .child import decode
 
     fz = fuzz_suite(suite, n, seed=seed, workers=workers, use_cache=use_cache, tasks=tasks)
     tasks, expected = {}, {}

@@ -596,10 +596,8 @@ def _sweep(uid):
     os.waitpid(pid, 0)
 
 
-def zygote(cfg, ctrl_fd):
-    """Serve jobs: fork an isolated child per job; never run candidate code here."""
-    import marshal
-    import select
+def _zygote_setup(cfg, ctrl_fd):
+    """Tie the zygote to the supervisor, pre-import what children need; return the control socket."""
     import signal
     import socket
 
@@ -610,14 +608,14 @@ def zygote(cfg, ctrl_fd):
     if os.getppid() == 1:
         os._exit(1)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    for mod in PRELOAD:
+    for mod in PRELOAD if cfg.get("preload", True) else ():
         try:
             __import__(mod)
         except ImportError:
             pass
     import _blake2  # noqa: F401 - for canonical_digest
     import _json  # noqa: F401
-    import ctypes  # noqa: F401
+    import ctypes
     import errno  # noqa: F401
     import resource  # noqa: F401
 
@@ -626,46 +624,70 @@ def zygote(cfg, ctrl_fd):
             ctypes.CDLL("libseccomp.so.2")
         except OSError:
             pass
+    return sock
+
+
+def _recv_job(sock):
+    """Return the next job and its result descriptor, or None when the supervisor is gone."""
+    import marshal
+    import socket
+
+    msg, fds, _, _ = socket.recv_fds(sock, 8, 1)
+    if not msg:
+        return None
+    if len(msg) < 8:
+        rest = _recv_exact(sock, 8 - len(msg))
+        if rest is None:
+            return None
+        msg += rest
+    body = _recv_exact(sock, int.from_bytes(msg, "little"))
+    if body is None or len(fds) != 1:
+        return None
+    return marshal.loads(body), fds[0]
+
+
+def _supervise(sock, pid, cfg):
+    """Wait for the child (killing it on request); (status, CPU microseconds), or None if the supervisor left."""
+    import select
+
+    pfd = os.pidfd_open(pid)
+    try:
+        while True:
+            ready, _, _ = select.select([sock, pfd], [], [])
+            if sock in ready:
+                cmd = sock.recv(1)
+                if cmd == b"K" or not cmd:
+                    os.kill(pid, 9)
+                    if not cmd:
+                        os.waitpid(pid, 0)
+                        _sweep(cfg.get("uid"))
+                        return None
+            if pfd in ready:
+                _, status, usage = os.wait4(pid, 0)
+                return status, int(1e6 * (usage.ru_utime + usage.ru_stime))
+    finally:
+        os.close(pfd)
+
+
+def zygote(cfg, ctrl_fd):
+    """Serve jobs: fork an isolated child per job; never run candidate code here."""
+    sock = _zygote_setup(cfg, ctrl_fd)
     sock.sendall(b"R")
     while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 8, 1)
-        if not msg:
+        got = _recv_job(sock)
+        if got is None:
             return
-        if len(msg) < 8:
-            rest = _recv_exact(sock, 8 - len(msg))
-            if rest is None:
-                return
-            msg += rest
-        body = _recv_exact(sock, int.from_bytes(msg, "little"))
-        if body is None or len(fds) != 1:
-            return
-        job = marshal.loads(body)
-        body = None
-        res_fd = fds[0]
+        job, res_fd = got
         pid = os.fork()
         if pid == 0:
             sock.close()
             _child(cfg, job, res_fd)
         os.close(res_fd)
-        job = None
+        job = got = None
         sock.sendall(b"S" + pid.to_bytes(4, "little"))
-        pfd = os.pidfd_open(pid)
-        status, cpu_us = None, 0
-        try:
-            while status is None:
-                ready, _, _ = select.select([sock, pfd], [], [])
-                if sock in ready:
-                    cmd = sock.recv(1)
-                    if cmd == b"K" or not cmd:
-                        os.kill(pid, 9)
-                        if not cmd:
-                            os.waitpid(pid, 0)
-                            _sweep(cfg.get("uid"))
-                            return
-                if pfd in ready:
-                    _, status, usage = os.wait4(pid, 0)
-                    cpu_us = int(1e6 * (usage.ru_utime + usage.ru_stime))
-        finally:
-            os.close(pfd)
+        ended = _supervise(sock, pid, cfg)
+        if ended is None:
+            return
+        status, cpu_us = ended
         _sweep(cfg.get("uid"))
         sock.sendall(b"E" + (status & 0xFFFFFFFF).to_bytes(4, "little") + cpu_us.to_bytes(8, "little"))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import bayespass as bp
 from bayespass.cli import app
-from bayespass.execute import engine
+from bayespass.execution import engine
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "evalplus"
 REPO = Path(__file__).resolve().parents[2]

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 import bayespass as bp
-from bayespass.data import fuzz
 from bayespass.data.suites import Suite, Task
+from bayespass.execution import fuzz
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "evalplus"
 
@@ -50,7 +50,7 @@ def test_fuzz_keeps_only_valid_inputs_and_is_deterministic():
     a = fuzz.fuzz_inputs(task, 60, seed=1)
     b = fuzz.fuzz_inputs(task, 60, seed=1)
     assert a["inputs"] == b["inputs"] and len(a["inputs"]) > 20
-    from bayespass.execute.child import decode
+    from bayespass.execution.child import decode
 
     assert all(decode(x)[0] >= 0 for x in a["inputs"])  # negatives raise in the canonical: dropped
     c = fuzz.fuzz_inputs(task, 60, seed=2)

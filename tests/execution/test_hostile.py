@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from bayespass.data.suites import Suite, Task
-from bayespass.execute import engine
-from bayespass.execute.child import encode
-from bayespass.execute.judge import CODES, equal
-from bayespass.execute.sandbox import Limits, Sandbox
+from bayespass.execution import engine
+from bayespass.execution.child import encode
+from bayespass.execution.groundtruth import ground_truth
+from bayespass.execution.judge import CODES, equal
+from bayespass.execution.sandbox import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,8 +100,8 @@ def test_judge_is_exact_about_structure_and_types():
     assert equal(float("inf"), float("inf")) and not equal(float("nan"), float("nan"))
     assert not equal([1.0 + 1e-3], [1.0])
     assert not equal([10**400], [1.0]) and not equal(10**400, 1e308)  # no OverflowError
-    from bayespass.execute.judge import judge
-    from bayespass.execute.sandbox import Outcome
+    from bayespass.execution.judge import judge
+    from bayespass.execution.sandbox import Outcome
 
     assert judge(Outcome("value", value=["L", [["I", hex(10**400)]]]), [2.5]) == "fail"
 
@@ -109,7 +110,7 @@ def float_suite():
     tasks = {"toy/pair": Task("toy/pair", "def pair(x):\n", "pair", "    return [x / 2, x / 3]\n",
                               inputs=[[1.0], [3.0]], n_base=2)}
     s = Suite("toy-pair", tasks, "pairhash")
-    s.compute_expected(use_cache=False, workers=1)
+    ground_truth(s, use_cache=False, workers=1)
     return s
 
 
@@ -152,7 +153,7 @@ def f(x):
     finally:
         secret.unlink()
     assert o.status == "value", o
-    from bayespass.execute.child import decode
+    from bayespass.execution.child import decode
 
     seen = decode(o.value)
     assert seen["secret"] in ("FileNotFoundError", "PermissionError")
@@ -222,8 +223,8 @@ def test_supervisor_memory_is_bounded_by_one_value(layer):
     # every value was kept until the end of the program (40 x 8 MB and more)
     script = f"""
 import resource, sys
-from bayespass.execute.sandbox import Sandbox, Limits
-from bayespass.execute.child import encode
+from bayespass.execution.sandbox import Sandbox, Limits
+from bayespass.execution.child import encode
 sb = Sandbox(layer={layer!r})
 code = "def f(x):\\n    return 'y' * (8 << 20)\\n"
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -256,8 +257,8 @@ def _procs_of(uids):
 def test_candidates_die_with_a_killed_evaluator(tmp_path):
     script = """
 import sys
-from bayespass.execute.sandbox import Sandbox
-from bayespass.execute.child import encode
+from bayespass.execution.sandbox import Sandbox
+from bayespass.execution.child import encode
 sb = Sandbox()
 print(sb.uid, flush=True)
 sb.run("def f(x):\\n    import time\\n    time.sleep(60)\\n", "f", [encode((1,))], [120.0])
@@ -305,7 +306,7 @@ def f(x):
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86-64")
 def test_dangerous_syscalls_are_denied_but_getrlimit_works(layer):
-    from bayespass.execute.child import decode
+    from bayespass.execution.child import decode
 
     o = run1(layer, SYSCALLS, limit=5.0)
     assert o.status == "value", o
@@ -342,7 +343,7 @@ def test_only_a_starved_timeout_is_rerun(monkeypatch, layer):
     """A timeout is re-run only when the child got less than half a CPU during it: a sleeping
     program (no CPU) is re-run; a program that used its whole limit in CPU is not.  The second case
     is simulated by raising the threshold's reference, so the test does not depend on machine load."""
-    from bayespass.execute import sandbox as sbmod
+    from bayespass.execution import sandbox as sbmod
 
     sleeper = "def f(x):\n    import time\n    time.sleep(5)\n"
     o = run1(layer, sleeper, limit=0.3)
@@ -353,7 +354,7 @@ def test_only_a_starved_timeout_is_rerun(monkeypatch, layer):
 
 
 def test_ground_truth_timeouts_are_never_cached(tmp_path, monkeypatch):
-    from bayespass.execute import harness
+    from bayespass.execution import groundtruth as harness
 
     monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
     monkeypatch.setattr(harness, "_GT_TIME", 0.3)
@@ -362,14 +363,14 @@ def test_ground_truth_timeouts_are_never_cached(tmp_path, monkeypatch):
                               inputs=[[1], [2], [3]], n_base=3)}
     suite = Suite("toy-slow", tasks, "slowhash")
     with pytest.warns(RuntimeWarning, match="not cached"):
-        suite.compute_expected(workers=1)
+        ground_truth(suite, workers=1)
     assert suite.expected["toy/slow"]["transient"] == [1]
     assert len(suite.expected["toy/slow"]["values"]) == 2
     assert not list(tmp_path.glob("expected-toy-slow-*"))
 
 
 def test_load_factor_scales_limits_and_is_recorded(suite):
-    from bayespass.execute.harness import load_factor
+    from bayespass.execution.groundtruth import load_factor
 
     fast = Suite(suite.name, suite.tasks, suite.source_hash, expected=suite.expected, speed_ref=1e-6)
     assert load_factor(fast) == 8.0  # capped

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bayespass.execute import engine
-from bayespass.execute.judge import CODES
-from bayespass.execute.sandbox import Limits
+from bayespass.execution import engine
+from bayespass.execution.judge import CODES
+from bayespass.execution.sandbox import Limits
 
 MARK = f"bp_canary_{uuid.uuid4().hex[:8]}"
 
@@ -149,9 +149,9 @@ def test_digests_cluster_behaviour(suite):
 
 
 def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
-    from bayespass.execute.child import Hashed, decode, encode
-    from bayespass.execute.judge import digest, judge
-    from bayespass.execute.sandbox import Sandbox
+    from bayespass.execution.child import Hashed, decode, encode
+    from bayespass.execution.judge import digest, judge
+    from bayespass.execution.sandbox import Sandbox
 
     sb = Sandbox(limits=Limits(max_value_bytes=4096), layer=layer)
     body = "    return [('a%d' % i, i * 1.5 if flt else i, {{i, -i}}, {{'k': [i] * 3}}) for i in {rng}]\n"
@@ -179,8 +179,8 @@ def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
 def test_candidate_imports_any_stdlib_module_but_sees_no_installed_packages(layer):
     """Under a uid drop the stdlib is bound read-only (Layer 0) or mapped (bwrap): any stdlib
     module imports, including lazily loaded codecs, but not the interpreter's site-packages."""
-    from bayespass.execute.child import encode
-    from bayespass.execute.sandbox import Sandbox
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox
 
     code = ("def f(x):\n"
             "    import datetime, email.utils, fractions, os, sys, sysconfig, zoneinfo\n"

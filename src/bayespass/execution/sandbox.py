@@ -7,7 +7,7 @@ enters new mount/network/IPC/UTS namespaces, pivots into a minimal tmpfs root
 (read-only stdlib and shared libraries, a size-capped scratch /tmp, nothing
 else of the host), sets rlimits, drops to the slot's own unprivileged uid (or
 all capabilities in a user namespace), installs a seccomp filter, and only
-then loads the candidate (see :mod:`bayespass.execute.child`).  Results come
+then loads the candidate (see :mod:`bayespass.execution.child`).  Results come
 back as tagged JSON on a private pipe; this supervisor judges them.
 
 Timing: the wall-clock limit of a test runs from the moment the previous
@@ -551,8 +551,8 @@ class Sandbox:
         n = len(inputs)
         caps = caps or [self.limits.max_value_bytes] * n
         outs: list[Outcome | None] = [None] * n
-        retry = retry and self.limits.retry_factor >= 1
-        confirmed, timeouts, budget_end = False, 0, None
+        state = {"retry": retry and self.limits.retry_factor >= 1, "confirmed": False, "timeouts": 0,
+                 "budget_end": None, "max_timeouts": max_timeouts}
         base = {"code": code, "entry_point": entry_point, "output_not_none": output_not_none,
                 "recursion": self.limits.recursion}
 
@@ -562,51 +562,52 @@ class Sandbox:
 
         i = 0
         while i < n:
-            att = self._attempt(base, inputs, caps, i, n, time_limits, budget_end, sink=final)
+            att = self._attempt(base, inputs, caps, i, n, time_limits, state["budget_end"], sink=final)
             if att.event in ("done", "stopped"):
                 break
             if att.event == "skip":
                 i = att.at
                 continue
-            k = att.at
-            if att.event in ("load_error", "load_timeout"):
-                status = "error" if att.event == "load_error" else "timeout"
-                for j in range(k, n):
-                    outs[j] = Outcome(status, error=att.error)
+            if att.event in ("load_error", "load_timeout", "budget"):
+                for j in range(att.at, n):
+                    outs[j] = (Outcome("timeout", duration=float("nan"), presumed=True) if att.event == "budget"
+                               else Outcome("error" if att.event == "load_error" else "timeout", error=att.error))
                 break
-            if att.event == "budget":
-                for j in range(k, n):
-                    outs[j] = Outcome("timeout", duration=float("nan"), presumed=True)
+            o = self._failed_test(base, inputs, caps, time_limits, att, state)
+            if final(att.at, o):
                 break
-            if att.event == "crash":
-                o = Outcome("crash", error=att.error) if "SIGXCPU" not in att.error else \
-                    Outcome("timeout", error=att.error)
-            else:  # a timeout
-                o = Outcome("timeout", duration=time_limits[k])
-                # re-run only when the child got less than half a CPU during its limit (a busy machine,
-                # or a program that sleeps); one that had the CPU needed more than the limit
-                starved = att.cpu_share < CPU_SHARE_GENUINE
-                if retry and starved and not confirmed and budget_end is None:
-                    again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,
-                                          factor=self.limits.retry_factor, sink=None)
-                    if k in again.outcomes:
-                        o = again.outcomes[k]
-                    elif again.event in ("crash", "load_error"):
-                        o = Outcome("crash" if again.event == "crash" else "error", error=again.error)
-                    else:
-                        o.duration = self.limits.retry_factor * time_limits[k]
-                        confirmed = True
-                    o.retried = True
-                elif not starved:
-                    confirmed = True
-            if o.status == "timeout":
-                timeouts += 1
-                if max_timeouts is not None and timeouts >= max_timeouts and budget_end is None:
-                    budget_end = time.monotonic() + self.limits.timeout_budget
-            if final(k, o):
-                break
-            i = k + 1
+            i = att.at + 1
         return [o if o is not None else Outcome("not_run") for o in outs]
+
+    def _failed_test(self, base, inputs, caps, time_limits, att, state) -> Outcome:
+        """Return the outcome of a test whose child crashed or timed out (re-run once if it was starved)."""
+        k = att.at
+        if att.event == "crash":
+            o = Outcome("timeout" if "SIGXCPU" in att.error else "crash", error=att.error)
+        else:
+            o = Outcome("timeout", duration=time_limits[k])
+            # re-run only when the child got less than half a CPU during its limit (a busy machine,
+            # or a program that sleeps); one that had the CPU needed more than the limit
+            starved = att.cpu_share < CPU_SHARE_GENUINE
+            if state["retry"] and starved and not state["confirmed"] and state["budget_end"] is None:
+                again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,
+                                      factor=self.limits.retry_factor, sink=None)
+                if k in again.outcomes:
+                    o = again.outcomes[k]
+                elif again.event in ("crash", "load_error"):
+                    o = Outcome("crash" if again.event == "crash" else "error", error=again.error)
+                else:
+                    o.duration = self.limits.retry_factor * time_limits[k]
+                    state["confirmed"] = True
+                o.retried = True
+            elif not starved:
+                state["confirmed"] = True
+        if o.status == "timeout":
+            state["timeouts"] += 1
+            mt = state["max_timeouts"]
+            if mt is not None and state["timeouts"] >= mt and state["budget_end"] is None:
+                state["budget_end"] = time.monotonic() + self.limits.timeout_budget
+        return o
 
     def _attempt(self, base, inputs, caps, start, end, time_limits, budget_end, factor=1.0,
                  sink=None) -> _Attempt:
@@ -642,84 +643,94 @@ class Sandbox:
 
     def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
-        lim = self.limits
+        rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
+                     self.limits.load_time_limit)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
-        buf = bytearray()
-        scanned = 0
-        loaded = False
-        nxt = start
-        cap_deadline = math.inf if budget_end is None else budget_end
-        deadline = min(time.monotonic() + lim.load_time_limit, cap_deadline)
-        t_start = time.monotonic()
+        buf, scanned = bytearray(), 0
         try:
-            while nxt < end:
-                timeout = deadline - time.monotonic()
+            while rd.nxt < end:
+                timeout = rd.deadline - time.monotonic()
                 if timeout <= 0 or not sel.select(timeout):
-                    now = time.monotonic()
-                    if now >= cap_deadline:
-                        att.event, att.at = "budget", nxt
-                    elif not loaded:
-                        att.event, att.at, att.error = "load_timeout", nxt, "load"
-                    else:
-                        att.event, att.at, att.limit = "timeout", nxt, factor * time_limits[nxt]
+                    rd.expire()
                     return True
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     return False
                 buf += chunk
-                while True:
-                    cut = buf.find(b"\n", scanned)
-                    if cut < 0:
-                        scanned = len(buf)
-                        break
-                    line = buf[:cut]
+                while (cut := buf.find(b"\n", scanned)) >= 0:
+                    msg = _parse(buf[:cut])
                     del buf[:cut + 1]
                     scanned = 0
-                    msg = _parse(line)
-                    line = None
-                    if msg is None:
-                        continue
-                    if "setup_error" in msg:
-                        att.error = "setup:" + str(msg["setup_error"])
-                        return False
-                    if not loaded:
-                        if "load_error" in msg:
-                            att.event, att.at = "load_error", nxt
-                            att.error = f"load:{msg['load_error']}"[:100]
-                            return True
-                        if "loaded" in msg:
-                            loaded = True
-                            att.cpu_before = _num(msg.get("c"))
-                            t_start = time.monotonic()
-                            deadline = min(t_start + factor * time_limits[nxt], cap_deadline)
-                        continue
-                    if msg.get("i") != nxt or msg.get("ok") not in (True, False):
-                        continue  # results are accepted in order, each index once; anything else is noise
-                    now = time.monotonic()
-                    dur = now - t_start  # wall clock from the call to the last byte, as the limit counts
-                    att.cpu_before = _num(msg.get("c"))
-                    if msg.get("ok") is True:
-                        o = Outcome("value", value=msg.get("v"), duration=dur)
-                    else:
-                        err = str(msg.get("e"))[:100]
-                        o = Outcome("oversize" if err == "Oversize" else "error", error=err, duration=dur)
-                    msg = None
-                    if att.put(nxt, o):
-                        att.event = "stopped"
-                        return True
-                    o = None
-                    nxt += 1
-                    t_start = now
-                    if nxt < end:
-                        deadline = min(t_start + factor * time_limits[nxt], cap_deadline)
-                if nxt < end and len(buf) > caps[nxt] + 4096:
-                    stop = att.put(nxt, Outcome("oversize", error="result stream over the cap"))
-                    att.event, att.at = ("stopped", -1) if stop else ("skip", nxt + 1)
+                    kill = None if msg is None else rd.message(msg)
+                    if kill is not None:
+                        return kill
+                scanned = len(buf)
+                if rd.nxt < end and len(buf) > caps[rd.nxt] + 4096:
+                    stop = att.put(rd.nxt, Outcome("oversize", error="result stream over the cap"))
+                    att.event, att.at = ("stopped", -1) if stop else ("skip", rd.nxt + 1)
                     return True
             return False
         finally:
             sel.close()
+
+
+class _Reader:
+    """Deadlines and the order of results while one child's result pipe is read."""
+
+    def __init__(self, att, start, end, time_limits, factor, cap, load_limit):
+        self.att, self.nxt, self.end = att, start, end
+        self.limits, self.factor, self.cap = time_limits, factor, cap
+        self.loaded = False
+        self.t_start = time.monotonic()
+        self.deadline = min(self.t_start + load_limit, cap)
+
+    def expire(self) -> None:
+        """Record which deadline passed (the budget, the load limit or the test's own limit)."""
+        att = self.att
+        if time.monotonic() >= self.cap:
+            att.event, att.at = "budget", self.nxt
+        elif not self.loaded:
+            att.event, att.at, att.error = "load_timeout", self.nxt, "load"
+        else:
+            att.event, att.at, att.limit = "timeout", self.nxt, self.factor * self.limits[self.nxt]
+
+    def _arm(self, now: float) -> None:
+        self.t_start = now
+        if self.nxt < self.end:
+            self.deadline = min(now + self.factor * self.limits[self.nxt], self.cap)
+
+    def message(self, msg: dict) -> bool | None:
+        """Handle one line: True = kill the child, False = stop reading, None = go on."""
+        att = self.att
+        if "setup_error" in msg:
+            att.error = "setup:" + str(msg["setup_error"])
+            return False
+        if not self.loaded:
+            if "load_error" in msg:
+                att.event, att.at, att.error = "load_error", self.nxt, f"load:{msg['load_error']}"[:100]
+                return True
+            if "loaded" in msg:
+                self.loaded = True
+                att.cpu_before = _num(msg.get("c"))
+                self._arm(time.monotonic())
+            return None
+        if msg.get("i") != self.nxt or msg.get("ok") not in (True, False):
+            return None  # results are accepted in order, each index once; anything else is noise
+        now = time.monotonic()
+        dur = now - self.t_start  # wall clock from the call to the last byte, as the limit counts
+        att.cpu_before = _num(msg.get("c"))
+        if msg.get("ok") is True:
+            o = Outcome("value", value=msg.get("v"), duration=dur)
+        else:
+            err = str(msg.get("e"))[:100]
+            o = Outcome("oversize" if err == "Oversize" else "error", error=err, duration=dur)
+        if att.put(self.nxt, o):
+            att.event = "stopped"
+            return True
+        self.nxt += 1
+        self._arm(now)
+        return None
 
 
 def _parse(line: bytes):

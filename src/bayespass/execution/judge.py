@@ -17,7 +17,7 @@ passes for ``[1.0, 1.0]``) and converts strings (``["1.0"]`` passes for
 HumanEval/MBPP tasks are kept.
 
 A value too large to send (over ``Limits.max_value_bytes`` encoded) arrives
-as its canonical digest (:class:`~bayespass.execute.child.Hashed`); it is
+as its canonical digest (:class:`~bayespass.execution.child.Hashed`); it is
 judged by exact equality of digests (Python ``==`` semantics for numbers,
 sets and dicts in any order; no float tolerance), hashing the other side
 when only one side is a digest.
@@ -132,7 +132,7 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bo
 
 
 def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None) -> str:
-    """Verdict name for one test from a sandbox :class:`~bayespass.execute.sandbox.Outcome`.
+    """Verdict name for one test from a sandbox :class:`~bayespass.execution.sandbox.Outcome`.
 
     ``expected`` is the *decoded* expected value.
     """

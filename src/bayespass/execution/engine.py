@@ -14,7 +14,8 @@ import xarray as xr
 
 from .._version import __version__
 from .child import decode
-from .harness import SlotPool, load_factor
+from .groundtruth import load_factor
+from .harness import SlotPool
 from .judge import VERDICTS, digest, judge
 from .samples_io import code_hash, read_samples
 from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
@@ -130,7 +131,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     Parameters
     ----------
     samples : path, list of dict or DataFrame
-        evalplus-format samples (see :func:`bayespass.execute.samples_io.read_samples`).
+        evalplus-format samples (see :func:`bayespass.execution.samples_io.read_samples`).
     suite : Suite
         From :func:`bayespass.load_suite` (expected outputs are computed if missing).
     out : path, optional
@@ -143,7 +144,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         Resource and time limits (evalplus defaults: 1 s / 4x ground truth).
     layer : str
         Isolation layer (``"auto"``: the strongest that works here; see
-        :class:`~bayespass.execute.sandbox.Sandbox`).
+        :class:`~bayespass.execution.sandbox.Sandbox`).
     fast_check : bool
         Stop a program at its first non-passing test (the rest ``not_run``).
     scheduler : str or dask Client/LocalCluster, optional
@@ -186,43 +187,21 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         missing); per (task, test) ``is_plus`` (-1 where the task has fewer
         tests) and ``reference_digest`` (the canonical solution's digest).
     """
-    limits = limits or Limits()
-    if not isinstance(limits, Limits):
-        raise TypeError(f"limits must be a bayespass.Limits; got {type(limits).__name__}")
-    max_timeouts = _check_max_timeouts(max_timeouts)
-    from ..validate import check_choice
-
-    check_choice(detail, ("test", "sample"), name="detail")
-    if workers is not None:
-        from ..validate import check_positive_int
-
-        workers = check_positive_int(workers, name="workers")
-    layer = check_layer(layer) if scheduler is None else layer
+    limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler)
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
     table = _prepare(suite, read_samples(samples))
     if not suite.expected:
-        suite.compute_expected(workers=workers)
-    tmp = None
-    if out is None:
-        tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-")
-        out = tmp.name
-    out = Path(out)
+        from .groundtruth import ground_truth
+
+        ground_truth(suite, workers=workers)
+    tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-") if out is None else None
+    out = Path(tmp.name if tmp is not None else out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
     store = VerdictStore(out / "verdicts.sqlite")
     try:
-        extra = [json.dumps({k: v for k, v in r.items() if k in ("mean_logprob", "n_tokens", "correct_true")},
-                            default=float) for r in table.to_dict("records")]
-        store.add_samples(list(zip(table["config"], table["task"], table["sample"].astype(int),
-                                   table["code_hash"], extra, strict=True)))
-        testsets = {t: suite.testset_hash(t) for t in table["task"].unique()}
-        for other in ([reuse] if isinstance(reuse, str | os.PathLike) else reuse):
-            other = Path(other)
-            store.import_results(other / "verdicts.sqlite" if other.is_dir() else other, harness, testsets)
-        done = store.done(testsets, harness)
-        todo = table.drop_duplicates(["task", "code_hash"])
-        todo = todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]]
+        todo, testsets = _todo(store, table, suite, harness, reuse)
         factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
         judge_ = _Judge(suite, limits, factor)
         jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
@@ -246,6 +225,35 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     else:
         tmp.cleanup()
     return ds
+
+
+def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
+    """Validate execute()'s arguments before any work; return (limits, max_timeouts, workers, layer)."""
+    from ..validate import check_choice, check_positive_int
+
+    limits = limits or Limits()
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a bayespass.Limits; got {type(limits).__name__}")
+    max_timeouts = _check_max_timeouts(max_timeouts)
+    check_choice(detail, ("test", "sample"), name="detail")
+    if workers is not None:
+        workers = check_positive_int(workers, name="workers")
+    return limits, max_timeouts, workers, check_layer(layer) if scheduler is None else layer
+
+
+def _todo(store, table, suite, harness, reuse):
+    """Record the samples in the store, import reusable results; return the programs still to run."""
+    extra = [json.dumps({k: v for k, v in r.items() if k in ("mean_logprob", "n_tokens", "correct_true")},
+                        default=float) for r in table.to_dict("records")]
+    store.add_samples(list(zip(table["config"], table["task"], table["sample"].astype(int),
+                               table["code_hash"], extra, strict=True)))
+    testsets = {t: suite.testset_hash(t) for t in table["task"].unique()}
+    for other in ([reuse] if isinstance(reuse, str | os.PathLike) else reuse):
+        other = Path(other)
+        store.import_results(other / "verdicts.sqlite" if other.is_dir() else other, harness, testsets)
+    done = store.done(testsets, harness)
+    todo = table.drop_duplicates(["task", "code_hash"])
+    return todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]], testsets
 
 
 def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress,

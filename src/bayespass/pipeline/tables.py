@@ -1,0 +1,80 @@
+"""The tables of a run, computed by the post-processors from the stages' results."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["all_tables", "passk_table"]
+
+
+def passk_table(counts, idatas: dict, k, truth=None) -> pd.DataFrame:
+    """pass@k per config and k: unbiased estimate, each fit's mean and interval, truth when known."""
+    from ..defaults import rcParams
+    from ..stats.curve import passk_curve
+    from ..stats.passk import passk
+
+    k = np.asarray(k)
+    frames = [passk(counts, k, method="unbiased").to_dataframe(name="unbiased")[["unbiased"]]]
+    for name, idata in idatas.items():
+        cur = passk_curve(idata, k).to_dataframe()
+        frames.append(cur[["mean", "eti_lower", "eti_upper"]].set_axis([name, f"{name}_lo", f"{name}_hi"], axis=1))
+    if truth is not None:
+        frames.append(truth.to_dataframe(name="truth")[["truth"]])
+    df = pd.concat(frames, axis=1).reset_index()
+    df.attrs["ci_prob"] = rcParams["stats.ci_prob"]
+    return df
+
+
+def _ppc_table(idatas: dict) -> pd.DataFrame:
+    from ..stats.ppc import ppc
+
+    rows = []
+    for name, idata in idatas.items():
+        p = ppc(idata)["p_value"].to_pandas()
+        p.columns.name = None
+        p.insert(0, "fit", name)
+        rows.append(p.reset_index())
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _loo_tables(cfg, idatas: dict) -> dict:
+    from ..stats.compare import compare
+
+    out = {}
+    for method in cfg.methods:
+        pair = {m: idatas[f"{m}-{method}"] for m in cfg.models if f"{m}-{method}" in idatas}
+        if len(pair) >= 2:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out[f"loo_{method}"] = compare(pair).reset_index()
+    return out
+
+
+def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
+    """Every table of a run (also written to tables/*.csv) and the post-processors' datasets."""
+    from ..stats.gating import gate, gate_diagnostics, gate_table
+    from ..stats.incoherence import incoherence, incoherence_summary
+    from ..stats.metrics import metric_table
+    from ..stats.reliability import reliability, reliability_table
+
+    cfg, samples, main = ctx.cfg, ctx.samples, ctx.main
+    tables = {"passk": passk_table(ctx.counts, ctx.idatas, cfg.passk_k,
+                                   truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)))}
+    tables["passk"].attrs["main"] = main
+    if main in ctx.idatas:
+        tables["passk"].attrs["stacking_weights"] = ctx.idatas[main].posterior.attrs.get("stacking_weights")
+    tables["ppc"] = _ppc_table(ctx.idatas)
+    tables |= _loo_tables(cfg, ctx.idatas)
+    post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed),
+            "rel": reliability(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed)}
+    tables["gating"] = gate_table(post["gated"])
+    tables["gating_diagnostics"] = gate_diagnostics(samples)
+    tables["reliability"] = reliability_table(post["rel"])
+    if ctx.fuzz is not None:
+        post["inc"] = incoherence(ctx.fuzz, samples=samples, n_mc=1000, n_repeats=1, seed=cfg.seed)
+        tables["incoherence"] = incoherence_summary(post["inc"])
+    tables["metrics"] = metric_table(samples, idata=ctx.idatas.get(main), k=[x for x in (1, 5, 10) if x <= cfg.k])
+    return tables, post
