@@ -62,9 +62,10 @@ def run_cell(T, priors, m, reps, seed, fit_method="eb"):
         idata = bp.fit(ds, "zoibb", fit_method, seed=seed, **kw)
         cur = bp.passk_curve(idata, KS, ci_prob=0.9)
     bayes = cur["mean"].values
-    covered = (cur.eti_lower.values <= truth) & (truth <= cur.eti_upper.values)
+    lo, hi = cur.eti.sel(ci_bound="lower").values, cur.eti.sel(ci_bound="upper").values
+    covered = (lo <= truth) & (truth <= hi)
     err = np.abs(np.concatenate([est, bayes[None]]) - truth[None])  # (method, config, k)
-    return err, covered, (cur.eti_upper - cur.eti_lower).values
+    return err, covered, hi - lo
 
 
 def fmt(v):

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 import bayespass as bp
-from bayespass.execute import engine
+from bayespass.execution import engine
 
 
 def pool_for(task, rng, k):

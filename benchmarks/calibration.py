@@ -137,7 +137,8 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
                 model = Flex(**flex_settings)
             idata = bp.fit(counts, model, "eb", k=list(ks), progressbar=False)
             cur = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)
-        out[name] = (cur["mean"].values, cur["eti_lower"].values, cur["eti_upper"].values,
+        eti = cur["eti"]
+        out[name] = (cur["mean"].values, eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values,
                      time.perf_counter() - t0)
     return out
 

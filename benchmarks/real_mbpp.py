@@ -68,7 +68,7 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
                 write=False):
     """Execute every config; return (counts DataFrame, per-config timing rows)."""
     import bayespass as bp
-    from bayespass.execute import engine
+    from bayespass.execution import engine
 
     suite = bp.load_suite("mbpp+", MBPP_PLUS)
     tasks = set(suite.tasks)
@@ -104,7 +104,7 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
 def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
     """``data/real_mbpp/counts.csv`` and its provenance (README.md)."""
     import bayespass as bp
-    from bayespass.execute.sandbox import HARNESS_VERSION
+    from bayespass.execution.sandbox import HARNESS_VERSION
 
     OUT_DATA.mkdir(parents=True, exist_ok=True)
     df = df.sort_values(["model", "temperature", "task"])

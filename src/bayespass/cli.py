@@ -105,7 +105,7 @@ def fit_cmd(
     from .data.io import read_counts
     from .defaults import rcParams
     from .models.fit import fit
-    from .stats.curve import passk_curve
+    from .stats.curve import curve_table, passk_curve
 
     _check_out(out)
     try:
@@ -120,10 +120,8 @@ def fit_cmd(
     if "stacking_weights" in post:
         typer.echo(f"stacking weights: {post['stacking_weights']}")
     curve = passk_curve(idata, [1, 10, 100])
-    prob = rcParams["stats.ci_prob"]
-    df = curve.to_dataframe().reset_index()[["config", "k", "mean", "eti_lower", "eti_upper"]]
-    typer.echo(f"pass@k: posterior mean and {prob:.0%} equal-tailed interval")
-    emit(df, "table")
+    typer.echo(f"pass@k: posterior mean and {rcParams['stats.ci_prob']:.0%} equal-tailed interval")
+    emit(curve_table(curve), "table")
 
 
 def _check_out(out: Path) -> None:
@@ -138,14 +136,15 @@ def _check_out(out: Path) -> None:
 def curve(
     fit_path: Annotated[Path, typer.Argument(metavar="FIT", help="InferenceData netCDF from 'bayespass fit'.")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
-    ci_prob: Annotated[float, typer.Option(help="Credible interval probability.")] = 0.9,
+    ci_prob: Annotated[float | None, typer.Option(
+        help="Credible interval probability (default rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of the curves with bands.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """pass@k with credible intervals from a saved fit; optional plot."""
     import arviz as az
 
-    from .stats.curve import passk_curve, plot_passk_curve
+    from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     if format not in FORMATS:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
@@ -156,7 +155,7 @@ def curve(
         res = passk_curve(idata, k, ci_prob=ci_prob)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
-    emit(res.to_dataframe().reset_index(), format)
+    emit(curve_table(res, hdi=True), format)
     if plot is not None:
         import matplotlib.pyplot as plt
         import numpy as np
@@ -356,9 +355,6 @@ def gate_cmd(
     if format == "table":
         _print_table("Behaviour diagnostics", gate_diagnostics(samples, signature=signature))
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
         ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
         typer.echo(f"wrote {plot}", err=True)
@@ -384,9 +380,6 @@ def reliability_cmd(
         fail(str(err))
     emit(reliability_table(r), format)
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         ax = plot_set_size(r)
         ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
         typer.echo(f"wrote {plot}", err=True)
@@ -421,9 +414,6 @@ def incoherence_cmd(
         typer.echo(f"Monte-Carlo half-width at n={n_mc}, delta={delta}: {inc.attrs['eps']:.4f}; "
                    f"draws for eps=0.05: {pac_n_estimate(0.05, delta)}")
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         ax = plot_incoherence(inc)
         ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
         typer.echo(f"wrote {plot}", err=True)

@@ -59,7 +59,7 @@ def test_eb_zoibb_recovers_and_covers_truth():
         assert np.all((lo < truth + 0.03) & (hi > truth - 0.03)), (name, lo, hi)
     cur = bp.passk_curve(idata, [1, 5, 50])
     truth = true_passk(p, [1, 5, 50])
-    inside = (cur.eti_lower.values <= truth) & (truth <= cur.eti_upper.values)
+    inside = (cur.eti.sel(ci_bound="lower").values <= truth) & (truth <= cur.eti.sel(ci_bound="upper").values)
     assert inside.mean() >= 2 / 3
 
 
@@ -144,14 +144,14 @@ def test_curve_any_k_and_plot(tmp_path, data400):
     idata = bp.fit(data400, "zoibb", "eb", seed=0)
     cur = bp.passk_curve(idata, [3, 777, 5000])
     assert np.all(np.diff(cur["mean"].values[0]) > 0)
-    assert np.all(cur.eti_lower <= cur["mean"]) and np.all(cur["mean"] <= cur.eti_upper)
+    assert np.all(cur.eti.sel(ci_bound="lower") <= cur["mean"]) and np.all(cur["mean"] <= cur.eti.sel(ci_bound="upper"))
     ax = bp.plot_passk_curve(bp.passk_curve(idata), counts=data400)
     ax.figure.savefig(tmp_path / "c.png")
     axes = bp.plot_ppc(idata)
     axes[0].figure.savefig(tmp_path / "p.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
     imp = bp.improvability(idata)
-    assert imp.dpass_lower.item() < imp.dpass_mean.item() < imp.dpass_upper.item()
+    assert imp.dpass_eti.sel(ci_bound="lower").item() < imp.dpass.item() < imp.dpass_eti.sel(ci_bound="upper").item()
 
 
 @pytest.mark.slow

@@ -78,6 +78,12 @@ def _child_code():
     return compile(_CHILD_SRC, "<bayespass-child>", "exec")
 
 
+def _rc(key: str):
+    from ..defaults import rcParams
+
+    return rcParams[key]
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource and time limits of sandboxed programs.
@@ -85,12 +91,13 @@ class Limits:
     Parameters
     ----------
     memory_mb : int
-        Address-space limit (RLIMIT_AS) of a child.
+        Address-space limit (RLIMIT_AS) of a child (default ``rcParams["execute.memory_limit_mb"]``).
     cpu_s : int
         CPU seconds for one child (RLIMIT_CPU); the per-test wall-clock limit is separate.
     min_time_limit, gt_time_factor : float
         Per-test wall limit ``max(min_time_limit, gt_time_factor * gt_time)``
-        (evalplus defaults 1 s and 4x), times the load factor of the run.
+        (evalplus defaults 1 s and 4x; ``rcParams["execute.min_time_limit"]`` and
+        ``rcParams["execute.gt_time_factor"]``), times the load factor of the run.
     load_time_limit : float
         Wall seconds allowed for loading the program (its module-level code).
     fsize_mb, nofile, nproc : int
@@ -111,10 +118,10 @@ class Limits:
         ``max_timeouts`` timeouts (see :func:`bayespass.execute`).
     """
 
-    memory_mb: int = 2048
+    memory_mb: int = field(default_factory=lambda: _rc("execute.memory_limit_mb"))
     cpu_s: int = 60
-    min_time_limit: float = 1.0
-    gt_time_factor: float = 4.0
+    min_time_limit: float = field(default_factory=lambda: _rc("execute.min_time_limit"))
+    gt_time_factor: float = field(default_factory=lambda: _rc("execute.gt_time_factor"))
     load_time_limit: float = 10.0
     fsize_mb: int = 16
     nofile: int = 64

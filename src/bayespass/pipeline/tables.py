@@ -19,8 +19,9 @@ def passk_table(counts, idatas: dict, k, truth=None) -> pd.DataFrame:
     k = np.asarray(k)
     frames = [passk(counts, k, method="unbiased").to_dataframe(name="unbiased")[["unbiased"]]]
     for name, idata in idatas.items():
-        cur = passk_curve(idata, k).to_dataframe()
-        frames.append(cur[["mean", "eti_lower", "eti_upper"]].set_axis([name, f"{name}_lo", f"{name}_hi"], axis=1))
+        cur = passk_curve(idata, k)
+        eti = cur["eti"].to_dataframe().unstack("ci_bound")["eti"]
+        frames.append(cur["mean"].to_dataframe().join(eti).set_axis([name, f"{name}_lo", f"{name}_hi"], axis=1))
     if truth is not None:
         frames.append(truth.to_dataframe(name="truth")[["truth"]])
     df = pd.concat(frames, axis=1).reset_index()

@@ -1,4 +1,4 @@
-"""The run's PNG figures (matplotlib, Agg backend)."""
+"""The run's PNG figures (matplotlib; the backend is the user's: headless machines fall back to Agg)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,6 @@ def _save(fig, path: Path) -> Path:
 def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
                  truth=None) -> dict[str, Path]:
     """Write pass@k curves (with truth when known), PPC, risk-coverage, set size and incoherence plots."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     from ..stats.curve import passk_curve, plot_passk_curve

@@ -24,7 +24,7 @@ code{background:#f4f4f4;padding:0 .2em}
 
 _SECTIONS = [
     ("passk", "pass@k with credible intervals",
-     "Unbiased estimator where k <= n, Bayesian posterior mean with its 90% equal-tailed interval for every fit"
+     "Unbiased estimator where k <= n, Bayesian posterior mean with its {ci}% equal-tailed interval for every fit"
      " (any k, also k > n), and the synthetic truth when the coder is synthetic."),
     ("metrics", "Metric table", "avg@n, cons@K (majority of the K samples correct), maj@K (the dominant behaviour"
      " cluster passes the gold tests) and how to read pass@K against cons@K."),
@@ -36,7 +36,7 @@ _SECTIONS = [
      " holds at least a share lambda of the K samples (lambda chosen by conformal risk control)."),
     ("gating_diagnostics", "Behaviour diagnostics of the K-sample bundles", ""),
     ("reliability", "Conformal reliability level",
-     "Level = share of calibration tasks whose most frequent behaviour class is correct, over n+1 (Wilson 95%"
+     "Level = share of calibration tasks whose most frequent behaviour class is correct, over n+1 (Wilson {ci}%"
      " bounds); coverage and set size of the conformal sets; samples saved by Hoeffding sequential stopping."),
     ("incoherence", "Incoherence on fuzzed inputs (oracle-free lower bound on error)",
      "I = P(two sampled programs disagree on a fuzzed input), E = P(a sampled program disagrees with the"
@@ -56,7 +56,10 @@ def _img(path: Path, alt: str) -> str:
 def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, samples=None, main=None,
                  timings=None) -> Path:
     """Write the report; every table and figure of the run, settings and timings."""
+    from ..defaults import rcParams
+
     path = Path(path)
+    ci_prob = rcParams["stats.ci_prob"]
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bayespass run report</title>"
              f"<style>{_CSS}</style></head><body>",
              "<h1>bayespass run report</h1>",
@@ -73,7 +76,7 @@ def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, s
             continue
         parts.append(f"<h2>{html.escape(title)}</h2>")
         if note:
-            parts.append(f"<p class=note>{html.escape(note)}</p>")
+            parts.append(f"<p class=note>{html.escape(note.format(ci=round(100 * ci_prob)))}</p>")
         parts.append(tables[key].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="—", border=0))
         fig_keys = {"passk": ["passk"], "ppc": ["ppc"], "gating": ["risk_coverage"], "reliability": ["set_size"],
                     "incoherence": ["incoherence"]}.get(key, [])

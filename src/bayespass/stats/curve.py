@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -13,43 +14,35 @@ if TYPE_CHECKING:  # pragma: no cover
 from ..defaults import rcParams
 from ..validate import as_k, check_prob
 
-__all__ = ["passk_curve", "plot_passk_curve", "improvability"]
+__all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
 
 
-def _hdi(x: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
-    """Narrowest interval containing ``prob`` of the samples along axis 0."""
-    s = np.sort(x, axis=0)
-    m = s.shape[0]
-    width = max(1, int(np.floor(prob * m)))
-    if width >= m:
-        return s[0], s[-1]
-    lengths = s[width:] - s[: m - width]
-    idx = np.argmin(lengths, axis=0)
-    take = np.take_along_axis
-    return take(s, idx[None], 0)[0], take(s, (idx + width)[None], 0)[0]
-
-
-def passk_curve(idata, k=None, *, ci_prob: float | None = None) -> xr.Dataset:
-    """Posterior pass@k per config with equal-tailed and HDI bounds.
+def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inferencedata: bool = False) -> xr.Dataset:
+    """Posterior pass@k per config with equal-tailed and highest-density intervals.
 
     Parameters
     ----------
     idata : arviz.InferenceData
-        From :func:`bayespass.fit` (MCMC or EB).
+        From :func:`bayespass.fit` (any model and method).
     k : int or sequence of int, optional
         Defaults to the k grid stored in the ``passk`` group; any other k is
         computed from the posterior (Rao-Blackwellised, also k > n).
     ci_prob : float, optional
-        Interval probability (default ``rcParams["stats.ci_prob"]`` = 0.9).
+        Interval probability (default ``rcParams["stats.ci_prob"]``).
+    extend_inferencedata : bool
+        Also store the result in ``idata`` as the group ``passk_curve``.
 
     Returns
     -------
     xarray.Dataset
-        Over ``(config, k)``: ``mean`` (Rao-Blackwellised posterior mean),
-        ``eti_lower``, ``eti_upper``, ``hdi_lower``, ``hdi_upper`` (from draws
-        of the dataset pass@k that include the per-task spread; see
-        :func:`bayespass.passk_draws`).
+        Over ``(config, k)``: ``mean`` (Rao-Blackwellised posterior mean); over
+        ``(config, k, ci_bound)`` with ``ci_bound = ["lower", "upper"]``:
+        ``eti`` and ``hdi`` (from draws of the dataset pass@k that include the
+        per-task spread; see :func:`bayespass.passk_draws`).  ``attrs``:
+        ``ci_prob``, the model, method and, for stacked fits, the weights.
     """
+    import arviz as az
+
     from ..models.predictive import passk_draws
 
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
@@ -62,17 +55,42 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None) -> xr.Dataset:
         thin = idata.passk.sizes["draw"] if "passk" in idata.groups() else 1000
         draws = (idata.passk.sel(k=k) if np.isin(k, stored).all()
                  else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
-    flat = draws["passk"].stack(sample=("chain", "draw")).transpose("sample", "config", "k").values
-    point = draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k").values
-    lo, hi = _hdi(flat, prob)
-    q = np.quantile(flat, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-    coords = {"config": draws.config.values, "k": draws.k.values}
-    dims = ("config", "k")
-    out = xr.Dataset({"mean": (dims, point), "eti_lower": (dims, q[0]), "eti_upper": (dims, q[1]),
-                      "hdi_lower": (dims, lo), "hdi_upper": (dims, hi)}, coords=coords)
-    out.attrs.update(ci_prob=prob, model=idata.posterior.attrs.get("bayespass_model", ""),
-                     method=idata.posterior.attrs.get("bayespass_method", ""))
+    full = draws["passk"].transpose("chain", "draw", "config", "k")
+    qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
+    eti = qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"]).transpose("config", "k", "ci_bound")
+    hdi = az.hdi(full.rename("passk").to_dataset(), hdi_prob=prob)["passk"].rename(hdi="ci_bound")
+    hdi = hdi.assign_coords(ci_bound=["lower", "upper"]).transpose("config", "k", "ci_bound")
+    out = xr.Dataset({"mean": draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k"),
+                      "eti": eti.drop_vars("quantile", errors="ignore"), "hdi": hdi})
+    post = idata.posterior.attrs
+    out.attrs.update(ci_prob=prob, model=post.get("bayespass_model", ""), method=post.get("bayespass_method", ""))
+    if "stacking_weights" in post:
+        out.attrs["stacking_weights"] = str(post["stacking_weights"])
+    if extend_inferencedata:
+        _extend(idata, "passk_curve", out)
     return out
+
+
+def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> pd.DataFrame:
+    """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
+
+    Columns ``config, k, mean, "90% lower", "90% upper"`` (ETI; with ``hdi=True``
+    also the HDI bounds), the percentage taken from ``curve.attrs["ci_prob"]``.
+    """
+    prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
+    df = curve["mean"].to_dataframe()
+    for band in ("eti", "hdi") if hdi else ("eti",):
+        wide = curve[band].to_dataframe().unstack("ci_bound")[band]
+        label = f"{prob:.0%}" if band == "eti" else f"{prob:.0%} HDI"
+        df = df.join(wide.rename(columns={"lower": f"{label} lower", "upper": f"{label} upper"}))
+    return df.reset_index()
+
+
+def _extend(idata, name: str, ds: xr.Dataset) -> None:
+    """Add (or replace) a post-processor's group on an InferenceData."""
+    if name in idata.groups():
+        del idata[name]
+    idata.add_groups({name: ds}, warn_on_custom_groups=False)
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
@@ -90,9 +108,6 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     ax : matplotlib Axes, optional
     band : {"eti", "hdi"}
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     from .passk import passk
@@ -104,7 +119,8 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
         color = f"C{i % 10}"
         sub = curve.sel(config=cfg)
         ax.plot(k, sub["mean"], color=color, label=str(cfg))
-        ax.fill_between(k, sub[f"{band}_lower"], sub[f"{band}_upper"], color=color, alpha=0.2, lw=0)
+        ax.fill_between(k, sub[band].sel(ci_bound="lower"), sub[band].sel(ci_bound="upper"), color=color,
+                        alpha=0.2, lw=0)
         if counts is not None:
             kk = k[k <= int(counts.n.sel(config=cfg).where(counts.n.sel(config=cfg) > 0).min())]
             if kk.size:
@@ -117,17 +133,19 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     ax.set_ylabel("pass@k")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
-    prob = curve.attrs.get("ci_prob", 0.9)
+    prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
     ax.set_title(f"pass@k, posterior mean and {prob:.0%} {band.upper()}"
                  + (" (o: unbiased estimate)" if counts is not None else ""))
     ax.legend(fontsize=8, loc="lower right")
     return ax
 
 
-def improvability(idata, *, ci_prob: float | None = None) -> xr.Dataset:
+def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: bool = False) -> xr.Dataset:
     """Posterior summaries of dPass = a + b (concentration) and pass@1 per config.
 
     At equal pass@1, larger ``a + b`` means larger pass@k for every k >= 2.
+    Returns ``dpass`` and ``pass1`` means and their equal-tailed intervals
+    (``dpass_eti``, ``pass1_eti`` over ``ci_bound``).
     """
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     post = idata.posterior
@@ -136,11 +154,14 @@ def improvability(idata, *, ci_prob: float | None = None) -> xr.Dataset:
     elif "phi" in post:
         kappa = post["phi"]
     else:
-        raise ValueError("idata.posterior has neither 'kappa' (bb/zoibb) nor 'phi' (hier)")
+        raise ValueError("idata.posterior has neither 'kappa' (bb/zoibb/flex) nor 'phi' (hier)")
     p1 = passk_curve(idata, [1], ci_prob=prob).isel(k=0, drop=True)
     qs = kappa.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
-    return xr.Dataset({
-        "dpass_mean": kappa.mean(("chain", "draw")),
-        "dpass_lower": qs.isel(quantile=0, drop=True), "dpass_upper": qs.isel(quantile=1, drop=True),
-        "pass1_mean": p1["mean"], "pass1_lower": p1["eti_lower"], "pass1_upper": p1["eti_upper"],
+    out = xr.Dataset({
+        "dpass": kappa.mean(("chain", "draw")),
+        "dpass_eti": qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"]),
+        "pass1": p1["mean"], "pass1_eti": p1["eti"],
     }, attrs={"ci_prob": prob})
+    if extend_inferencedata:
+        _extend(idata, "improvability", out)
+    return out

@@ -73,8 +73,8 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
             if curve is not None and cfg in curve.config.values:
                 cell = curve.sel(config=cfg, k=kk)
                 row[f"bayes@{kk}"] = float(cell["mean"])
-                row[f"bayes@{kk}_lo"] = float(cell["eti_lower"])
-                row[f"bayes@{kk}_hi"] = float(cell["eti_upper"])
+                row[f"bayes@{kk}_lo"] = float(cell["eti"].sel(ci_bound="lower"))
+                row[f"bayes@{kk}_hi"] = float(cell["eti"].sel(ci_bound="upper"))
         row["avg@n"] = float(avg.sel(config=cfg))
         row[f"cons@{k_big}"] = float(cons.sel(config=cfg, k=k_big))
         row[f"maj@{k_big}"] = float(maj.sel(config=cfg))

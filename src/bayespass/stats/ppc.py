@@ -77,12 +77,12 @@ def ppc(idata) -> xr.Dataset:
 
 
 def plot_ppc(idata, *, ax=None) -> np.ndarray:
-    """Observed histogram of ``c/n`` against the replicated 90% band, one panel per config."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+    """Observed histogram of ``c/n`` against the replicated band (``rcParams["stats.ci_prob"]``), per config."""
     import matplotlib.pyplot as plt
 
+    from ..defaults import rcParams
+
+    prob = rcParams["stats.ci_prob"]
     n = idata.constant_data["n"].values
     c = idata.observed_data["c"].values
     rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
@@ -95,10 +95,10 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         axes = np.atleast_1d(ax)
     mids = 0.5 * (_BINS[1:] + _BINS[:-1])
     for j, a in enumerate(axes):
-        lo, hi = np.quantile(h_rep[:, j], [0.05, 0.95], axis=0)
+        lo, hi = np.quantile(h_rep[:, j], [(1 - prob) / 2, (1 + prob) / 2], axis=0)
         a.bar(mids, h_obs[j], width=0.09, color="0.6", label="observed")
         a.errorbar(mids, h_rep[:, j].mean(0), yerr=[h_rep[:, j].mean(0) - lo, hi - h_rep[:, j].mean(0)],
-                   fmt="o", color="C3", ms=3, label="replicated (90%)")
+                   fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
         a.set_title(str(configs[j]), fontsize=8)
         a.set_xlabel("c / n")
     axes[0].set_ylabel("fraction of tasks")

@@ -32,8 +32,14 @@ from .behaviour import behaviour
 __all__ = ["reliability", "reliability_table", "hoeffding_stop", "wilson", "plot_set_size"]
 
 
-def wilson(k, n, z: float = 1.959964) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a binomial proportion k/n (95% by default)."""
+def wilson(k, n, z: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a binomial proportion k/n (``z`` default: of ``rcParams["stats.ci_prob"]``)."""
+    if z is None:
+        from scipy.stats import norm
+
+        from ..defaults import rcParams
+
+        z = float(norm.ppf((1 + rcParams["stats.ci_prob"]) / 2))
     k, n = np.asarray(k, float), np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = k / n
@@ -150,7 +156,7 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
         sequentially stopped samples.  Over ``(config, task)``: ``score``,
         ``score_seq``, ``n_classes``, ``entropy``, ``n_used``.  Over
         ``config``: ``saved`` (share of samples not drawn), ``level``
-        (reliability level with all tasks as calibration) with Wilson 95%
+        (reliability level with all tasks as calibration) with its Wilson interval at ``ci_prob``
         bounds ``level_lower``/``level_upper``, ``n_tasks``.
     """
     from ..defaults import rcParams
@@ -174,13 +180,16 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
                      "level_lower": ("config", level[1]), "level_upper": ("config", level[2]),
                      "n_tasks": ("config", (n > 0).sum(1))},
                     coords={"config": beh.config.values, "task": beh.task.values, "split": np.arange(n_splits)})
+    from ..defaults import rcParams
+
+    ds.attrs.update(ci_prob=rcParams["stats.ci_prob"])
     ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, delta=delta,
                     signature=signature)
     return ds
 
 
 def reliability_table(rel: xr.Dataset) -> pd.DataFrame:
-    """One row per config: reliability level (Wilson 95%), coverage, set size, stopping savings."""
+    """One row per config: reliability level (Wilson interval at ``ci_prob``), coverage, set size, savings."""
     rows = []
     for cfg in rel.config.values:
         r = rel.sel(config=cfg)

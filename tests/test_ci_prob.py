@@ -1,0 +1,67 @@
+"""rcParams["stats.ci_prob"] reaches every interval, table header, plot label and report caption."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import bayespass as bp
+from bayespass.simulate import draw_zoib, simulate_counts
+
+
+@pytest.fixture(scope="module")
+def idata():
+    counts = simulate_counts(draw_zoib((2, 120), 0.7, 1.3, 0.2, 0.1, seed=3), 6, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bp.fit(counts, "bb", "eb", seed=1)
+
+
+def _width(cur):
+    return (cur["eti"].sel(ci_bound="upper") - cur["eti"].sel(ci_bound="lower")).values
+
+
+def test_intervals_and_headers_follow_ci_prob(idata, tmp_path):
+    from bayespass.stats.curve import curve_table, improvability
+
+    wide = bp.passk_curve(idata, [1, 10, 100])
+    with bp.rc_context({"stats.ci_prob": 0.8}):
+        narrow = bp.passk_curve(idata, [1, 10, 100])
+        table = curve_table(narrow, hdi=True)
+        imp = improvability(idata)
+    assert wide.attrs["ci_prob"] == 0.9 and narrow.attrs["ci_prob"] == 0.8
+    assert np.all(_width(narrow) < _width(wide))
+    assert {"80% lower", "80% upper", "80% HDI lower", "80% HDI upper"} <= set(table.columns)
+    assert imp.attrs["ci_prob"] == 0.8
+    assert "90% lower" in curve_table(wide).columns
+
+
+def test_reliability_interval_and_report_caption_follow_ci_prob(tmp_path):
+    from bayespass.pipeline import RunConfig
+    from bayespass.report.html import write_report
+    from bayespass.stats.reliability import wilson
+
+    lo9, hi9 = wilson(30, 50)
+    with bp.rc_context({"stats.ci_prob": 0.8}):
+        lo8, hi8 = wilson(30, 50)
+        import pandas as pd
+
+        tables = {"passk": pd.DataFrame({"config": ["a"], "k": [1]}),
+                  "reliability": pd.DataFrame({"config": ["a"], "level": [0.5]})}
+        html = write_report(tmp_path / "r.html", cfg=RunConfig(), tables=tables, figures={}).read_text()
+    assert lo9 < lo8 < hi8 < hi9
+    assert "80% equal-tailed interval" in html and "Wilson 80%" in html and "90%" not in html
+
+
+def test_ppc_band_label_follows_ci_prob(idata):
+    import matplotlib
+
+    matplotlib.use("Agg")  # this test's own choice; the library never switches backends
+    import matplotlib.pyplot as plt
+
+    with bp.rc_context({"stats.ci_prob": 0.8}):
+        axes = bp.plot_ppc(idata)
+    labels = [t.get_text() for t in axes[0].get_legend().get_texts()] if axes[0].get_legend() else \
+        [h.get_label() for h in axes[0].containers]
+    plt.close("all")
+    assert any("80%" in x for x in labels), labels
