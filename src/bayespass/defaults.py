@@ -64,7 +64,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.seed": (42, _int),
     "stats.linmix_m_low": (5.0, _pos_float),
     "stats.linmix_m_high": (50.0, _pos_float),
-    "stats.model": ("flex", lambda name, v: _choice(name, v, ("bb", "zoibb", "flex", "hier", "auto"))),
+    "stats.model": ("flex", lambda name, v: _choice(name, v, ("bb", "zoibb", "flex", "lnorm", "hier", "auto"))),
     "stats.method": ("eb", lambda name, v: _choice(name, v, ("eb", "mcmc"))),
     "stats.candidates": (("bb", "zoibb", "flex"), _names),
     "stats.stacking_concentration": (1.5, _pos_float),

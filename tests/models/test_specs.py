@@ -9,7 +9,7 @@ from scipy import integrate, stats
 import bayespass as bp
 from bayespass.models.base import NP, PairData, get_model, pt_backend
 
-PER_CONFIG = ["bb", "zoibb", "flex"]
+PER_CONFIG = ["bb", "zoibb", "flex", "lnorm"]
 
 
 @pytest.fixture(scope="module")
