@@ -178,6 +178,8 @@ def score(res, truth):
 
 def run(args) -> list[dict]:
     rows = []
+    if args.candidates:
+        bp.rcParams["stats.candidates"] = tuple(args.candidates.split(","))
     flex = dict(kv.split("=", 1) for kv in args.flex.split(";")) if args.flex else None
     if flex:
         flex = {k: eval(v) for k, v in flex.items()}  # noqa: S307 - benchmark option, trusted
@@ -230,6 +232,7 @@ def main():
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--chunk", type=int, default=200, help="real-data configs fitted at once")
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
+    ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
     args = ap.parse_args()
     t0 = time.perf_counter()

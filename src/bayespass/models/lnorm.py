@@ -4,7 +4,7 @@
 by 48-point Gauss-Hermite quadrature.  Its tail near p = 0 falls like a Gaussian in logit
 space (faster than any Beta's), so stacking can prefer it where the data say so.
 Priors: ``m ~ Normal(0, 3)``, ``log s ~ Normal(log 1.5, 0.7)``, ``(pi_B, pi0, pi1) ~
-Dirichlet(1, 1, 1)``; ``theta = (m, log s, z0, z1)``.
+Dirichlet(1, 0.3, 0.3)`` (most mass near no inflation: a uniform prior pushed pi0 off 0 and biased pass@k low); ``theta = (m, log s, z0, z1)``.
 
 This file is the whole model: adding a model is a file like this one plus its name in
 ``bayespass/models/__init__.py``.
@@ -22,6 +22,7 @@ from .zoibb import masses
 _NODES, _WEIGHTS = np.polynomial.hermite.hermgauss(48)
 _LOG_W = np.log(_WEIGHTS / np.sqrt(np.pi))
 M_SD, LOG_S_MU, LOG_S_SD = 3.0, float(np.log(1.5)), 0.7
+ALPHA = np.array([1.0, 0.3, 0.3])  # Dirichlet prior of (pi_B, pi0, pi1): mass near no inflation
 
 
 def _grid(theta, xp):
@@ -43,7 +44,7 @@ class LogitNormal(Model):
     def logprior(self, theta, xp):
         pi = masses(theta, xp)
         return (-0.5 * xp.square(theta[..., 0] / M_SD) - 0.5 * xp.square((theta[..., 1] - LOG_S_MU) / LOG_S_SD)
-                + xp.sum(xp.log(pi), axis=-1))
+                + xp.sum(ALPHA * xp.log(pi), axis=-1))
 
     def loglik(self, theta, aux, xp):
         n, c = aux["n"][..., None], aux["c"][..., None]
@@ -62,25 +63,30 @@ class LogitNormal(Model):
         t = theta[..., None, :]
         x = _grid(t, NP)  # (..., 1, Q)
         with np.errstate(all="ignore"):
-            softplus = np.logaddexp(0.0, x)
-            terms = _LOG_W + c[..., None] * x - n[..., None] * softplus  # (..., U, Q)
-            inner = np.logaddexp.reduce(terms, axis=-1)
-            r = np.exp(terms - inner[..., None])  # quadrature responsibilities
-            dx = np.sum(r * (c[..., None] - n[..., None] * expit(x)), -1)  # d inner / d x (shift)
-            dxs = np.sum(r * (c[..., None] - n[..., None] * expit(x)) * (x - t[..., 0][..., None]), -1)
+            terms = _LOG_W + c[..., None] * x - n[..., None] * np.logaddexp(0.0, x)  # (..., U, Q)
+            top = terms.max(-1, keepdims=True)
+            e = np.exp(terms - top)
+            tot = e.sum(-1)
+            inner = top[..., 0] + np.log(tot)
+            g = e * (c[..., None] - n[..., None] * expit(x)) / tot[..., None]  # responsibilities x d/dx
+            dx = g.sum(-1)  # d inner / d m
+            dxs = np.sum(g * (x - t[..., 0][..., None]), -1)  # d inner / d log s
             pi = masses(t, NP)
-            lb = log_binom(n, c)
-            comps = np.stack([np.log(pi[..., 0]) + inner + lb, np.where(c == 0, np.log(pi[..., 1]), -np.inf),
-                              np.where(c == n, np.log(pi[..., 2]), -np.inf)])
-            den = np.logaddexp.reduce(comps, axis=0)
-            resp = np.exp(comps - den)
+            lp0 = np.log(pi[..., 0]) + inner + log_binom(n, c)
+            l1 = np.where(c == 0, np.log(pi[..., 1]), -np.inf)
+            l2 = np.where(c == n, np.log(pi[..., 2]), -np.inf)
+            top = np.maximum(np.maximum(lp0, l1), l2)
+            e0, e1, e2 = np.exp(lp0 - top), np.exp(l1 - top), np.exp(l2 - top)
+            tot = e0 + e1 + e2
+            den = top + np.log(tot)
+            resp = (e0 / tot, e1 / tot, e2 / tot)
         ww = np.where(w > 0, w, 0.0)
         lp = np.sum(ww * den, -1) + self.logprior(theta, NP)
         pm = pi[..., 0, :]
         grad = np.stack([np.sum(ww * resp[0] * dx, -1) - theta[..., 0] / M_SD**2,
                          np.sum(ww * resp[0] * dxs, -1) - (theta[..., 1] - LOG_S_MU) / LOG_S_SD**2,
-                         np.sum(ww * resp[1], -1) - w.sum(-1) * pm[..., 1] + 1 - 3 * pm[..., 1],
-                         np.sum(ww * resp[2], -1) - w.sum(-1) * pm[..., 2] + 1 - 3 * pm[..., 2]], -1)
+                         np.sum(ww * resp[1], -1) - w.sum(-1) * pm[..., 1] + ALPHA[1] - ALPHA.sum() * pm[..., 1],
+                         np.sum(ww * resp[2], -1) - w.sum(-1) * pm[..., 2] + ALPHA[2] - ALPHA.sum() * pm[..., 2]], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
 
@@ -115,6 +121,6 @@ class LogitNormal(Model):
                                 np.full(k, -1.0)])
 
     def sample_prior(self, size, rng):
-        pi = rng.dirichlet(np.ones(3), size)
+        pi = rng.dirichlet(ALPHA, size)
         return np.column_stack([rng.normal(0, M_SD, size), rng.normal(LOG_S_MU, LOG_S_SD, size),
                                 np.log(pi[:, 1:] / pi[:, :1])])
