@@ -60,9 +60,11 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     assert bp.gate(tree, n_splits=5).sizes["rule"] == 4
     inc = bp.incoherence(tree, n_mc=2000, seed=1)
     # the Monte-Carlo estimates agree with the exact ones within the Hoeffding half-width (can fail)
-    ok = np.isfinite(inc.I)
-    assert (np.abs(inc.I_mc.isel(repeat=0) - inc.I) <= inc.attrs["eps"])[ok].mean() >= 0.95
-    assert (np.abs(inc.E_mc.isel(repeat=0) - inc.E) <= inc.attrs["eps"])[ok].mean() >= 0.95
+    ok = np.isfinite(inc.I.values)
+    assert ok.sum() > 0
+    for mc, exact in ((inc.I_mc, inc.I), (inc.E_mc, inc.E)):
+        within = np.abs(mc.isel(repeat=0) - exact) <= inc.attrs["eps"]
+        assert within.transpose(*exact.dims).values[ok].mean() >= 0.95
 
 
 def test_report_embeds_every_figure(rundir):

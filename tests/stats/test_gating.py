@@ -113,8 +113,20 @@ def test_hoeffding_stop_and_wilson():
     brute = next(t for t in range(1, 100) if 1 > 2 * np.sqrt(np.log(2 * np.pi**2 * t**2 / 0.6) / (2 * t)))
     assert t == brute
     assert hoeffding_stop([0, 1] * 50, 0.1) == 100
-    lo, hi = wilson(30, 100)
+    # published 95% Wilson interval for 30/100 (z = 1.96)
+    lo, hi = wilson(30, 100, z=1.959964)
     assert lo == pytest.approx(0.2189, abs=1e-3) and hi == pytest.approx(0.3958, abs=1e-3)
+    # the default follows rcParams["stats.ci_prob"] (0.9: z = 1.6449)
+    from scipy.stats import norm
+
+    from bayespass.defaults import rc_context
+
+    with rc_context({"stats.ci_prob": 0.95}):
+        assert wilson(30, 100)[0] == pytest.approx(0.2189, abs=1e-3)
+    z90 = norm.ppf(0.95)
+    lo, hi = wilson(30, 100)
+    mid, half = (0.3 + z90**2 / 200) / (1 + z90**2 / 100), z90 / (1 + z90**2 / 100) * np.sqrt(0.21 / 100 + z90**2 / 40000)
+    assert (lo, hi) == pytest.approx((mid - half, mid + half), abs=1e-9)
 
 
 def test_reliability_by_hand(make_samples):

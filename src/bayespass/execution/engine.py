@@ -16,7 +16,7 @@ from .._version import __version__
 from .child import decode
 from .groundtruth import load_factor
 from .harness import SlotPool
-from .judge import VERDICTS, digest, judge
+from .judge import VERDICTS, _digest_of, digest, judge
 from .samples_io import code_hash, read_samples
 from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
 from .store import VerdictStore
@@ -49,6 +49,7 @@ class _Judge:
     def __init__(self, suite, limits: Limits, load_factor: float = 1.0):
         self.suite, self._limits, self.load_factor = suite, limits, load_factor
         self._expected: dict = {}
+        self._digests: dict = {}
         self._lock = threading.Lock()
 
     def expected(self, task_id: str) -> list:
@@ -66,10 +67,22 @@ class _Judge:
                 "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
                 "output_not_none": t.output_not_none, "caps": caps}
 
+    def expected_digest(self, task_id: str, i: int) -> str | None:
+        """Canonical digest of an expected value (computed once: seconds for a million-element list)."""
+        key = (task_id, i)
+        if key not in self._digests:
+            self._digests[key] = _digest_of(self.expected(task_id)[i])
+        return self._digests[key]
+
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
         """Set the verdict and the behaviour digest of an outcome and drop its value."""
         t = self.suite.tasks[task_id]
-        o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i])
+        if o.status == "value" and isinstance(o.value, dict) and set(o.value) == {"H", "n"}:
+            # a value too large to send came back as its digest: compare with the expected digest
+            o.verdict = "pass" if o.value["H"] == self.expected_digest(task_id, i) else "fail"
+        else:
+            o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point,
+                              inp=t.inputs[i])
         o.digest = digest(o, atol=t.atol) if o.status != "not_run" else 0
         o.value = None
         return o

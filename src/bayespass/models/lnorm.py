@@ -4,7 +4,8 @@
 by 48-point Gauss-Hermite quadrature.  Its tail near p = 0 falls like a Gaussian in logit
 space (faster than any Beta's), so stacking can prefer it where the data say so.
 Priors: ``m ~ Normal(0, 3)``, ``log s ~ Normal(log 1.5, 0.7)``, ``(pi_B, pi0, pi1) ~
-Dirichlet(1, 0.3, 0.3)`` (most mass near no inflation: a uniform prior pushed pi0 off 0 and biased pass@k low); ``theta = (m, log s, z0, z1)``.
+Dirichlet(1, 0.3, 0.3)`` (most mass near no inflation: a uniform prior pushed pi0 off 0 and
+biased pass@k low); ``theta = (m, log s, z0, z1)``.
 
 This file is the whole model: adding a model is a file like this one plus its name in
 ``bayespass/models/__init__.py``.

@@ -24,7 +24,7 @@ class RunConfig:
     temperatures: tuple = (0.4, 0.8, 1.2)
     top_p: float = 0.95
     max_new_tokens: int = 512
-    models: tuple = ("bb", "zoibb", "flex")  # fitted by EB and compared (LOO); stacked when main is "auto"
+    models: tuple = ("bb", "zoibb", "flex", "lnorm")  # fitted by EB and compared (LOO); stacked when main is "auto"
     main_model: str | None = None  # the main fit; None: rcParams["stats.model"] (the calibration winner)
     methods: tuple = ("eb", "mcmc")
     mcmc_methods_models: tuple = ("main",)  # "main": the main model
