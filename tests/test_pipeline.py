@@ -54,6 +54,16 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     tree = bp.load_run(out)
     assert {"samples", "fuzz_samples", "counts", "fits", "tables"} <= set(tree.children)
     main = tree.attrs["main_fit"]
+    # the default main fit stacks the candidates; the weights are printed, stored and sum to one per config
+    assert main == "auto-eb" and "stacking weights of the main fit" in stdout
+    from bayespass.models.fit import stacking_weights_of
+
+    weights = stacking_weights_of(fits_of(tree)[main])
+    assert set(weights) == set(tree["counts"].ds.config.values.tolist())
+    for ws in weights.values():
+        assert set(ws) == {"bb", "zoibb", "flex", "lnorm"} and abs(sum(ws.values()) - 1) < 1e-9
+        assert all(w >= 0 for w in ws.values())
+    assert "stacking" in (out / "report.html").read_text()
     assert main in tree["fits"].children and {"posterior", "log_likelihood", "passk"} <= set(tree["fits"][main].children)
     assert bp.passk_curve(fits_of(tree)[main], [1, 10]).sizes["k"] == 2
     # the post-processors run on the run tree itself

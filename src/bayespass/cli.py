@@ -22,6 +22,12 @@ app = typer.Typer(
 FORMATS = ("table", "json", "csv")
 
 
+
+def _weights_line(title: str, weights: dict) -> str:
+    """One line per config: the stacking weight of each candidate model."""
+    return title + ":\n" + "\n".join(f"  {cfg}: " + ", ".join(f"{m} {w:.2f}" for m, w in ws.items())
+                                      for cfg, ws in weights.items())
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"bayespass {__version__}")
@@ -117,8 +123,11 @@ def fit_cmd(
     post = idata.posterior.attrs
     typer.echo(f"wrote {out} (model={post['bayespass_model']}, method={post['bayespass_method']}, "
                f"convergence: {post.get('convergence', '')})")
-    if "stacking_weights" in post:
-        typer.echo(f"stacking weights: {post['stacking_weights']}")
+    from .models.fit import stacking_weights_of
+
+    weights = stacking_weights_of(idata)
+    if weights:
+        typer.echo(_weights_line("stacking weights", weights))
     curve = passk_curve(idata, [1, 10, 100])
     typer.echo(f"pass@k: posterior mean and {rcParams['stats.ci_prob']:.0%} equal-tailed interval")
     emit(curve_table(curve), "table")
@@ -155,6 +164,13 @@ def curve(
         res = passk_curve(idata, k, ci_prob=ci_prob)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
+    from .models.fit import stacking_weights_of
+
+    post = idata.posterior.attrs
+    typer.echo(f"model {post.get('bayespass_model', '?')} by {post.get('bayespass_method', '?')}", err=True)
+    weights = stacking_weights_of(idata)
+    if weights:
+        typer.echo(_weights_line("stacking weights", weights), err=True)
     emit(curve_table(res, hdi=True), format)
     if plot is not None:
         import matplotlib.pyplot as plt
@@ -301,8 +317,7 @@ def _print_run(tables: dict, out: Path, alpha: float) -> None:
                  "interval; truth when known)", _passk_view(tables["passk"], main))
     weights = tables["passk"].attrs.get("stacking_weights")
     if weights:
-        typer.echo("stacking weights of the main fit: " + "; ".join(
-            f"{cfg}: " + ", ".join(f"{m} {w:.2f}" for m, w in ws.items()) for cfg, ws in weights.items()))
+        typer.echo(_weights_line("stacking weights of the main fit", weights))
     for key, title in (("loo_eb", "LOO comparison (EB fits)"), ("loo_mcmc", "LOO comparison (MCMC fits)")):
         if key in tables:
             cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "weight",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import TYPE_CHECKING
 
@@ -290,11 +291,23 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     m = StackModel(names)
     idata.add_groups({"sample_stats": first["sample_stats"]})
     out = _finish(idata, counts, m, "+".join(sorted(methods)), seed, k)
-    out.posterior.attrs["stacking_weights"] = {str(c): dict(zip(names, map(float, w), strict=True))
-                                               for c, w in zip(weights.config.values, weights.values, strict=True)}
+    # JSON text: netCDF attributes cannot hold a dict (the variable ``stacking_weight`` has the numbers)
+    out.posterior.attrs["stacking_weights"] = json.dumps(
+        {str(c): dict(zip(names, map(float, w), strict=True))
+         for c, w in zip(weights.config.values, weights.values, strict=True)})
     out.posterior.attrs["convergence"] = "; ".join(f"{n}: {fits[n].posterior.attrs.get('convergence')}"
                                                    for n in names)
     return out
+
+
+def stacking_weights_of(idata) -> dict | None:
+    """``{config: {model: weight}}`` of a stacked fit (``model="auto"``), or None for a single model."""
+    post = idata.posterior
+    if "stacking_weight" not in post:
+        return None
+    w = post["stacking_weight"].transpose("config", "model")
+    return {str(c): {str(m): float(x) for m, x in zip(w.model.values, row, strict=True)}
+            for c, row in zip(w.config.values, w.values, strict=True)}
 
 
 def convergence_report(idata, model=None) -> dict:

@@ -66,7 +66,9 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
                                    truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)))}
     tables["passk"].attrs["main"] = main
     if main in ctx.idatas:
-        tables["passk"].attrs["stacking_weights"] = ctx.idatas[main].posterior.attrs.get("stacking_weights")
+        from ..models.fit import stacking_weights_of
+
+        tables["passk"].attrs["stacking_weights"] = stacking_weights_of(ctx.idatas[main])
     tables["ppc"] = _ppc_table(ctx.idatas)
     tables |= _loo_tables(cfg, ctx.idatas)
     post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed),

@@ -66,6 +66,14 @@ def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, s
              f"<p class=note>bayespass {__version__}; suite <code>{html.escape(cfg.suite)}</code>; coder "
              f"<code>{html.escape(str(cfg.coder))}</code>; K = {cfg.k}; temperatures "
              f"{', '.join(map(str, cfg.temperatures))}; main fit <code>{html.escape(str(main))}</code>.</p>"]
+    weights = tables["passk"].attrs.get("stacking_weights") if "passk" in tables else None
+    if weights:
+        rows = "".join(f"<tr><td>{html.escape(c)}</td>" + "".join(f"<td>{w:.2f}</td>" for w in ws.values())
+                       + "</tr>" for c, ws in weights.items())
+        head = "".join(f"<th>{html.escape(m)}</th>" for m in next(iter(weights.values())))
+        parts.append("<p class=note>The main fit stacks the candidate models by their PSIS-LOO predictive "
+                     "density (Bayesian stacking); the weights per config:</p>"
+                     f"<table><tr><th>config</th>{head}</tr>{rows}</table>")
     if samples is not None:
         parts.append(f"<p class=note>{samples.sizes['task']} tasks, {int(samples.exists.sum())} samples, "
                      f"{samples.attrs.get('n_unique_programs', '?')} distinct programs, sandbox layer "
