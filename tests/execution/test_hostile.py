@@ -86,6 +86,24 @@ def test_encoding_never_runs_candidate_code(layer):
     assert time.monotonic() - t0 < 60  # a sanity bound, not a timing assertion: 2.5 s sleeps never ran
 
 
+def test_judging_time_is_not_charged_to_the_next_test(layer):
+    # the supervisor may take seconds to judge a value (a digest of a million-element expected list
+    # did on HumanEval/130); the next test's 1 s clock starts after that, so a quick test still passes
+    def slow_judge(i, o):
+        if i == 0:
+            time.sleep(1.5)
+        return o
+
+    sb = Sandbox(layer=layer)
+    try:
+        outs = sb.run("def f(x):\n    return x + 1\n", "f", [encode((1,)), encode((2,)), encode((3,))],
+                      [1.0, 1.0, 1.0], judge=slow_judge, retry=False)
+    finally:
+        sb.close()
+    assert [o.status for o in outs] == ["value"] * 3, outs
+    assert [o.value for o in outs] == [encode(2), encode(3), encode(4)]
+
+
 # -- 2. exact judging ------------------------------------------------------------------------
 def test_judge_is_exact_about_structure_and_types():
     assert equal([1.0, 2.0], [1.0, 2.0 + 1e-9])

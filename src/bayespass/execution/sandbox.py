@@ -10,10 +10,11 @@ all capabilities in a user namespace), installs a seccomp filter, and only
 then loads the candidate (see :mod:`bayespass.execution.child`).  Results come
 back as tagged JSON on a private pipe; this supervisor judges them.
 
-Timing: the wall-clock limit of a test runs from the moment the previous
-result (or the "loaded" line) arrived to the last byte of this test's result,
-whatever the child writes in between, so encoding and sending the value are
-charged to the test.  A timeout during which the child got less than half
+Timing: the wall-clock limit of a test runs from the moment the supervisor
+has received and judged the previous result (or the "loaded" line) to the
+last byte of this test's result, whatever the child writes in between, so
+encoding and sending the value are charged to the test (judging is not: it
+is the supervisor's work).  A timeout during which the child got less than half
 a CPU (machine load, or sleeping) is re-run once with ``retry_factor`` times
 the limit before it is recorded (load must not fail a correct program);
 after ``max_timeouts`` timeouts the remaining tests of the program share one
