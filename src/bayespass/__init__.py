@@ -31,6 +31,7 @@ _LAZY = {
     "build_model": "models.specs",
     "passk_draws": "models.predictive",
     "passk_curve": "stats.curve",
+    "curve_table": "stats.curve",
     "plot_passk_curve": "stats.curve",
     "improvability": "stats.curve",
     "ppc": "stats.ppc",
@@ -84,7 +85,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .models.specs import build_model
     from .pipeline import RunConfig, load_run, run
     from .stats.compare import compare, cv_elpd
-    from .stats.curve import improvability, passk_curve, plot_passk_curve
+    from .stats.curve import curve_table, improvability, passk_curve, plot_passk_curve
     from .stats.gating import gate
     from .stats.incoherence import incoherence
     from .stats.metrics import metric_table

@@ -161,7 +161,7 @@ def fit_eb(counts: xr.Dataset, prior: str = "bb", *, warn: bool = True) -> xr.Da
         attrs={"prior": prior, "method": "eb"},
     )
     if warn:
-        bad = [f"{cfg!r}: {st}" for cfg, st in zip(ds.config.values, ds.status.values, strict=True)
+        bad = [f"{str(cfg)!r}: {st}" for cfg, st in zip(ds.config.values, ds.status.values, strict=True)
                if st != "ok"]
         if bad:
             warnings.warn(f"EB {prior} fit is not fully identified for {len(bad)} config(s): "
