@@ -1,0 +1,125 @@
+"""Markdown tables and issue 15's target checks from the JSON rows of ``benchmarks/calibration.py``.
+
+    python benchmarks/calibration_report.py sim.json [real.json ...] [--default auto]
+
+Per cell (data x m): coverage of the 90% interval, mean width, interval (Winkler)
+score and MAE of every model at each k.  Then the targets for the default model,
+each cell that misses listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+
+import numpy as np
+
+
+def load(paths):
+    rows = []
+    for p in paths:
+        rows += json.load(open(p))
+    return rows
+
+
+def cell_tables(rows) -> str:
+    """One table per (data, m): a row per model, a column per k, each entry coverage / width / IS / MAE."""
+    by = defaultdict(dict)
+    for r in rows:
+        by[(r["data"], r["family"], r["m"])][r["model"]] = r
+    out = ["\nEach entry: coverage of the 90% interval / mean width / interval score / MAE of the posterior "
+           "mean (naive: MAE only)."]
+    for (_data, fam, m), models in by.items():
+        any_row = next(iter(models.values()))
+        ks = any_row["k"]
+        out.append(f"\n**{fam}, m = {m}** ({any_row['reps']} replicates)\n")
+        out.append("| model | " + " | ".join(f"k = {k}" for k in ks) + " |")
+        out.append("|---|" + "---|" * len(ks))
+        for name, r in models.items():
+            ents = []
+            for i in range(len(ks)):
+                if r["coverage"][i] is None:
+                    ents.append(f"— / — / — / {r['mae'][i]:.3f}")
+                else:
+                    ents.append(f"{r['coverage'][i]:.2f} / {r['width'][i]:.3f} / {r['interval_score'][i]:.3f} / "
+                                f"{r['mae'][i]:.3f}")
+            out.append(f"| {name} | " + " | ".join(ents) + " |")
+    return "\n".join(out)
+
+
+def cells(rows, model):
+    """(data, family, m, k) -> row fields of one model."""
+    out = {}
+    for r in rows:
+        if r["model"] != model:
+            continue
+        for i, k in enumerate(r["k"]):
+            out[(r["data"], r["family"], r["m"], k)] = {f: r[f][i] for f in ("coverage", "width", "interval_score",
+                                                                             "mae", "bias")}
+    return out
+
+
+def targets(rows, default: str) -> str:
+    d, bb, zo, nv = (cells(rows, m) for m in (default, "bb", "zoibb", "naive"))
+    lines = [f"\nTargets for the default (`{default}`):\n"]
+    for data in ("sim", "real"):
+        main = {c: v for c, v in d.items() if c[0] == data and c[2] >= 2 and c[3] <= 100}
+        one = {c: v for c, v in d.items() if c[0] == data and c[2] == 1 and c[3] <= 100}
+        if not main:
+            continue
+        cov = np.array([v["coverage"] for v in main.values()])
+        low = sorted((c for c, v in main.items() if v["coverage"] < 0.80), key=lambda c: main[c]["coverage"])
+        ok = 0.87 <= cov.mean() <= 0.95 and not low
+        lines.append(f"- {data}, m >= 2, k <= 100 ({len(main)} cells): mean coverage {cov.mean():.3f} "
+                     f"(target [0.87, 0.95]), min {cov.min():.2f} (target >= 0.80): "
+                     + ("**met**" if ok else "**missed**"))
+        for c in low:
+            lines.append(f"  - below 0.80: {c[1]}, m = {c[2]}, k = {c[3]}: {main[c]['coverage']:.2f}")
+        if one:
+            c1 = np.mean([v["coverage"] for v in one.values()])
+            lines.append(f"- {data}, m = 1, k <= 100: mean coverage {c1:.3f} (target >= 0.80): "
+                         + ("**met**" if c1 >= 0.80 else "**missed**"))
+    common = [c for c in d if c in bb and c in zo]
+    if common:
+        good = [c for c in common if d[c]["mae"] <= 1.10 * min(bb[c]["mae"], zo[c]["mae"]) + 1e-12]
+        frac = len(good) / len(common)
+        lines.append(f"- MAE <= min(bb, zoibb) + 10%: {len(good)}/{len(common)} cells ({frac:.0%}; target >= 90%): "
+                     + ("**met**" if frac >= 0.9 else "**missed**"))
+        bad = [c for c in common if c not in good]
+        for c in bad:
+            lines.append(f"  - {c[0]} {c[1]}, m = {c[2]}, k = {c[3]}: {d[c]['mae']:.4f} vs bb {bb[c]['mae']:.4f}, "
+                         f"zoibb {zo[c]['mae']:.4f}")
+    if nv:
+        worse = [c for c in d if c in nv and d[c]["mae"] > nv[c]["mae"] + 1e-12]
+        lines.append(f"- never worse than naive: {len(worse)} cells worse "
+                     + ("(**met**)" if not worse else "(**missed**)"))
+        for c in worse:
+            lines.append(f"  - {c[0]} {c[1]}, m = {c[2]}, k = {c[3]}: {d[c]['mae']:.4f} vs naive {nv[c]['mae']:.4f}")
+    iv = [c for c in d if c in bb and d[c]["coverage"] is not None and bb[c]["coverage"] is not None]
+    if iv:
+        good = [c for c in iv if d[c]["interval_score"] <= 1.15 * bb[c]["interval_score"]]
+        frac = len(good) / len(iv)
+        lines.append(f"- interval score <= 1.15 x bb's: {len(good)}/{len(iv)} cells ({frac:.0%}; target >= 80%): "
+                     + ("**met**" if frac >= 0.8 else "**missed**"))
+        weak = [c for c in iv if bb[c]["coverage"] < 0.85]
+        if weak:
+            a = np.mean([d[c]["interval_score"] for c in weak])
+            b = np.mean([bb[c]["interval_score"] for c in weak])
+            lines.append(f"- where bb covers < 0.85 ({len(weak)} cells): mean interval score {a:.3f} vs bb {b:.3f} "
+                         "(target: lower): " + ("**met**" if a < b else "**missed**"))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json", nargs="+")
+    ap.add_argument("--default", default="auto")
+    args = ap.parse_args()
+    rows = load(args.json)
+    print(targets(rows, args.default))
+    print(cell_tables(rows))
+
+
+if __name__ == "__main__":
+    main()
