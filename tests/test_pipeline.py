@@ -179,3 +179,35 @@ def test_run_from_existing_samples(tmp_path):
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])
     assert (tmp_path / "r" / "report.html").exists() and "incoherence" not in tables
+
+
+def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
+    import bayespass as bp
+    from bayespass.pipeline import fits_of
+
+    out, _ = rundir
+    tree = bp.load_run(out)
+    fits = fits_of(tree)
+    idata, bb = fits[tree.attrs["main_fit"]], fits["bb-eb"]
+    results = {
+        "gating": bp.gate(tree, n_splits=3, extend_inferencedata=True),
+        "reliability": bp.reliability(tree, n_splits=3, extend_inferencedata=True),
+        "incoherence": bp.incoherence(tree, n_mc=200, seed=1, extend_inferencedata=True),
+    }
+    for name, ds in results.items():
+        assert name in tree.children
+        xr_ds = tree[name].to_dataset()
+        for v in ds.data_vars:
+            np.testing.assert_array_equal(xr_ds[v].values, ds[v].values)
+    for name, ds in (("ppc", bp.ppc(idata, extend_inferencedata=True)),
+                     ("passk_curve", bp.passk_curve(idata, [1, 10], extend_inferencedata=True)),
+                     ("improvability", bp.improvability(bb, extend_inferencedata=True))):
+        target = bb if name == "improvability" else idata
+        assert name in target.groups()
+        np.testing.assert_array_equal(target[name][next(iter(ds.data_vars))].values,
+                                      ds[next(iter(ds.data_vars))].values)
+    # a plain Dataset has nothing to extend: a clear error before any work
+    samples = tree["samples"].to_dataset()
+    for fn in (bp.gate, bp.reliability):
+        with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
+            fn(samples, extend_inferencedata=True)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from ..defaults import rcParams
 from ..validate import as_k, check_prob
+from .attach import attach
 
 __all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
 
@@ -67,7 +68,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     if "stacking_weights" in post:
         out.attrs["stacking_weights"] = str(post["stacking_weights"])
     if extend_inferencedata:
-        _extend(idata, "passk_curve", out)
+        attach(idata, "passk_curve", out)
     return out
 
 
@@ -84,13 +85,6 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> pd.DataFrame:
         label = f"{prob:.0%}" if band == "eti" else f"{prob:.0%} HDI"
         df = df.join(wide.rename(columns={"lower": f"{label} lower", "upper": f"{label} upper"}))
     return df.reset_index()
-
-
-def _extend(idata, name: str, ds: xr.Dataset) -> None:
-    """Add (or replace) a post-processor's group on an InferenceData."""
-    if name in idata.groups():
-        del idata[name]
-    idata.add_groups({name: ds}, warn_on_custom_groups=False)
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
@@ -154,7 +148,8 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
     elif "phi" in post:
         kappa = post["phi"]
     else:
-        raise ValueError("idata.posterior has neither 'kappa' (bb/zoibb/flex) nor 'phi' (hier)")
+        raise ValueError(f"improvability needs a Beta concentration: 'kappa' (bb, zoibb, flex) or 'phi' "
+                         f"(hier); a {post.attrs.get('bayespass_model', '?')!r} fit has neither")
     p1 = passk_curve(idata, [1], ci_prob=prob).isel(k=0, drop=True)
     qs = kappa.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
     out = xr.Dataset({
@@ -163,5 +158,5 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
         "pass1": p1["mean"], "pass1_eti": p1["eti"],
     }, attrs={"ci_prob": prob})
     if extend_inferencedata:
-        _extend(idata, "improvability", out)
+        attach(idata, "improvability", out)
     return out

@@ -22,6 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from ..validate import check_choice, check_prob
+from .attach import attach, check_target
 from .behaviour import behaviour
 
 __all__ = ["crc_threshold", "gate", "gate_table", "gate_diagnostics", "risk_coverage", "plot_risk_coverage",
@@ -92,7 +93,8 @@ def _metrics(accept: np.ndarray, correct: np.ndarray) -> tuple:
 
 def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: int = 100, seed: int | None = None,
          signature: str = "verdict", probe_fraction: float = 0.5, variant: str = "crc",
-         diversity_floor: float = 0.0, cluster_penalty: float = 0.0) -> xr.Dataset:
+         diversity_floor: float = 0.0, cluster_penalty: float = 0.0, extend_inferencedata: bool = False,
+         ) -> xr.Dataset:
     """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
 
     Parameters
@@ -117,6 +119,9 @@ def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: 
     cluster_penalty : float
         Score = f_max - penalty * (clusters - 1) / (K - 1).
 
+    extend_inferencedata : bool
+        Also attach the result as group ``gating`` of the input (an InferenceData or the run tree).
+
     Returns
     -------
     xarray.Dataset
@@ -129,6 +134,8 @@ def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: 
     """
     from ..defaults import rcParams
 
+    if extend_inferencedata:
+        check_target(samples)
     alpha = check_prob(alpha, name="alpha")
     calib_fraction = check_prob(calib_fraction, name="calib_fraction")
     if not isinstance(n_splits, int | np.integer) or n_splits < 1:
@@ -177,6 +184,8 @@ def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: 
     ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, variant=variant,
                     signature=signature, probe_fraction=probe_fraction, diversity_floor=diversity_floor,
                     cluster_penalty=cluster_penalty, has_logprob=int(has_lp))
+    if extend_inferencedata:
+        attach(samples, "gating", ds)
     return ds
 
 

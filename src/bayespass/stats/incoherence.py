@@ -29,6 +29,7 @@ import xarray as xr
 from scipy import stats
 
 from ..validate import check_positive_int, check_prob
+from .attach import attach, check_target
 from .behaviour import as_samples
 
 __all__ = ["incoherence", "incoherence_summary", "plot_incoherence", "pac_n_estimate", "pac_n_detect",
@@ -80,7 +81,7 @@ def _monte_carlo(d: np.ndarray, ref: np.ndarray, n: int, rng) -> tuple[float, fl
 
 
 def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 0.05, seed: int | None = None,
-                n_repeats: int = 1) -> xr.Dataset:
+                n_repeats: int = 1, extend_inferencedata: bool = False) -> xr.Dataset:
     """Per-task incoherence and error on fuzzed inputs, exact and Monte-Carlo.
 
     Parameters
@@ -102,6 +103,9 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
     n_repeats : int
         Independent Monte-Carlo repeats (``repeat`` dim) to check the PAC bound.
 
+    extend_inferencedata : bool
+        Also attach the result as group ``incoherence`` of the input (an InferenceData or the run tree).
+
     Returns
     -------
     xarray.Dataset
@@ -112,6 +116,8 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
     """
     from ..defaults import rcParams
 
+    if extend_inferencedata:
+        check_target(fuzz_samples)
     n_mc = check_positive_int(n_mc, name="n_mc")
     n_repeats = check_positive_int(n_repeats, name="n_repeats")
     if samples is None and isinstance(fuzz_samples, xr.DataTree) and "samples" in fuzz_samples.children:
@@ -145,13 +151,15 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
     d2 = ("config", "task")
     ds = xr.Dataset({"I": (d2, inc), "E": (d2, err), "bound_holds": (d2, ~(inc > 2 * err + 1e-12)),
                      "I_mc": (d2 + ("repeat",), inc_mc), "E_mc": (d2 + ("repeat",), err_mc),
-                     "n_inputs": ("task", n_inputs), "k": (d2, ks)},
+                     "n_inputs": ("task", n_inputs), "n_samples": (d2, ks)},
                     coords={"config": fz.config.values, "task": fz.task.values, "repeat": np.arange(n_repeats)})
     if samples is not None:
         s = as_samples(samples)
         correct = s["correct"].where(s["exists"]).sum("sample") / s["exists"].sum("sample")
         ds["pass1"] = correct.reindex(config=ds.config.values).mean("task")
     ds.attrs.update(n_mc=n_mc, delta=delta, eps=hoeffding_halfwidth(n_mc, delta), n_repeats=n_repeats)
+    if extend_inferencedata:
+        attach(fuzz_samples, "incoherence", ds)
     return ds
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .attach import attach
+
 __all__ = ["ppc", "plot_ppc", "STATISTICS"]
 
 STATISTICS = ("frac_zero", "frac_full", "mean_rate", "var_rate", "hist_distance")
@@ -33,7 +35,7 @@ def _stats(c: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def ppc(idata) -> xr.Dataset:
+def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     """Bayesian p-values for dataset-level statistics, per config.
 
     Statistics (over observed tasks): fraction with ``c = 0``, fraction with
@@ -42,6 +44,13 @@ def ppc(idata) -> xr.Dataset:
     expectation.  ``p_value = P(T_rep > T_obs) + 0.5 P(T_rep = T_obs)``
     (mid-p, since the statistics are discrete); values near 0 or 1 flag a
     misfit (for ``hist_distance`` only small p-values do).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A fit from :func:`bayespass.fit` (with ``posterior_predictive``).
+    extend_inferencedata : bool
+        Also attach the result as group ``ppc`` of ``idata``.
 
     Returns
     -------
@@ -70,10 +79,13 @@ def ppc(idata) -> xr.Dataset:
     one_sided = np.array([s == "hist_distance" for s in STATISTICS])
     extreme = np.where(one_sided, p < 0.05, (p < 0.025) | (p > 0.975))
     dims = ("config", "statistic")
-    return xr.Dataset({"observed": (dims, obs_v), "replicated_mean": (dims, rep_v.mean(0)),
-                       "p_value": (dims, p), "extreme": (dims, extreme)},
-                      coords={"config": idata.observed_data.config.values, "statistic": list(STATISTICS)},
-                      attrs={"model": idata.posterior.attrs.get("bayespass_model", "")})
+    out = xr.Dataset({"observed": (dims, obs_v), "replicated_mean": (dims, rep_v.mean(0)),
+                      "p_value": (dims, p), "extreme": (dims, extreme)},
+                     coords={"config": idata.observed_data.config.values, "statistic": list(STATISTICS)},
+                     attrs={"model": idata.posterior.attrs.get("bayespass_model", "")})
+    if extend_inferencedata:
+        attach(idata, "ppc", out)
+    return out
 
 
 def plot_ppc(idata, *, ax=None) -> np.ndarray:

@@ -27,6 +27,7 @@ import pandas as pd
 import xarray as xr
 
 from ..validate import check_prob
+from .attach import attach, check_target
 from .behaviour import behaviour
 
 __all__ = ["reliability", "reliability_table", "hoeffding_stop", "wilson", "plot_set_size"]
@@ -126,7 +127,7 @@ def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, 
 
 def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_splits: int = 100,
                 seed: int | None = None, delta: float = 0.1, signature: str = "verdict",
-                probe_fraction: float = 0.5) -> xr.Dataset:
+                probe_fraction: float = 0.5, extend_inferencedata: bool = False) -> xr.Dataset:
     """Conformal prediction sets over behaviour classes, the reliability level and sequential stopping.
 
     Parameters
@@ -146,6 +147,9 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
     signature, probe_fraction
         Passed to :func:`bayespass.stats.behaviour.behaviour`.
 
+    extend_inferencedata : bool
+        Also attach the result as group ``reliability`` of the input (an InferenceData or the run tree).
+
     Returns
     -------
     xarray.Dataset
@@ -161,6 +165,8 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
     """
     from ..defaults import rcParams
 
+    if extend_inferencedata:
+        check_target(samples)
     alpha = check_prob(alpha, name="alpha")
     calib_fraction = check_prob(calib_fraction, name="calib_fraction")
     if not isinstance(n_splits, int | np.integer) or n_splits < 1:
@@ -185,6 +191,8 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
     ds.attrs.update(ci_prob=rcParams["stats.ci_prob"])
     ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, delta=delta,
                     signature=signature)
+    if extend_inferencedata:
+        attach(samples, "reliability", ds)
     return ds
 
 
