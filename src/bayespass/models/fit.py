@@ -156,6 +156,11 @@ def _fit_mcmc(counts, m, *, draws, tune, chains, cores, seed, sampler, target_ac
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
                           target_accept=target_accept, nuts_sampler=sampler, progressbar=progressbar,
                           compute_convergence_checks=False, idata_kwargs={"log_likelihood": m.joint})
+    # NUTS's mass-matrix eigenvalue stats are NaN unless a low-rank adaptation ran: drop them, or every
+    # ArviZ summary of the fit warns "Array contains NaN-value"
+    stats = idata.sample_stats
+    idata.sample_stats = stats.drop_vars([v for v in ("smallest_eigval", "largest_eigval")
+                                          if v in stats and bool(np.isnan(stats[v]).all())])
     if not m.joint:
         theta = idata.posterior["theta"].values
         post = _posterior(m, theta, counts.config.values)
