@@ -329,17 +329,23 @@ def convergence_report(idata, model=None) -> dict:
         gated = getattr(m, "gated", None)
         target = idata.posterior[[v for v in idata.posterior.data_vars
                                   if v != "theta" and (gated is None or v in gated)]]
-        if "passk" in idata.groups():
-            pk = idata.passk["passk_mean"].sel(k=[k for k in (1, 10, 100) if k in idata.passk.k])
-            target = target.assign(passk=pk)
-    names = list(target.data_vars)
+    parts = [target]
+    if not m.joint and "passk" in idata.groups():
+        # its own dataset: the pass@k draws are thinned, so aligning them with the posterior's draws
+        # would fill NaN (and a NaN r_hat would silently pass the gate)
+        parts.append(idata.passk[["passk_mean"]].sel(k=[k for k in (1, 10, 100) if k in idata.passk.k]))
+    r_hat, ess_min = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rhat = az.rhat(target)
-        ess = az.ess(target, method="bulk")
+        for ds in parts:
+            if not ds.data_vars:
+                continue
+            rhat, ess = az.rhat(ds), az.ess(ds, method="bulk")
+            r_hat += [float(rhat[v].max()) for v in ds.data_vars]
+            ess_min += [float(ess[v].min()) for v in ds.data_vars]
     return {
-        "r_hat_max": float(max(float(rhat[v].max()) for v in names)),
-        "ess_bulk_min": float(min(float(ess[v].min()) for v in names)),
+        "r_hat_max": float(np.max(r_hat)),  # NaN propagates: an undefined r_hat fails the gate
+        "ess_bulk_min": float(np.min(ess_min)),
         "divergences": int(idata.sample_stats["diverging"].sum()) + int(np.sum(
             idata.posterior.attrs.get("divergences", 0))),
     }
