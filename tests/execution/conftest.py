@@ -3,8 +3,9 @@ import os
 import pytest
 
 from bayespass.data.suites import Suite, Task
+from bayespass.execution.child import encode
 from bayespass.execution.groundtruth import ground_truth
-from bayespass.execution.sandbox import probe_layer
+from bayespass.execution.sandbox import Sandbox, SandboxError, probe_layer
 
 
 def toy_suite(tmp_cache=None) -> Suite:
@@ -18,7 +19,24 @@ def toy_suite(tmp_cache=None) -> Suite:
     return suite
 
 
-LAYERS = [probe_layer()] + (["seccomp+uid"] if os.getuid() == 0 and probe_layer() != "seccomp+uid" else [])
+def _runs_here(layer: str) -> bool:
+    """Whether a trivial program runs in ``layer`` on this machine."""
+    try:
+        sb = Sandbox(layer=layer)
+    except (SandboxError, OSError):
+        return False
+    try:
+        return sb.run("def f(x):\n    return x\n", "f", [encode((1,))], [10.0])[0].status == "value"
+    except (SandboxError, OSError):
+        return False
+    finally:
+        sb.close()
+
+
+# every layer this machine offers (as root: seccomp+uid and, where user namespaces work, seccomp+userns)
+LAYERS = [probe_layer()] + [layer for layer in ("seccomp+uid", "seccomp+userns", "bwrap")
+                            if layer != probe_layer() and (layer != "seccomp+uid" or os.getuid() == 0)
+                            and _runs_here(layer)]
 
 
 @pytest.fixture(scope="session")
