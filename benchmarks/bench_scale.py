@@ -66,7 +66,8 @@ def main():
         df.to_csv(path, index=False)
         print(f"{args.rows} rows ({args.configs} config(s)); {path.stat().st_size / 1e6:.0f} MB CSV\n")
         print("| step | import (s) | read + validate (s) | step (s) | peak memory (MB) |\n|---|---|---|---|---|")
-        for step in ("read", "estimate", "fit:bb:eb", "fit:flex:eb", "fit:bb:mcmc", "fit:flex:mcmc"):
+        for step in ("read", "estimate", "fit:bb:eb", "fit:flex:eb", "fit:auto:eb", "fit:bb:mcmc", "fit:flex:mcmc",
+                     "fit:auto:mcmc"):
             t = time.perf_counter()
             res = subprocess.run([sys.executable, "-c", STEP, step, str(path)], capture_output=True, text=True)
             if res.returncode != 0:
