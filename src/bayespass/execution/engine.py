@@ -77,12 +77,8 @@ class _Judge:
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
         """Set the verdict and the behaviour digest of an outcome and drop its value."""
         t = self.suite.tasks[task_id]
-        if o.status == "value" and isinstance(o.value, dict) and set(o.value) == {"H", "n"}:
-            # a value too large to send came back as its digest: compare with the expected digest
-            o.verdict = "pass" if o.value["H"] == self.expected_digest(task_id, i) else "fail"
-        else:
-            o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point,
-                              inp=t.inputs[i])
+        o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
+                          expected_digest=lambda: self.expected_digest(task_id, i))
         o.digest = digest(o, atol=t.atol) if o.status != "not_run" else 0
         o.value = None
         return o

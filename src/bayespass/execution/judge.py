@@ -91,10 +91,15 @@ def _poly(xs, x):
     return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
 
 
-def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bool:
-    """Return whether decoded output ``out`` matches expected ``exp`` (evalplus rules)."""
+def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expected_digest=None) -> bool:
+    """Return whether decoded output ``out`` matches expected ``exp`` (evalplus rules).
+
+    ``expected_digest``: optional callable returning the digest of ``exp``, called only when one side
+    is a digest (a caller that judges many values against one expected value caches it there).
+    """
     if isinstance(out, Hashed) or isinstance(exp, Hashed):
-        a, b = _digest_of(out), _digest_of(exp)
+        own = expected_digest is not None and not isinstance(exp, Hashed)
+        a, b = _digest_of(out), (expected_digest() if own else _digest_of(exp))
         return a is not None and a == b
     try:
         exact = out == exp
@@ -131,10 +136,10 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None) -> bo
     return bool(exact)
 
 
-def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None) -> str:
+def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None, expected_digest=None) -> str:
     """Verdict name for one test from a sandbox :class:`~bayespass.execution.sandbox.Outcome`.
 
-    ``expected`` is the *decoded* expected value.
+    ``expected`` is the *decoded* expected value; ``expected_digest`` as in :func:`equal`.
     """
     if outcome.status != "value":
         return {"error": "error", "timeout": "timeout", "crash": "crash", "oversize": "oversize",
@@ -144,7 +149,7 @@ def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None) -> str:
     except (ValueError, TypeError, RecursionError):
         return "error"
     try:
-        ok = equal(out, expected, atol=atol, entry_point=entry_point, inp=inp)
+        ok = equal(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
         ok = False  # whatever an untrusted value makes the comparison raise, it is not a match
     return "pass" if ok else "fail"
