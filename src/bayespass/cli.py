@@ -253,19 +253,36 @@ def _passk_view(df, main: str | None):
     return df[cols]
 
 
+def _coder_of(model, samples, endpoint) -> str:
+    if model is not None and samples is not None:
+        fail("give --model or --samples, not both")
+    if endpoint is not None and model is None:
+        fail(f"--endpoint {endpoint} needs --model NAME, the model name the server serves")
+    return "samples" if samples is not None else (model or "synthetic")
+
+
 @app.command("run")
 def run_cmd(
     out: Annotated[Path, typer.Option(help="Run directory (re-running resumes).")] = Path("runs/demo"),
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
-    model: Annotated[str | None, typer.Option(help="transformers model id or local path (default: the "
-                                                   "synthetic coder).")] = None,
+    model: Annotated[str | None, typer.Option(help="transformers model id or local path, or with --endpoint the "
+                                                   "served model's name (default: the synthetic coder).")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="OpenAI-compatible API root (vLLM, TGI, llama.cpp, hosted), "
+                                                      "e.g. http://127.0.0.1:8000/v1.")] = None,
+    api: Annotated[str, typer.Option(help="With --endpoint: completions, chat, or auto (models/*.json).")] = "auto",
+    concurrency: Annotated[int, typer.Option(help="With --endpoint: requests in flight.")] = 8,
+    api_key_env: Annotated[str, typer.Option(help="With --endpoint: environment variable holding the API key.")]
+    = "OPENAI_API_KEY",
+    max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
+                                                  "time-outs, refused connections).")] = 8,
+    timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
     samples: Annotated[Path | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
                                                      "samples directory).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers coder).")] = 0.95,
-    max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample (transformers coder).")] = 512,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers or endpoint coder).")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample (transformers or endpoint coder).")] = 512,
     tasks: Annotated[int | None, typer.Option(help="Only the first N tasks of the suite.")] = None,
     fuzz_n: Annotated[int, typer.Option(help="Fuzzed inputs per task for incoherence (0: skip).")] = 100,
     alpha: Annotated[float, typer.Option(help="Target silent-failure rate / miscoverage.")] = 0.1,
@@ -281,12 +298,10 @@ def run_cmd(
         temps = tuple(float(x) for x in temperatures.split(","))
     except ValueError:
         fail(f"--temperatures must be comma-separated numbers; got {temperatures!r}")
-    if model is not None and samples is not None:
-        fail("give --model or --samples, not both")
-    coder = "samples" if samples is not None else (model or "synthetic")
-    kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=coder,
+    kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=_coder_of(model, samples, endpoint),
               samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
-              alpha=alpha, seed=seed, workers=workers)
+              alpha=alpha, seed=seed, workers=workers, endpoint=endpoint, api=api, concurrency=concurrency,
+              api_key_env=api_key_env, max_retries=max_retries, timeout=timeout)
     try:
         cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
     except (ValueError, TypeError) as err:
@@ -294,11 +309,14 @@ def run_cmd(
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
     from .execution.sandbox import SandboxError
+    from .generate.endpoint import EndpointError
 
     try:
         tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))
+    except EndpointError as err:
+        fail(f"{err}\n(samples received so far are in {out}/samples.jsonl; the same command resumes)")
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
                    "run the same command again to resume", err=True)
@@ -436,7 +454,17 @@ def incoherence_cmd(
 
 @app.command("generate")
 def generate_cmd(
-    model: Annotated[str, typer.Option(help="transformers model id or local path, or 'synthetic'.")],
+    model: Annotated[str, typer.Option(help="transformers model id or local path, 'synthetic', or with "
+                                            "--endpoint the served model's name.")],
+    endpoint: Annotated[str | None, typer.Option(help="OpenAI-compatible API root (vLLM, TGI, llama.cpp, hosted), "
+                                                      "e.g. http://127.0.0.1:8000/v1.")] = None,
+    api: Annotated[str, typer.Option(help="With --endpoint: completions, chat, or auto (models/*.json).")] = "auto",
+    concurrency: Annotated[int, typer.Option(help="With --endpoint: requests in flight.")] = 8,
+    api_key_env: Annotated[str, typer.Option(help="With --endpoint: environment variable holding the API key.")]
+    = "OPENAI_API_KEY",
+    max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
+                                                  "time-outs, refused connections).")] = 8,
+    timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
     k: Annotated[int, typer.Option(help="Samples per task.")] = 8,
@@ -450,12 +478,20 @@ def generate_cmd(
 ) -> None:
     """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
     from .execution.groundtruth import load_suite
+    from .generate.endpoint import EndpointError
     from .generate.hf import generate_to_jsonl
 
+    coder = None
     try:
         s = load_suite(suite, dataset, expected=model == "synthetic")
         ids = list(s.tasks)[:tasks] if tasks else None
-        if model == "synthetic":
+        if endpoint is not None:
+            from .generate.endpoint import OpenAICompatibleCoder
+
+            coder = OpenAICompatibleCoder(endpoint, model, api=api, concurrency=concurrency,
+                                          max_new_tokens=max_new_tokens, top_p=top_p, api_key_env=api_key_env,
+                                          max_retries=max_retries, timeout=timeout)
+        elif model == "synthetic":
             from .generate.synthetic import SyntheticCoder
 
             coder = SyntheticCoder(s, tasks=ids)
@@ -466,6 +502,13 @@ def generate_cmd(
         generate_to_jsonl(coder, s, out, k=k, temperature=temperature, seed=seed, tasks=ids)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
+    except EndpointError as err:
+        fail(f"{err}\n(samples received so far are in {out})")
+    finally:
+        if endpoint is not None and coder is not None:
+            from .pipeline.stages import endpoint_summary
+
+            typer.echo(endpoint_summary(coder), err=True)
     typer.echo(f"wrote {out}")
 
 

@@ -331,6 +331,18 @@ def _config_coords(table: pd.DataFrame, configs: list) -> dict:
     return out
 
 
+def _logprob_note(lp, exists) -> dict:
+    """``{"mean_logprob_note": ...}`` when some or all samples lack a mean token log-probability."""
+    if lp is None:
+        return {"mean_logprob_note": "no sample carries a mean token log-probability (the coder or server "
+                                     "returned none): gating's logprob baseline is skipped"}
+    missing = int(np.isnan(lp[exists]).sum())
+    if missing:
+        return {"mean_logprob_note": f"{missing} of {int(exists.sum())} samples carry no mean token "
+                                     "log-probability (the coder or server returned none)"}
+    return {}
+
+
 def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     configs = list(dict.fromkeys(table["config"]))
     in_table = set(table["task"])
@@ -370,6 +382,7 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
         is_plus[ti[t], :nb], is_plus[ti[t], nb:n] = 0, 1
         atol = suite.tasks[t].atol
         ref[ti[t], :n] = [digest(Outcome("value", v), atol=atol) for v in suite.expected[t]["values"]]
+    notes = _logprob_note(extras.get("mean_logprob"), exists)
     present = verdict != VERDICTS["absent"]
     passed = (verdict == VERDICTS["pass"]) | ~present
     base_mask = (is_plus == 0)[None, :, None, :]
@@ -383,7 +396,7 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
          "base_correct": (dims[:3], exists & (passed | ~base_mask).all(-1)),
          "is_plus": (("task", "test"), is_plus), "reference_digest": (("task", "test"), ref)},
         coords={"config": configs, "task": tasks, "sample": np.arange(n_samp), "test": np.arange(n_test),
-                **_config_coords(table, configs)})
+                **_config_coords(table, configs)}, attrs=notes)
 
 
 def _sample_dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:

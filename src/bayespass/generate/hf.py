@@ -82,6 +82,21 @@ def _task_seed(seed: int, task_id: str, temperature: float) -> int:
     return int.from_bytes(h[:4], "little")
 
 
+def extract_program(task, text: str, style: str) -> str:
+    """Extract a sample's program with evalplus's sanitizer.
+
+    It reads the prompt plus the continuation (``style="base"``) or the reply (``"chat"``); the raw code is
+    kept when the sanitizer finds nothing or fails.
+    """
+    from evalplus.sanitize import sanitize
+
+    code = task.prompt + text if style == "base" else text
+    try:
+        return sanitize(code, task.entry_point) or code
+    except Exception:  # noqa: BLE001 - the sanitizer parses untrusted text; keep the raw code then
+        return code
+
+
 def _cut(text: str, stops: list[str]) -> tuple[str, bool]:
     pos = [text.find(s) for s in stops if s and s in text]
     return (text[: min(pos)], True) if pos else (text, False)
@@ -160,13 +175,7 @@ class HFCoder(Coder):
 
     def program(self, task, text: str) -> str:
         """Extract the program from a sample's text (evalplus's sanitizer)."""
-        from evalplus.sanitize import sanitize
-
-        code = task.prompt + text if self.style == "base" else text
-        try:
-            return sanitize(code, task.entry_point) or code
-        except Exception:  # noqa: BLE001 - the sanitizer parses untrusted text; keep the raw code then
-            return code
+        return extract_program(task, text, self.style)
 
     def _sample_task(self, task, k: int, temperature: float, seed: int) -> list[dict]:
         torch, transformers = _require_torch()
@@ -260,6 +269,9 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(coder, "stream"):
+        return _stream_to_jsonl(coder, suite, path, k=k, temperature=temperature, seed=seed, tasks=tasks,
+                                progress=progress)
     model = getattr(coder, "model_id", coder.name)
     lines = []
     if path.exists():
@@ -304,6 +316,60 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
                 n_tok += sum(int(r.get("n_tokens", 0)) for r in recs)
                 bar.update(1)
                 bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t_start, 1e-9):.0f}")
+    finally:
+        bar.close()
+    return path
+
+
+def _intact_lines(path: Path) -> list[str]:
+    """Return the complete JSON lines of a samples file; a torn last write (and anything after it) is cut off."""
+    if not path.exists():
+        return []
+    raw = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = []
+    for line in raw:
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if not line.endswith("\n"):
+            break
+        lines.append(line)
+    if len(lines) != len(raw):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(lines), encoding="utf-8")
+        os.replace(tmp, path)
+    return lines
+
+
+def _stream_to_jsonl(coder, suite, path: Path, *, k: int, temperature: float, seed: int, tasks, progress: bool):
+    """Append samples as requests complete (one fsync per request); ask only for the (task, sample) missing."""
+    from tqdm.auto import tqdm
+
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}")
+    model = coder.model_id
+    have: dict = {}
+    for line in _intact_lines(path):
+        r = json.loads(line)
+        if r.get("model") == model and r.get("temperature") == temperature:
+            have.setdefault(r["task_id"], set()).add(int(r.get("sample", -1)))
+    ids = list(tasks if tasks is not None else suite.tasks)
+    todo = {t: [s for s in range(k) if s not in have.get(t, ())] for t in ids}
+    todo = {t: s for t, s in todo.items() if s}
+    total = sum(len(s) for s in todo.values())
+    bar = tqdm(total=total, desc=f"{model} T={temperature:g}", unit="sample", disable=not progress)
+    t0 = time.perf_counter()
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            for recs in coder.stream(suite, todo, temperature=temperature, seed=seed):
+                fh.write("".join(json.dumps(r) + "\n" for r in recs))
+                fh.flush()
+                os.fsync(fh.fileno())
+                bar.update(len(recs))
+                st, dt = coder.stats, max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix(req_s=f"{st['requests'] / dt:.1f}", tok_s=f"{st['completion_tokens'] / dt:.0f}",
+                                errors=st["retries"])
     finally:
         bar.close()
     return path

@@ -18,8 +18,14 @@ class RunConfig:
 
     suite: str = "humaneval"
     dataset: str | None = None
-    coder: str = "synthetic"  # "synthetic", a transformers model id/path, or "samples"
+    coder: str = "synthetic"  # "synthetic", a transformers model id/path, a served model's name, or "samples"
     samples: str | None = None
+    endpoint: str | None = None  # OpenAI-compatible API root serving the model named by ``coder``
+    api: str = "auto"  # endpoint: "completions", "chat" or "auto" (from models/*.json)
+    concurrency: int = 8  # endpoint: requests in flight
+    api_key_env: str = "OPENAI_API_KEY"  # endpoint: environment variable holding the key (never stored)
+    max_retries: int = 8  # endpoint: retries per request
+    timeout: float = 120.0  # endpoint: seconds per request
     k: int = 10
     temperatures: tuple = (0.4, 0.8, 1.2)
     top_p: float = 0.95
@@ -44,7 +50,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         from ..validate import check_positive_int, check_prob
 
-        for name in ("k", "draws", "tune", "chains", "n_splits", "max_mutants"):
+        for name in ("k", "draws", "tune", "chains", "n_splits", "max_mutants", "concurrency"):
             check_positive_int(getattr(self, name), name=name)
         for name in ("tasks", "workers"):
             if getattr(self, name) is not None:
@@ -52,6 +58,22 @@ class RunConfig:
         if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
             raise ValueError(f"fuzz_n must be a non-negative integer (0: skip incoherence); got {self.fuzz_n!r}")
         check_prob(self.alpha, name="alpha")
+        if self.endpoint is not None:
+            from ..validate import check_choice
+
+            if not isinstance(self.endpoint, str) or not self.endpoint.startswith(("http://", "https://")):
+                raise ValueError(f"endpoint must be an http:// or https:// URL such as http://127.0.0.1:8000/v1; "
+                                 f"got {self.endpoint!r}")
+            if self.coder in ("synthetic", "samples"):
+                raise ValueError(f"endpoint {self.endpoint!r} needs the served model's name as coder (--model); "
+                                 f"got coder={self.coder!r}")
+            check_choice(self.api, ("auto", "completions", "chat"), name="api")
+            if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+                raise ValueError(f"max_retries must be a non-negative integer; got {self.max_retries!r}")
+            if self.api_key_env != "OPENAI_API_KEY" and not os.environ.get(self.api_key_env):
+                raise ValueError(f"api_key_env={self.api_key_env!r}: that environment variable is not set")
+            if not isinstance(self.timeout, int | float) or not self.timeout > 0:
+                raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
         temps = tuple(self.temperatures)
@@ -75,7 +97,7 @@ class RunConfig:
 
 
 GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed",
-        "max_mutants")
+       "max_mutants", "api")
 
 
 INTERRUPTED = threading.Event()

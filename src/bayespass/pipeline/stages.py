@@ -260,14 +260,40 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
                 fh.write(json.dumps(r) + "\n")
         os.replace(tmp, path)
         return recs, coder.run_dir
-    from ..generate.hf import HFCoder, generate_to_jsonl
+    from ..generate.hf import generate_to_jsonl
 
-    coder = HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
+    if cfg.endpoint is not None:
+        from ..generate.endpoint import OpenAICompatibleCoder
+
+        coder = OpenAICompatibleCoder(cfg.endpoint, cfg.coder, api=cfg.api, concurrency=cfg.concurrency,
+                                      max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p,
+                                      api_key_env=cfg.api_key_env, max_retries=cfg.max_retries,
+                                      timeout=cfg.timeout)
+    else:
+        from ..generate.hf import HFCoder
+
+        coder = HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
     for T in cfg.temperatures:
         generate_to_jsonl(coder, suite, path, k=cfg.k, temperature=T, seed=cfg.seed, tasks=tasks,
                           progress=echo is not None)
+    if cfg.endpoint is not None:
+        say(echo, endpoint_summary(coder))
+        (out / "requests.json").write_text(json.dumps({"endpoint": cfg.endpoint, "model": cfg.coder,
+                                                       "api": coder.api, "n_supported": coder.n_supported,
+                                                       "stats": dict(coder.stats), "notes": coder.notes},
+                                                      indent=2))
     with open(path) as fh:
         return [json.loads(line) for line in fh if line.strip()], None
+
+
+def endpoint_summary(coder) -> str:
+    """One line on the requests of an endpoint coder: how many, retried why, tokens, notes."""
+    st = coder.stats
+    why = ", ".join(f"{k[6:]}: {v}" for k, v in sorted(st.items()) if k.startswith("retry_"))
+    line = (f"endpoint {coder.url}: {st['requests']} requests (n per request: "
+            f"{'K' if coder.n_supported else '1'}), {st['retries']} retried{f' ({why})' if why else ''}, "
+            f"{st['prompt_tokens']} prompt and {st['completion_tokens']} completion tokens")
+    return "; ".join([line, *coder.notes])
 
 
 def truth_passk(out: Path, counts, k):
