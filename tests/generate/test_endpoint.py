@@ -281,6 +281,21 @@ def test_bad_input_is_refused_before_any_request():
     assert res.returncode != 0 and "--model" in res.stderr
 
 
+def test_chat_api_sends_the_prompt_template_and_reads_logprobs(tmp_path_factory, tmp_path, suite):
+    chat_model = build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-chat", chat=True)
+    srv = Server(chat_model, tmp_path, "--name", "tiny-chat")
+    try:
+        coder = OpenAICompatibleCoder(srv.url, "tiny-chat", api="chat", max_new_tokens=12)
+        assert coder.url.endswith("/v1/chat/completions")
+        recs = coder.generate(suite, 2, temperature=0.8, tasks=["HumanEval/3"])
+        assert [r["sample"] for r in recs] == [0, 1]
+        assert all("response" in r and np.isfinite(r["mean_logprob"]) for r in recs)
+        head = srv.requests()[0]["head"]  # the end of the prompt the server built from the messages
+        assert head.endswith("<assistant>") and "```" in head  # chat template + the instruction's code fence
+    finally:
+        srv.kill()
+
+
 def test_retry_after_parses_seconds_and_http_dates():
     import email.utils
 
