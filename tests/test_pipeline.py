@@ -39,14 +39,15 @@ def rundir(tmp_path_factory):
 
 def test_run_prints_tables_and_writes_the_run_directory(rundir):
     out, stdout = rundir
-    for title in ("pass@k", "LOO comparison", "PPC p-values", "Gating at alpha = 0.1", "Reliability level",
-                  "Incoherence", "Metrics"):
+    for title in ("pass@k", "LOO comparison", "Which config is better", "P(rank=1)", "PPC p-values",
+                  "Gating at alpha = 0.1", "Reliability level", "Incoherence", "Metrics"):
         assert title in stdout
     for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
         assert rule in stdout
     for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",
               "fuzz/samples.nc", "figures/passk_curves.png", "figures/ppc.png", "figures/risk_coverage.png",
-              "figures/set_size.png", "figures/incoherence.png", "tables/gating.csv"):
+              "figures/set_size.png", "figures/incoherence.png", "tables/gating.csv", "figures/forest.png",
+              "figures/prob_better.png", "tables/leaderboard.csv", "tables/prob_better.csv"):
         assert (out / p).exists(), p
     import bayespass as bp
     from bayespass.pipeline import fits_of
@@ -64,6 +65,8 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
         assert set(ws) == {"bb", "zoibb", "flex", "lnorm"} and abs(sum(ws.values()) - 1) < 1e-9
         assert all(w >= 0 for w in ws.values())
     assert "stacking" in (out / "report.html").read_text()
+    html = (out / "report.html").read_text()
+    assert "pass@k forest plot" in html and "P(better) matrix" in html and "leaderboard" in html
     assert main in tree["fits"].children and {"posterior", "log_likelihood", "passk"} <= set(tree["fits"][main].children)
     assert bp.passk_curve(fits_of(tree)[main], [1, 10]).sizes["k"] == 2
     # the post-processors run on the run tree itself

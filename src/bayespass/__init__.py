@@ -38,6 +38,11 @@ _LAZY = {
     "plot_ppc": "stats.ppc",
     "compare": "stats.compare",
     "cv_elpd": "stats.compare",
+    "compare_configs": "stats.ranking",
+    "leaderboard": "stats.ranking",
+    "plot_forest": "stats.ranking",
+    "plot_prob_better": "stats.ranking",
+    "plot_diff_curve": "stats.ranking",
     "load_suite": "execution.groundtruth",
     "execute": "execution.engine",
     "to_counts": "execution.engine",
@@ -91,5 +96,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats.metrics import metric_table
     from .stats.passk import avg_at_n, cons_at_k, passk
     from .stats.ppc import plot_ppc, ppc
+    from .stats.ranking import compare_configs, leaderboard, plot_diff_curve, plot_forest, plot_prob_better
     from .stats.reliability import reliability
     from .stats.table import estimate_table

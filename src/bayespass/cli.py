@@ -190,6 +190,79 @@ def curve(
         typer.echo(f"wrote {plot}", err=True)
 
 
+@app.command("compare")
+def compare_cmd(
+    data: Annotated[Path, typer.Argument(metavar="RUN_OR_COUNTS", help="Run directory (its main fit), a fit "
+                                         "(.nc from 'bayespass fit') or a counts file (fitted here).")],
+    k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
+    pairs: Annotated[str | None, typer.Option(help="Only these pairs: 'A:B,C:D' (config names).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model when fitting counts (default rcParams['stats.model']).")]
+    = None,
+    method: Annotated[str | None, typer.Option(help="eb or mcmc when fitting counts.")] = None,
+    ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
+    = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG path prefix: writes PREFIX-forest.png, "
+                                                   "PREFIX-prob_better.png and PREFIX-diff.png (top two).")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
+    from .stats.ranking import compare_configs, leaderboard, prob_better_table
+
+    if format not in FORMATS:
+        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+    if not data.exists():
+        fail(f"RUN_OR_COUNTS {str(data)!r} does not exist")
+    try:
+        pair_list = None if pairs is None else [tuple(p.split(":", 1)) for p in pairs.split(",")]
+        if pair_list is not None and any(len(p) != 2 for p in pair_list):
+            fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
+        src = data
+        if data.is_file() and data.suffix == ".nc" and _is_fit(data):
+            import arviz as az
+
+            src = az.from_netcdf(str(data)).load()
+        cmp = compare_configs(src, k=k, pairs=pair_list, ci_prob=ci_prob, model=model, method=method)
+    except (ValueError, TypeError, OSError) as err:
+        fail(str(err))
+    typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws",
+               err=True)
+    if pair_list is None:
+        _print_table(f"Leaderboard ({cmp.attrs['ci_prob']:.0%} bands; rank 1 = best)", leaderboard(cmp), format)
+    _print_table("P(pass@k of config > config_b)", prob_better_table(cmp), format)
+    if plot is not None:
+        _compare_plots(cmp, plot, pair_list)
+
+
+def _is_fit(path: Path) -> bool:
+    import h5py
+
+    with h5py.File(path, "r") as fh:
+        return "posterior" in fh
+
+
+def _compare_plots(cmp, prefix: Path, pair_list) -> None:
+    import matplotlib.pyplot as plt
+
+    from .stats.ranking import plot_diff_curve, plot_forest, plot_prob_better
+
+    written = []
+    if pair_list is None:
+        for name, ax in (("forest", plot_forest(cmp)), ("prob_better", plot_prob_better(cmp))):
+            path = prefix.parent / f"{prefix.name}-{name}.png"
+            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+            plt.close(ax.figure)
+            written.append(path)
+        order = cmp["expected_rank"].isel(k=0).values.argsort()
+        a, b = (str(cmp.config.values[i]) for i in order[:2])
+    else:
+        a, b = pair_list[0]
+    ax = plot_diff_curve(cmp, a, b)
+    path = prefix.parent / f"{prefix.name}-diff.png"
+    ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(ax.figure)
+    typer.echo("wrote " + ", ".join(map(str, [*written, path])), err=True)
+
+
 @app.command("execute")
 def execute_cmd(
     samples: Annotated[Path, typer.Argument(help="evalplus-format samples: .jsonl or a samples directory.")],
@@ -341,6 +414,9 @@ def _print_run(tables: dict, out: Path, alpha: float) -> None:
             cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "weight",
                                 "pareto_k_max") if c in tables[key]]
             _print_table(title, tables[key][cols])
+    if "leaderboard" in tables:
+        _print_table(f"Which config is better (main fit; {rcParams['stats.ci_prob']:.0%} bands, rank 1 = best)",
+                     tables["leaderboard"])
     _print_table("PPC p-values", tables["ppc"])
     _print_table(f"Gating at alpha = {alpha:g} (mean over splits)",
                  tables["gating"][["config", "rule", "abstention", "effective", "silent", "accuracy"]])

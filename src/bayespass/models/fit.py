@@ -94,10 +94,14 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     if model == "auto":
         return _fit_auto(counts, method, candidates, k, kw)
     m = get_model(model)
-    if m.joint and method == "eb":
+    if m.joint and method == "eb" and not hasattr(m, "fit_eb"):
         raise ValueError(f"model={model!r} supports method='mcmc' only (its task difficulties are "
-                         "latent); use method='mcmc', or a per-config model with method='eb'")
-    idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
+                         "latent); use method='mcmc', model='shared' (the same model with the difficulties "
+                         "integrated out, which has method='eb'), or a per-config model")
+    if m.joint and method == "eb":
+        idata = _fit_joint_eb(counts, m, **kw)
+    else:
+        idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
     return _finish(idata, counts, m, method, seed, k)
 
 
@@ -117,6 +121,18 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     diverging = np.zeros((chains, draws), bool)
     idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)},
                                                  coords={"chain": np.arange(chains), "draw": np.arange(draws)})})
+    return idata
+
+
+def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):
+    import arviz as az
+
+    draws = check_positive_int(draws if draws is not None else 100, name="draws")
+    chains = check_positive_int(chains if chains is not None else 4, name="chains")
+    post = m.fit_eb(counts, draws=draws, chains=chains, seed=seed)
+    idata = az.InferenceData(posterior=post)
+    idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), np.zeros((chains, draws), bool))},
+                                                 coords={"chain": post.chain.values, "draw": post.draw.values})})
     return idata
 
 

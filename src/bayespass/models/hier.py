@@ -67,7 +67,7 @@ class Hier(Model):
         pred = kernels.passk_bb_predictive(n[obs][:, None], c[obs][:, None], k, a, b)
         return 1.0 - pred, np.ones(obs.sum()), cfg_idx
 
-    def replicate_p(self, post, rng):
+    def replicate_p(self, post, rng, n_tasks=None):
         """Draw new p per (config, task) keeping d_i, for the posterior predictive."""
         a, b = self._ab(post)
         return rng.beta(a, b)

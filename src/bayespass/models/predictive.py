@@ -109,6 +109,8 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
 
     k = as_k(k)
     model = _model(idata)
+    if hasattr(model, "passk_draws"):  # a model that draws its own (e.g. shared task difficulty)
+        return model.passk_draws(idata, k, max_draws=max_draws, seed=seed)
     post = thin(idata.posterior, max_draws)
     n_cfg = idata.observed_data.sizes["config"]
     shape = (post.sizes["chain"], post.sizes["draw"], n_cfg, k.size)
@@ -163,7 +165,7 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
         subset = np.sort(g.choice(n.shape[1], size=min(size, n.shape[1]), replace=False))
         n, tasks = n[:, subset], tasks[subset]
     if model.joint:
-        p = model.replicate_p(post, g)
+        p = model.replicate_p(post, g, n_tasks=n.shape[1])
     else:
         theta = post["theta"].values
         p = np.stack([model.draw_p(theta[:, :, j], n.shape[1], g) for j in range(n.shape[0])], axis=2)

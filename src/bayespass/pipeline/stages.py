@@ -200,7 +200,8 @@ def _figures(ctx: Context) -> None:
     say(ctx.echo, "[6/7] figures")
     ctx.figures = make_figures(ctx.out / "figures", counts=ctx.counts, idatas=ctx.idatas, main=ctx.main,
                                gated=ctx.post["gated"], curve=risk_coverage(ctx.samples), rel=ctx.post["rel"],
-                               inc=ctx.post.get("inc"), truth=lambda kk: truth_passk(ctx.out, ctx.counts, kk))
+                               inc=ctx.post.get("inc"), truth=lambda kk: truth_passk(ctx.out, ctx.counts, kk),
+                               cmp=ctx.post.get("cmp"))
 
 
 def _report(ctx: Context) -> None:

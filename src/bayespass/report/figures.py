@@ -18,8 +18,8 @@ def _save(fig, path: Path) -> Path:
 
 
 def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
-                 truth=None) -> dict[str, Path]:
-    """Write pass@k curves (with truth when known), PPC, risk-coverage, set size and incoherence plots."""
+                 truth=None, cmp=None) -> dict[str, Path]:
+    """Write the run's figures: pass@k curves (truth when known), PPC, forest and P(better), gating, sets."""
     import matplotlib.pyplot as plt
 
     from ..stats.curve import passk_curve, plot_passk_curve
@@ -43,6 +43,12 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
         axes = plot_ppc(idatas[main])
         axes[0].figure.suptitle(f"Posterior predictive check ({main})", fontsize=10)
         figs["ppc"] = _save(axes[0].figure, folder / "ppc.png")
+    if cmp is not None:
+        from ..stats.ranking import plot_forest, plot_prob_better
+
+        figs["forest"] = _save(plot_forest(cmp).figure, folder / "forest.png")
+        k_mid = int(cmp.k.values[min(1, cmp.sizes["k"] - 1)])
+        figs["prob_better"] = _save(plot_prob_better(cmp, k=k_mid).figure, folder / "prob_better.png")
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     plot_risk_coverage(curve, gated, ax=ax)
     figs["risk_coverage"] = _save(fig, folder / "risk_coverage.png")

@@ -26,6 +26,11 @@ _SECTIONS = [
     ("passk", "pass@k with credible intervals",
      "Unbiased estimator where k <= n, Bayesian posterior mean with its {ci}% equal-tailed interval for every fit"
      " (any k, also k > n), and the synthetic truth when the coder is synthetic."),
+    ("leaderboard", "Which config is better: leaderboard",
+     "Configs by expected rank of their pass@k (rank 1 = best) under the main fit: posterior mean with its {ci}%"
+     " band, the central {ci}% interval of the rank, P(best), and the unbiased estimate where every task has"
+     " n >= k. The matrix shows P(pass@k of row > column) from the same posterior draws."),
+    ("prob_better", "P(better) for every pair of configs", "Posterior probability and difference with its band."),
     ("metrics", "Metric table", "avg@n, cons@K (majority of the K samples correct), maj@K (the dominant behaviour"
      " cluster passes the gold tests) and how to read pass@K against cons@K."),
     ("ppc", "Posterior predictive checks", "Mid-p values per statistic; values near 0 or 1 flag a misfit."),
@@ -43,7 +48,8 @@ _SECTIONS = [
      " canonical solution); I <= 2E always, so I > 0 certifies an error without a reference solution."),
 ]
 
-_FIGS = [("passk", "pass@k curves"), ("ppc", "Posterior predictive check"),
+_FIGS = [("passk", "pass@k curves"), ("ppc", "Posterior predictive check"), ("forest", "pass@k forest plot"),
+         ("prob_better", "P(better) matrix"),
          ("risk_coverage", "Risk-coverage"), ("set_size", "Conformal set size vs entropy"),
          ("incoherence", "Incoherence vs error")]
 
@@ -87,7 +93,7 @@ def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, s
             parts.append(f"<p class=note>{html.escape(note.format(ci=round(100 * ci_prob)))}</p>")
         parts.append(tables[key].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="—", border=0))
         fig_keys = {"passk": ["passk"], "ppc": ["ppc"], "gating": ["risk_coverage"], "reliability": ["set_size"],
-                    "incoherence": ["incoherence"]}.get(key, [])
+                    "incoherence": ["incoherence"], "leaderboard": ["forest", "prob_better"]}.get(key, [])
         for fk in fig_keys:
             if fk in figures:
                 parts.append(_img(figures[fk], dict(_FIGS)[fk]))

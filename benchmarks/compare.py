@@ -1,0 +1,154 @@
+"""Ranking and P(better) of configs from few samples, validated on real generations (issue 18, item 5).
+
+    python benchmarks/compare.py [--reps 50] [--m 1,2,5] [--model bb] [--method eb] [--out results/compare_real.json]
+
+The real MBPP counts (``data/real_mbpp/counts.csv``: configs x 364 tasks, n = 50 samples each, executed from
+``../shared/data/real/difftrust_mbpp``) are the truth: pass@k of every config on all its samples (unbiased
+estimator, k <= 50).  Each replicate keeps m random samples per task and config (a hypergeometric draw of
+c from (50, c)), compares the configs with :func:`bayespass.compare_configs` and scores:
+
+- Kendall tau between the ranking by posterior mean pass@k and the true ranking, for k in {1, 10}, against
+  the naive ranking (unbiased estimate at k, or at m when k > m: the best it has) and the scorio-style
+  ranking (independent per-task Beta(1, 1) posteriors);
+- calibration of ``prob_better``: every ordered pair's predicted P(A better than B) against whether A is
+  truly better, in 10 bins; expected calibration error (ECE), also for the two baselines' probabilities.
+
+Rows go to a JSON file; ``--report`` prints the markdown tables for RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+HERE = Path(__file__).resolve().parent
+COUNTS = HERE.parent / "data" / "real_mbpp" / "counts.csv"
+
+
+def load_real(path=COUNTS, n_full=50):
+    """Counts (configs with n = n_full on every task) and the true pass@k on all samples."""
+    import bayespass as bp
+
+    df = pd.read_csv(path)
+    full = df.groupby(["model", "temperature"])["n"].transform("min") == n_full
+    df = df[full]
+    counts = bp.counts_from_frame(df[["model", "temperature", "task", "n", "c"]])
+    return counts
+
+
+def ece(p, y, bins=10):
+    """Expected calibration error of probabilities p for outcomes y (equal-width bins) and the bin table."""
+    p, y = np.asarray(p, float), np.asarray(y, float)
+    if p.size == 0:
+        return float("nan"), []
+    edges = np.linspace(0, 1, bins + 1)
+    idx = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
+    err, table = 0.0, []
+    for b in range(bins):
+        sel = idx == b
+        if sel.any():
+            err += sel.mean() * abs(p[sel].mean() - y[sel].mean())
+            table.append((float(edges[b]), float(edges[b + 1]), int(sel.sum()), float(p[sel].mean()),
+                          float(y[sel].mean())))
+    return float(err), table
+
+
+def replicate(counts, truth, m, ks, rng, model, method, seed):
+    import bayespass as bp
+
+    n = counts.n.values
+    c = counts.c.values
+    c_m = rng.hypergeometric(c, n - c, np.full_like(n, m))
+    sub = counts.copy(data={"n": np.full_like(n, m), "c": c_m})
+    cmp = bp.compare_configs(sub, k=ks, model=model, method=method, seed=seed)
+    out = {"tau": {}, "pairs": {}}
+    J = counts.sizes["config"]
+    iu = ~np.eye(J, dtype=bool)
+    for kk in ks:
+        tv = truth.sel(k=kk).values
+        naive_k = min(kk, m)
+        naive = bp.passk(sub, naive_k, method="unbiased").values.ravel()
+        scores = {"bayespass": cmp["passk"].sel(k=kk).values, "naive": naive,
+                  "beta": cmp["beta_passk"].sel(k=kk).values}
+        out["tau"][int(kk)] = {name: float(kendalltau(s, tv).statistic) for name, s in scores.items()}
+        better = (tv[:, None] > tv[None, :])[iu]
+        out["pairs"][int(kk)] = {"y": better.astype(int).tolist(),
+                                 "bayespass": cmp["prob_better"].sel(k=kk).values[iu].tolist(),
+                                 "beta": cmp["beta_prob_better"].sel(k=kk).values[iu].tolist(),
+                                 "paired": cmp["paired_prob_better"].sel(k=kk).values[iu].tolist()}
+    return out
+
+
+def run(args):
+    import bayespass as bp
+
+    counts = load_real()
+    ks = [1, 10]
+    truth = bp.passk(counts, ks, method="unbiased")
+    rows = []
+    for m in args.m:
+        rng = np.random.default_rng(1000 + m)
+        res = []
+        t0 = time.perf_counter()
+        for r in range(args.reps):
+            res.append(replicate(counts, truth, m, ks, rng, args.model, args.method, seed=r))
+            print(f"m={m} rep {r + 1}/{args.reps} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+        for kk in ks:
+            row = {"m": m, "k": kk, "reps": args.reps, "configs": int(counts.sizes["config"]),
+                   "tasks": int(counts.sizes["task"]), "model": args.model, "method": args.method}
+            for name in ("bayespass", "naive", "beta"):
+                taus = [x["tau"][kk][name] for x in res]
+                row[f"tau_{name}"] = float(np.nanmean(taus))
+            y = np.concatenate([x["pairs"][kk]["y"] for x in res])
+            for name in ("bayespass", "beta", "paired"):
+                p = np.concatenate([x["pairs"][kk][name] for x in res])
+                ok = np.isfinite(p)
+                row[f"ece_{name}"], table = ece(p[ok], y[ok])
+                if name == "bayespass":
+                    row["reliability"] = table
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "reliability"}), file=sys.stderr, flush=True)
+    return rows
+
+
+def report(rows) -> str:
+    out = ["| m | k | model | reps | Kendall tau: bayespass | naive | scorio-style Beta | "
+           "ECE of P(better): bayespass | Beta | paired s.e. |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["m"], r["k"], f"{r['model']}-{r['method']}", r["reps"]]
+        cells += [f"{r[c]:.3f}" for c in ("tau_bayespass", "tau_naive", "tau_beta", "ece_bayespass", "ece_beta",
+                                          "ece_paired")]
+        out.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--m", default="1,2,5")
+    ap.add_argument("--model", default="bb")
+    ap.add_argument("--method", default="eb")
+    ap.add_argument("--out", default=str(HERE / "results" / "compare_real.json"))
+    ap.add_argument("--report", action="store_true", help="print the markdown table of --out and exit")
+    args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads(Path(args.out).read_text())))
+        return
+    args.m = [int(x) for x in args.m.split(",")]
+    rows = run(args)
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+    print(report(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""``shared``: configs that share task difficulty, with a flexible difficulty distribution integrated out.
+
+::
+
+    x_i ~ g                                              (task difficulty, shared by every config;
+                                                          log g piecewise linear on 13 knots over [-10, 10])
+    m_ij = logistic(alpha_j - x_i)
+    p_ij ~ Beta(m_ij phi_j, (1 - m_ij) phi_j)            (per-config overdispersion)
+    c_ij ~ Binomial(n_ij, p_ij)
+
+    alpha_j ~ Normal(0, 2.5),  log phi_j ~ Normal(log 20, 1.5),
+    log g knot values ~ Normal(0, 3) with second differences ~ Normal(0, 1.5)   (smooth, any shape)
+
+Each config has an ability ``alpha_j`` and a dispersion ``phi_j``; tasks have one difficulty for all
+configs, drawn from a distribution ``g`` learnt from the data, so it can put mass on tasks no config
+solves and on tasks every config solves (which a normal difficulty cannot, and which real benchmarks
+have).  The difficulties are **integrated out** task by task on a fine grid, so the likelihood depends on
+``2 J + 13`` numbers only.  ``method="eb"`` maximises their posterior with analytic gradients (L-BFGS) and
+draws them from its Laplace approximation; ``method="mcmc"`` runs NUTS on the same marginal density.
+
+pass@k draws sample every task's difficulty from its posterior given *all* configs' counts and each
+config's ``p_ij`` given it: a config with few samples borrows strength from how hard the other configs
+found each task, and the draws of two configs are correlated through the shared tasks, as a comparison
+needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from scipy.special import digamma, expit, gammaln, logsumexp
+
+from .base import Model, register
+
+KNOTS = np.linspace(-10.0, 10.0, 13)
+_PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
+
+
+def _bb(c, n, a, b):
+    return gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + gammaln(a + c) + gammaln(b + n - c) \
+        - gammaln(a + b + n) - gammaln(a) - gammaln(b) + gammaln(a + b)
+
+
+class _Data:
+    """Distinct task columns (counts of every config on a task) with their multiplicities."""
+
+    def __init__(self, n: np.ndarray, c: np.ndarray):
+        obs = (n > 0).any(0)
+        cols = np.concatenate([n[:, obs], c[:, obs]]).T
+        uniq, inverse, w = np.unique(cols, axis=0, return_inverse=True, return_counts=True)
+        J = n.shape[0]
+        self.n, self.c, self.w = uniq[:, :J].T.astype(float), uniq[:, J:].T.astype(float), w.astype(float)
+        self.inverse, self.observed = inverse.ravel(), obs  # observed task -> distinct column
+        h = min(0.1, 1.6 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))  # finer than the sharpest task
+        self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
+        self.hat = np.clip(1.0 - np.abs(self.x[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+
+
+def _split(theta: np.ndarray, J: int):
+    return theta[..., :J], theta[..., J:2 * J], theta[..., 2 * J:]
+
+
+def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
+    s = hat @ beta
+    return s - logsumexp(s)
+
+
+def _lik(alpha, phi, d: _Data, x) -> np.ndarray:
+    """Log BB per (config, distinct task, node); 0 where a config has no sample of the task."""
+    mu = expit(alpha[:, None] - x[None, :])  # (J, G)
+    a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
+    n, c = d.n[:, :, None], d.c[:, :, None]
+    return np.where(n > 0, _bb(c, n, a, b), 0.0), mu, a, b
+
+
+def _rising(a, m, mmax):
+    """``log Gamma(a + m) - log Gamma(a)`` and ``psi(a + m) - psi(a)`` for small integer m <= mmax (sums)."""
+    lg, dg = np.zeros(np.broadcast_shapes(a.shape, m.shape)), np.zeros(np.broadcast_shapes(a.shape, m.shape))
+    for i in range(int(mmax)):
+        on = m > i
+        lg += np.where(on, np.log(a + i), 0.0)
+        dg += np.where(on, 1.0 / (a + i), 0.0)
+    return lg, dg
+
+
+def _bb_parts(a, b, n, c, small: bool):
+    """Log BB (without the binomial coefficient) and d/da, d/db; products for small n, else gammaln."""
+    if small:
+        mmax = float(n.max())
+        la, da = _rising(a, c, mmax)
+        lb, db = _rising(b, n - c, mmax)
+        lab, dab = _rising(a + b, n, mmax)
+        return la + lb - lab, da - dab, db - dab
+    ab, nab = a + b, a + b + n
+    ll = gammaln(a + c) + gammaln(b + n - c) - gammaln(nab) - gammaln(a) - gammaln(b) + gammaln(ab)
+    return ll, digamma(c + a) - digamma(a) + digamma(ab) - digamma(nab), \
+        digamma(n - c + b) - digamma(b) + digamma(ab) - digamma(nab)
+
+
+def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True):
+    """Log marginal likelihood ``sum_u w_u log sum_g g(x_g) prod_j BB(c_uj | ...)`` and its gradient.
+
+    (Up to the binomial coefficients, which do not depend on the parameters.)
+    """
+    J = d.n.shape[0]
+    alpha, log_phi, beta = _split(theta, J)
+    phi = np.exp(log_phi)
+    mu = expit(alpha[:, None] - d.x[None, :])  # (J, G)
+    a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
+    n, c = d.n[:, :, None], d.c[:, :, None]
+    seen = n > 0
+    with np.errstate(all="ignore"):
+        ll, dA, dB = _bb_parts(a, b, n, c, small=float(d.n.max()) <= 16)
+    ll = np.where(seen, ll, 0.0)
+    log_g = _log_g(beta, d.hat)
+    s = ll.sum(0) + log_g[None, :]  # (U, G)
+    lse = logsumexp(s, axis=1)
+    total = float(d.w @ lse)
+    if not grad:
+        return total, None
+    r = np.exp(s - lse[:, None]) * d.w[:, None]  # weighted responsibilities (U, G)
+    dA, dB = np.where(seen, dA, 0.0), np.where(seen, dB, 0.0)
+    phi3, mu3 = phi[:, None, None], mu[:, None, :]
+    g_alpha = np.einsum("jug,ug->j", phi3 * (dA - dB) * mu3 * (1 - mu3), r)
+    g_lphi = np.einsum("jug,ug->j", phi3 * (mu3 * dA + (1 - mu3) * dB), r)
+    g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
+    return total, np.concatenate([g_alpha, g_lphi, g_beta])
+
+
+def _log_prior(theta: np.ndarray, J: int):
+    alpha, log_phi, beta = _split(theta, J)
+    lp = 0.0
+    grads = []
+    for v, key in ((alpha, "alpha"), (log_phi, "log_phi"), (beta, "beta")):
+        mu0, s0 = _PRIOR[key]
+        lp += float(-0.5 * np.sum(((v - mu0) / s0) ** 2))
+        grads.append(-(v - mu0) / s0**2)
+    d2 = np.diff(beta, 2)
+    s = _PRIOR["smooth"]
+    lp += float(-0.5 * np.sum((d2 / s) ** 2))
+    g2 = np.zeros_like(beta)  # gradient of -0.5 sum (D beta)^2 / s^2 is -D^T D beta / s^2
+    g2[:-2] -= d2 / s**2
+    g2[1:-1] += 2 * d2 / s**2
+    g2[2:] -= d2 / s**2
+    grads[2] = grads[2] + g2
+    return lp, np.concatenate(grads)
+
+
+@register
+class Shared(Model):
+    """Shared task difficulty across configs with a flexible distribution, integrated out."""
+
+    name = "shared"
+    joint = True
+    coords = ()
+    description = ("logit m_ij = alpha_j - x_i, x_i ~ g (flexible, shared, integrated out); "
+                   "BetaBinomial(n, m phi_j, (1-m) phi_j)")
+    free = ("alpha", "log_phi", "beta")
+
+    # -- fit -----------------------------------------------------------------------------------
+    def mode(self, counts):
+        """Posterior mode of (alpha, log phi, log g knots), the negative log posterior and the data."""
+        from scipy.optimize import minimize
+
+        n, c = counts.n.values.astype(float), counts.c.values.astype(float)
+        J = n.shape[0]
+        d = _Data(n, c)
+
+        def neg(theta):
+            ll, g = log_marginal(theta, d)
+            lp, gp = _log_prior(theta, J)
+            return -(ll + lp), -(g + gp)
+
+        with np.errstate(all="ignore"):
+            frac = np.clip((c.sum(1) + 0.5) / (n.sum(1) + 1.0), 0.02, 0.98)
+        start = np.concatenate([np.log(frac / (1 - frac)), np.full(J, _PRIOR["log_phi"][0]),
+                                -0.5 * (KNOTS / 3.0) ** 2])
+        bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size
+        res = minimize(neg, start, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6})
+        return res, neg, np.array(bounds), d
+
+    def fit_eb(self, counts, *, draws: int, chains: int, seed: int) -> xr.Dataset:
+        """Posterior mode and draws from its Laplace approximation (the posterior group)."""
+        res, neg, bounds, _ = self.mode(counts)
+        mode = res.x
+        P = mode.size
+        H = np.zeros((P, P))
+        for i in range(P):  # Hessian of -log posterior: central differences of the analytic gradient
+            e = np.zeros(P)
+            e[i] = 1e-4
+            H[:, i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-4
+        vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+        # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
+        cov = (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
+        rng = np.random.default_rng(seed)
+        theta = np.clip(rng.multivariate_normal(mode, cov, size=(chains, draws), method="cholesky"),
+                        bounds[:, 0], bounds[:, 1])
+        J = counts.sizes["config"]
+        alpha, log_phi, beta = _split(theta, J)
+        dims = ("chain", "draw", "config")
+        return xr.Dataset({"alpha": (dims, alpha), "log_phi": (dims, log_phi), "phi": (dims, np.exp(log_phi)),
+                           "beta": (("chain", "draw", "knot"), beta)},
+                          coords={"chain": np.arange(chains), "draw": np.arange(draws),
+                                  "config": counts.config.values, "knot": KNOTS},
+                          attrs={"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
+                                 "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
+
+    def build_pymc(self, counts):
+        """Build the PyMC model (the same marginal density, for NUTS)."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        d = _Data(counts.n.values.astype(float), counts.c.values.astype(float))
+        with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
+            alpha = pm.Normal("alpha", *_PRIOR["alpha"], dims="config")
+            log_phi = pm.Normal("log_phi", *_PRIOR["log_phi"], dims="config")
+            beta = pm.Normal("beta", *_PRIOR["beta"], dims="knot")
+            pm.Potential("smooth", -0.5 * pt.sum((pt.diff(beta, 2) / _PRIOR["smooth"]) ** 2))
+            phi = pm.Deterministic("phi", pt.exp(log_phi), dims="config")
+            mu = pm.math.sigmoid(alpha[:, None] - d.x[None, :])
+            a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
+            nn, cc = d.n[:, :, None], d.c[:, :, None]
+            ll = pt.switch(nn > 0, pt.gammaln(a + cc) + pt.gammaln(b + nn - cc) - pt.gammaln(a + b + nn)
+                           - pt.gammaln(a) - pt.gammaln(b) + pt.gammaln(a + b), 0.0)
+            s = pt.dot(d.hat, beta)
+            s = ll.sum(0) + (s - pm.math.logsumexp(s))[None, :]
+            pm.Potential("marginal", pt.dot(d.w, pm.math.logsumexp(s, axis=1).ravel()))
+        return model
+
+    # -- predictions ---------------------------------------------------------------------------
+    @staticmethod
+    def _params(post):
+        alpha = post["alpha"].transpose("chain", "draw", "config").values
+        phi = post["phi"].transpose("chain", "draw", "config").values
+        beta = post["beta"].transpose("chain", "draw", "knot").values
+        return alpha, phi, beta
+
+    def _nodes(self, post, d: _Data, nodes: int):
+        """Return ``nodes`` grid points per distinct task at quantiles of its difficulty posterior.
+
+        Computed at the posterior-mean parameters: each node carries 1/nodes of the posterior there; the
+        log density at the nodes is returned too, to reweight them under other draws.
+        """
+        alpha, phi, beta = (v.mean((0, 1)) for v in self._params(post))
+        with np.errstate(all="ignore"):
+            ll, _, _, _ = _lik(alpha, phi, d, d.x)
+        s = ll.sum(0) + _log_g(beta, d.hat)[None, :]
+        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
+        targets = (np.arange(nodes) + 0.5) / nodes
+        idx = np.minimum((cdf[:, :, None] < targets[None, None, :]).sum(1), d.x.size - 1)  # (U, Q)
+        return d.x[idx], np.take_along_axis(s, idx, axis=1)
+
+    def _task_weights(self, alpha, phi, beta, d: _Data, xq, s0):
+        """Normalised weights (U, Q) of the nodes under one draw of the parameters, and Beta parameters."""
+        mu = expit(alpha[:, None, None] - xq[None])  # (J, U, Q)
+        a, b = mu * phi[:, None, None], (1 - mu) * phi[:, None, None]
+        with np.errstate(all="ignore"):
+            ll = np.where(d.n[:, :, None] > 0, _bb(d.c[:, :, None], d.n[:, :, None], a, b), 0.0)
+        log_g = np.interp(xq, d.x, _log_g(beta, d.hat))
+        s = ll.sum(0) + log_g - s0  # importance ratio against the nodes' own density
+        return np.exp(s - logsumexp(s, axis=1, keepdims=True)), a, b
+
+    def passk_draws(self, idata, k, *, max_draws=None, seed=0, nodes: int = 16) -> xr.Dataset:
+        """Draws of the dataset pass@k: each task's difficulty from its posterior, then p_ij given it.
+
+        A few parameter draws per chain (5) each carry many draws of the task-level unknowns, which
+        dominate the uncertainty of pass@k when there are hundreds of tasks.
+        """
+        per_chain = min(int(max_draws or 250), 250)
+        n_theta = min(5, idata.posterior.sizes["draw"])
+        post = idata.posterior.isel(draw=np.linspace(0, idata.posterior.sizes["draw"] - 1, n_theta).astype(int))
+        reps = -(-per_chain // n_theta)
+        n = idata.constant_data["n"].transpose("config", "task").values.astype(float)
+        c = idata.observed_data["c"].transpose("config", "task").values.astype(float)
+        k = np.asarray(k)
+        d = _Data(n, c)
+        xq, s0 = self._nodes(post, d, nodes)
+        alpha, phi, beta = self._params(post)
+        rng = np.random.default_rng(seed)
+        C, D = alpha.shape[:2]
+        col = d.inverse
+        obs = np.flatnonzero(d.observed)
+        n_o, c_o = n[:, obs], c[:, obs]
+        seen = n_o > 0
+        denom = np.maximum(seen.sum(1), 1)[:, None]
+        full = np.empty((C, D * reps, n.shape[0], k.size))
+        mean = np.empty_like(full)
+        t_idx = np.arange(col.size)
+        # the posterior mean (Rao-Blackwellised) at the posterior-mean parameters: a handful of parameter
+        # draws would add Monte-Carlo noise as large as the differences between close configs
+        w, a, b = self._task_weights(*(v.mean((0, 1)) for v in (alpha, phi, beta)), d, xq, s0)
+        ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
+        lab = gammaln(ap + bp) - gammaln(bp)
+        rb = np.stack([np.einsum("jtq,tq->jt", -np.expm1(lab + gammaln(bp + kk) - gammaln(ap + bp + kk)), w_t)
+                       for kk in k], axis=-1)
+        m_rb = np.where(seen[:, :, None], rb, 0.0).sum(1) / denom
+        for ci in range(C):
+            for di in range(D):
+                w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq, s0)
+                ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
+                cdf = np.cumsum(w_t, axis=-1)
+                for r in range(reps):
+                    q = np.minimum((cdf < rng.random(col.size)[:, None]).sum(1), nodes - 1)  # a node per task
+                    p = rng.beta(ap[:, t_idx, q], bp[:, t_idx, q])
+                    pk = -np.expm1(k[None, None, :] * np.log1p(-np.minimum(p, 1 - 1e-15))[:, :, None])
+                    full[ci, di * reps + r] = np.where(seen[:, :, None], pk, 0.0).sum(1) / denom
+                    mean[ci, di * reps + r] = m_rb
+        dims = ("chain", "draw", "config", "k")
+        coords = {"chain": post.chain.values, "draw": np.arange(D * reps),
+                  "config": idata.observed_data.config.values, "k": k}
+        return xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
+
+    def replicate_p(self, post, rng, n_tasks: int | None = None):
+        """Draw p per (chain, draw, config, task) for new tasks: a difficulty drawn from g per task."""
+        alpha, phi, beta = self._params(post)
+        grid = np.linspace(KNOTS[0], KNOTS[-1], 801)
+        hat = np.clip(1.0 - np.abs(grid[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+        s = beta @ hat.T  # (C, D, G)
+        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=-1, keepdims=True)), axis=-1)
+        u = rng.random(alpha.shape[:2] + (n_tasks,))
+        x = grid[np.minimum((cdf[..., None, :] < u[..., None]).sum(-1), grid.size - 1)][:, :, None, :]
+        mu = expit(alpha[..., None] - x)
+        return rng.beta(mu * phi[..., None], (1 - mu) * phi[..., None])
+
+    def loglik_tasks(self, post, n, c):
+        """Log-likelihood per (chain, draw, config, task), the difficulty integrated out under g.
+
+        That is the predictive of one config's count on a new task.
+        """
+        alpha, phi, beta = self._params(post)
+        grid = np.linspace(KNOTS[0], KNOTS[-1], 81)
+        hat = np.clip(1.0 - np.abs(grid[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+        s = beta @ hat.T
+        log_g = s - logsumexp(s, axis=-1, keepdims=True)  # (C, D, G)
+        out = np.zeros(alpha.shape[:2] + n.shape)
+        for j in range(n.shape[0]):  # a config's term depends on its task only through (n, c): distinct pairs
+            pairs, inv = np.unique(np.stack([n[j], c[j]]), axis=1, return_inverse=True)
+            mu = expit(alpha[..., j, None] - grid)[..., None, :]  # (C, D, 1, G)
+            ph = phi[..., j, None, None]
+            with np.errstate(all="ignore"):
+                ll = _bb(pairs[1][:, None].astype(float), pairs[0][:, None].astype(float), mu * ph, (1 - mu) * ph)
+            out[..., j, :] = logsumexp(ll + log_g[..., None, :], axis=-1)[..., inv.ravel()]
+        return np.where(n > 0, out, 0.0)

@@ -1,0 +1,347 @@
+"""Which config is better, and how sure: paired comparison of pass@k across configs, rankings, leaderboard.
+
+:func:`compare_configs` takes the posterior of a fit of several configs on the same tasks and returns, for
+every pair of configs and every k, the posterior of the difference of their dataset-level pass@k, the
+probability that one is better, and the distribution of every config's rank.  The estimand is the pass@k of
+each config *on these tasks* (the finite-task truth that all samples would reveal), so the posterior
+draws include the spread of the per-task probabilities around their conditional means
+(:func:`bayespass.passk_draws`).
+
+Next to it, three baselines in the same dataset, so the gain is visible:
+
+``naive_*``
+    the unbiased estimator per task (needs n >= k) and its ranking;
+``paired_*``
+    the paired per-task difference of unbiased estimates with a task-clustered standard error and the
+    normal-approximation probability that the difference is positive (Miller, "Adding error bars to
+    evals", 2024);
+``beta_*``
+    independent per-task Beta(1 + c, 1 + n - c) posteriors (uniform prior, the scorio / Bayes@N style),
+    pass@k in closed form and P(better) by Monte Carlo.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import ndtr, ndtri
+
+from ..defaults import rcParams
+from ..validate import as_k, check_prob
+from . import kernels
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+__all__ = ["compare_configs", "leaderboard", "prob_better_table", "plot_forest", "plot_prob_better",
+           "plot_diff_curve"]
+
+
+def _resolve(data, model, method, seed):
+    """Return an InferenceData from a fit, counts (fitted here), a counts file or a run directory."""
+    import arviz as az
+
+    from ..data.counts import validate_counts
+    from ..models.fit import fit
+
+    if isinstance(data, az.InferenceData):
+        if model is not None or method is not None:
+            raise ValueError("model/method apply when data are counts; a fit was given")
+        return data
+    if isinstance(data, str | os.PathLike):
+        path = Path(data)
+        if path.is_dir():
+            if not (path / "run.json").exists():
+                raise FileNotFoundError(f"data={str(path)!r} is a directory without run.json: not a run directory")
+            import json
+
+            main = json.loads((path / "run.json").read_text()).get("main") or _main_of(path)
+            if model is None and method is None and (path / "fits" / f"{main}.nc").exists():
+                return az.from_netcdf(str(path / "fits" / f"{main}.nc")).load()
+            data = path / "counts.nc"
+        from ..data.io import read_counts
+
+        if not Path(data).exists():
+            raise FileNotFoundError(f"data={str(data)!r} does not exist")
+        data = read_counts(data)
+    if isinstance(data, xr.Dataset):
+        counts = validate_counts(data)
+        if counts.sizes["config"] < 2:
+            raise ValueError(f"compare_configs needs at least two configs; the counts have "
+                             f"{counts.sizes['config']} ({list(map(str, counts.config.values))})")
+        return fit(counts, model, method, seed=seed, progressbar=False)
+    raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
+                    f"got {type(data).__name__}")
+
+
+def _main_of(path: Path) -> str:
+    fits = sorted((path / "fits").glob("*-eb.nc"))
+    pref = [f for f in fits if f.stem.startswith(rcParams["stats.model"] + "-")]
+    if pref or fits:
+        return (pref or fits)[0].stem
+    raise FileNotFoundError(f"run directory {str(path)!r} has no fits/*.nc")
+
+
+def _ranks(draws: np.ndarray, rng) -> np.ndarray:
+    """Rank (1 = highest) of every config per draw; draws (S, J, K); ties broken at random."""
+    jitter = rng.random(draws.shape) * 1e-12
+    order = np.argsort(-(draws + jitter), axis=1)
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(1, draws.shape[1] + 1)[None, :, None], axis=1)
+    return ranks
+
+
+def _prob_better(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """P(a > b) + P(a == b) / 2 over the first axis; a (S, J, 1, K), b (S, 1, J, K)."""
+    return (a > b).mean(0) + 0.5 * (a == b).mean(0)
+
+
+def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -> dict:
+    J, T = n.shape
+    est = np.stack([kernels.passk_unbiased_grid(n[j], c[j], k) for j in range(J)])  # (J, T, K), NaN if n < k
+    seen = (n > 0)[:, :, None]
+    with np.errstate(invalid="ignore"):
+        naive = np.nansum(est, 1) / np.maximum(seen.sum(1), 1)
+    naive[(np.isnan(est) & seen).any(axis=1) | (seen.sum(1) == 0)] = np.nan  # some task has 0 < n < k
+    d = est[:, None] - est[None, :]  # (J, J, T, K)
+    ok = ~np.isnan(d)
+    cnt = ok.sum(2)
+    mean = np.where(cnt > 0, np.nansum(d, 2) / np.maximum(cnt, 1), np.nan)
+    var = np.nansum((d - mean[:, :, None]) ** 2, 2) / np.maximum(cnt - 1, 1)
+    se = np.where(cnt > 1, np.sqrt(var / np.maximum(cnt, 1)), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = mean / se
+    paired_pb = np.where(se > 0, ndtr(z), np.where(mean > 0, 1.0, np.where(mean < 0, 0.0, 0.5)))
+    paired_pb = np.where(np.isnan(mean), np.nan, paired_pb)
+    beta = np.stack([np.nanmean(kernels.passk_bb_predictive_grid(n[j], c[j], k, np.ones(T), np.ones(T)), 0)
+                     for j in range(J)])
+    p = rng.beta(1.0 + c, 1.0 + n - c, size=(n_draws, J, T))  # independent per-task posteriors
+    bdraw = np.stack([(1.0 - (1.0 - p) ** kk).mean(2) for kk in k], axis=-1)  # (S, J, K)
+    return {"naive_passk": naive, "paired_diff": mean, "paired_se": se, "paired_prob_better": paired_pb,
+            "beta_passk": beta, "beta_prob_better": _prob_better(bdraw[:, :, None], bdraw[:, None])}
+
+
+def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None = None, model: str | None = None,
+                    method: str | None = None, max_draws: int | None = 1000, seed: int = 0) -> xr.Dataset:
+    """Compare the pass@k of configs evaluated on the same tasks.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData, xarray.Dataset, or path
+        A fit of several configs (:func:`bayespass.fit`), counts (fitted here with ``model``/``method``,
+        default ``rcParams["stats.model"]`` by EB), a counts file, or a run directory (its main fit).
+    k : int or sequence of int
+        Any positive k, also beyond the samples drawn.
+    pairs : sequence of (str, str), optional
+        Restrict the result to these (config, config_b) pairs: its ``config`` and ``config_b`` are the
+        configs named first and second.  Ranks are still computed among all configs of the fit.
+    ci_prob : float, optional
+        Probability of the bands (default ``rcParams["stats.ci_prob"]``).
+    model, method : str, optional
+        The fit to make when ``data`` are counts.
+    max_draws : int, optional
+        Posterior draws per chain used (thinned evenly).
+    seed : int
+        Seed of the task-spread noise, of rank tie-breaking and of the Beta baseline.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``(config, k)``: ``passk`` (posterior mean) and ``passk_eti`` (band, on ``ci_bound``),
+        ``expected_rank``, ``naive_passk``, ``beta_passk``.  Over ``(config, config_b, k)``: ``diff``
+        (read it as ``cmp["diff"]``: ``cmp.diff`` is xarray's method)
+        (posterior mean of pass@k[config] - pass@k[config_b]), ``diff_eti`` (its band), ``prob_better``
+        (P(pass@k[config] > pass@k[config_b])), and the baselines ``paired_diff``, ``paired_se``,
+        ``paired_prob_better``, ``beta_prob_better``.  Over ``(config, rank, k)``: ``rank_prob``
+        (rank 1 = best).  ``attrs``: ``ci_prob``, model, method, number of draws.
+    """
+    from ..models.predictive import passk_draws
+    from ..simulate import rng as _rng
+
+    prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
+    k = as_k(k)
+    idata = _resolve(data, model, method, seed)
+    configs = [str(c) for c in idata.observed_data.config.values]
+    if len(configs) < 2:
+        raise ValueError(f"compare_configs needs at least two configs; the fit has {configs}")
+    first, second = _pairs(pairs, configs)
+    dr = passk_draws(idata, k, max_draws=max_draws, seed=seed)
+    full = dr["passk"].stack(sample=("chain", "draw")).transpose("sample", "config", "k").values  # (S, J, K)
+    mean = dr["passk_mean"].mean(("chain", "draw")).transpose("config", "k").values
+    rng = _rng(seed)
+    q = [(1 - prob) / 2, (1 + prob) / 2]
+    d = full[:, :, None] - full[:, None]  # (S, J, J, K)
+    d_eti = np.moveaxis(np.quantile(d, q, axis=0), 0, -1)
+    ranks = _ranks(full, rng)
+    J = len(configs)
+    rank_prob = np.stack([(ranks == r).mean(0) for r in range(1, J + 1)], axis=1)  # (J, R, K)
+    n = idata.constant_data["n"].transpose("config", "task").values.astype(np.int64)
+    c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
+    base = _baselines(n, c, k, full.shape[0], rng)
+    cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
+    ds = xr.Dataset(
+        {"passk": (cc, mean), "passk_eti": (cc + kk_, np.moveaxis(np.quantile(full, q, axis=0), 0, -1)),
+         "diff": (pp, mean[:, None] - mean[None]), "diff_eti": (pp + kk_, d_eti),
+         "prob_better": (pp, _prob_better(full[:, :, None], full[:, None])),
+         "rank_prob": (("config", "rank", "k"), rank_prob), "expected_rank": (cc, ranks.mean(0)),
+         "naive_passk": (cc, base["naive_passk"]), "beta_passk": (cc, base["beta_passk"]),
+         **{name: (pp, base[name]) for name in ("paired_diff", "paired_se", "paired_prob_better",
+                                                 "beta_prob_better")}},
+        coords={"config": configs, "config_b": configs, "k": k, "rank": np.arange(1, J + 1),
+                "ci_bound": ["lower", "upper"]})
+    post = idata.posterior.attrs
+    ds.attrs.update(ci_prob=prob, model=str(post.get("bayespass_model", "")),
+                    method=str(post.get("bayespass_method", "")), n_draws=int(full.shape[0]))
+    return ds if pairs is None else ds.sel(config=first, config_b=second)
+
+
+def _pairs(pairs, configs):
+    if pairs is None:
+        return configs, configs
+    try:
+        pairs = [(str(a), str(b)) for a, b in pairs]
+    except (TypeError, ValueError):
+        raise ValueError(f"pairs must be a sequence of (config, config_b) pairs; got {pairs!r}") from None
+    for a, b in pairs:
+        for x in (a, b):
+            if x not in configs:
+                raise ValueError(f"pairs names config {x!r}, which is not in the fit; configs are {configs}")
+    return list(dict.fromkeys(a for a, _ in pairs)), list(dict.fromkeys(b for _, b in pairs))
+
+
+def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> pd.DataFrame:
+    """Leaderboard from :func:`compare_configs`: per k, configs by expected rank.
+
+    Columns: ``k``, ``config``, ``passk``, ``lower``, ``upper`` (band), ``expected_rank``, ``rank_lo``,
+    ``rank_hi`` (central ``ci_prob`` interval of the rank), ``p_best`` (P(rank 1)), ``naive`` (unbiased
+    estimate; NaN where some task has n < k) and, with ``rank_probs`` (default: at most 6 configs),
+    ``P(rank=r)`` for every rank r.
+    """
+    if rank_probs is None:
+        rank_probs = cmp.sizes.get("rank", 0) <= 6
+    if "rank_prob" not in cmp:
+        raise ValueError("cmp must come from compare_configs(...) without pairs=")
+    ks = cmp.k.values if k is None else as_k(k)
+    prob = float(cmp.attrs.get("ci_prob", rcParams["stats.ci_prob"]))
+    rows = []
+    for kk in ks:
+        if kk not in cmp.k.values:
+            raise ValueError(f"k={kk} is not in the comparison; it has k = {list(map(int, cmp.k.values))}")
+        c = cmp.sel(k=kk)
+        cdf = c["rank_prob"].transpose("config", "rank").cumsum("rank").values
+        lo = 1 + (cdf < (1 - prob) / 2).sum(1)
+        hi = 1 + (cdf < (1 + prob) / 2).sum(1)
+        for j, cfg in enumerate(c.config.values):
+            rows.append({"k": int(kk), "config": str(cfg), "passk": float(c["passk"][j]),
+                         "lower": float(c["passk_eti"][j, 0]), "upper": float(c["passk_eti"][j, 1]),
+                         "expected_rank": float(c["expected_rank"][j]), "rank_lo": int(lo[j]),
+                         "rank_hi": int(min(hi[j], c.sizes["rank"])), "p_best": float(c["rank_prob"][j, 0]),
+                         "naive": float(c["naive_passk"][j]),
+                         **({f"P(rank={int(r)})": float(c["rank_prob"][j, i]) for i, r in enumerate(c["rank"].values)}
+                            if rank_probs else {})})
+    df = pd.DataFrame(rows).sort_values(["k", "expected_rank"], kind="stable").reset_index(drop=True)
+    df.attrs["ci_prob"] = prob
+    return df
+
+
+def prob_better_table(cmp: xr.Dataset, k=None) -> pd.DataFrame:
+    """P(pass@k of config > config_b) as a long table (k, config, config_b, prob_better, diff, band)."""
+    ks = cmp.k.values if k is None else as_k(k)
+    sub = cmp.sel(k=ks)
+    df = sub[["prob_better", "diff"]].to_dataframe()[["prob_better", "diff"]]
+    band = sub["diff_eti"].to_dataframe().unstack("ci_bound")["diff_eti"][["lower", "upper"]]
+    df = df.join(band.rename(columns={"lower": "diff_lower", "upper": "diff_upper"})).reset_index()
+    df = df[df["config"] != df["config_b"]]
+    cols = ["k", "config", "config_b", "prob_better", "diff", "diff_lower", "diff_upper"]
+    return df[cols].sort_values(["k", "config", "config_b"], kind="stable").reset_index(drop=True)
+
+
+def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
+    """Forest plot: pass@k of every config with its band, a block per k, best on top."""
+    import matplotlib.pyplot as plt
+
+    ks = cmp.k.values if k is None else as_k(k)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.35 * cmp.sizes["config"] * len(ks) + 1.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    y, ys, labels = 0.0, [], []
+    for i, kk in reversed(list(enumerate(ks))):  # the first k on top
+        c = cmp.sel(k=kk)
+        for j in np.argsort(c["expected_rank"].values)[::-1]:  # the best at the top of its block
+            lo, hi = c["passk_eti"].values[j]
+            ax.plot([lo, hi], [y, y], color=colors[i % len(colors)], lw=2)
+            ax.plot(c["passk"].values[j], y, "o", color=colors[i % len(colors)])
+            ys.append(y)
+            labels.append(f"{c.config.values[j]}  (k={int(kk)})")
+            y += 1
+        y += 0.6
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels)
+    ax.set_xlabel(f"pass@k (posterior mean, {cmp.attrs.get('ci_prob', 0.9):.0%} band)")
+    ax.set_title("pass@k by config")
+    ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def plot_prob_better(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
+    """Heat map of P(pass@k[row] > pass@k[column]), configs by expected rank."""
+    import matplotlib.pyplot as plt
+
+    kk = int(cmp.k.values[0] if k is None else as_k(k)[0])
+    c = cmp.sel(k=kk)
+    order = np.argsort(c["expected_rank"].values) if "expected_rank" in c else np.arange(c.sizes["config"])
+    pb = c["prob_better"].transpose("config", "config_b").values
+    names = [str(x) for x in c.config.values]
+    if list(c.config.values) == list(c.config_b.values):
+        pb = pb[np.ix_(order, order)]
+        rows = cols = [names[i] for i in order]
+    else:
+        rows, cols = names, [str(x) for x in c.config_b.values]
+    if ax is None:
+        size = 1.2 + 0.55 * max(len(rows), len(cols))
+        _, ax = plt.subplots(figsize=(size + 1.5, size))
+    im = ax.imshow(pb, vmin=0, vmax=1, cmap="RdBu_r")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if rows[i] != cols[j]:
+                ax.text(j, i, f"{pb[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(pb[i, j] - 0.5) > 0.35 else "black")
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(cols, rotation=45, ha="right")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows)
+    ax.set_title(f"P(pass@{kk} of row > column)")
+    ax.figure.colorbar(im, ax=ax, fraction=0.046)
+    return ax
+
+
+def plot_diff_curve(cmp: xr.Dataset, config: str, config_b: str, *, ax=None) -> Axes:
+    """pass@k[config] - pass@k[config_b] over k with its band and the paired-SE baseline where defined."""
+    import matplotlib.pyplot as plt
+
+    for x, dim in ((config, "config"), (config_b, "config_b")):
+        if x not in cmp[dim].values:
+            raise ValueError(f"{dim}={x!r} is not in the comparison; it has {list(map(str, cmp[dim].values))}")
+    c = cmp.sel(config=config, config_b=config_b)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    ks = c.k.values
+    ax.fill_between(ks, c["diff_eti"].values[:, 0], c["diff_eti"].values[:, 1], alpha=0.3,
+                    label=f"{cmp.attrs.get('ci_prob', 0.9):.0%} band")
+    ax.plot(ks, c["diff"].values, "o-", label="posterior mean")
+    ok = np.isfinite(c["paired_diff"].values)
+    if ok.any():
+        prob = float(cmp.attrs.get("ci_prob", 0.9))
+        ax.errorbar(ks[ok], c["paired_diff"].values[ok], yerr=ndtri((1 + prob) / 2) * c["paired_se"].values[ok],
+                    fmt="s", ms=4, color="grey", label=f"paired per-task difference, {prob:.0%} (clustered s.e.)")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel(f"pass@k[{config}] - pass@k[{config_b}]")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,94 @@
+"""``shared``: the joint model with task difficulty integrated out (gradients, quadrature, recovery)."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.optimize import approx_fprime
+from scipy.special import expit, logsumexp
+
+import bayespass as bp
+from bayespass.models.shared import KNOTS, _Data, _log_g, _log_prior, log_marginal
+from bayespass.simulate import true_passk
+from bayespass.stats.kernels import bb_logpmf
+
+
+@pytest.mark.parametrize("m", [3, 30])  # the product path (small n) and the gammaln path
+def test_gradient_matches_finite_differences(m):
+    g = np.random.default_rng(m)
+    n = np.full((3, 40), m)
+    n[1, :5] = 0  # a config without samples of some tasks
+    c = g.binomial(n, g.beta(1, 1, (1, 40)))
+    d = _Data(n.astype(float), c.astype(float))
+    th = np.concatenate([g.normal(0, 1, 3), g.normal(2, 0.5, 3), g.normal(0, 1, KNOTS.size)])
+
+    def f(t):
+        return log_marginal(t, d)[0] + _log_prior(t, 3)[0]
+
+    grad = log_marginal(th, d)[1] + _log_prior(th, 3)[1]
+    num = approx_fprime(th, f, 1e-6)
+    assert np.max(np.abs(num - grad)) < 1e-3 * max(1.0, np.max(np.abs(num)))
+
+
+def test_marginal_likelihood_matches_quadrature():
+    """The grid sum against scipy's adaptive quadrature of g(x) prod_j BB(c_j | n_j, x) dx per task."""
+    g = np.random.default_rng(1)
+    n = np.array([[4, 4, 4], [2, 0, 6]])
+    c = np.array([[0, 4, 2], [1, 0, 6]])
+    d = _Data(n.astype(float), c.astype(float))
+    beta = -0.5 * (KNOTS / 3.0) ** 2 + g.normal(0, 1.0, KNOTS.size)  # a density that fades at the ends
+    alpha, log_phi = np.array([0.5, -1.0]), np.array([1.0, 2.5])
+    got, _ = log_marginal(np.concatenate([alpha, log_phi, beta]), d, grad=False)
+    z = integrate.quad(lambda x: np.exp(np.interp(x, KNOTS, beta)), KNOTS[0], KNOTS[-1], limit=200)[0]
+    want = 0.0
+    for i in range(n.shape[1]):
+        def integrand(x, i=i):
+            mu = expit(alpha - x)
+            phi = np.exp(log_phi)
+            ll = sum(bb_logpmf(c[j, i], n[j, i], mu[j] * phi[j], (1 - mu[j]) * phi[j]) for j in range(2)
+                     if n[j, i] > 0)
+            return np.exp(np.interp(x, KNOTS, beta) + ll) / z
+        want += np.log(integrate.quad(integrand, KNOTS[0], KNOTS[-1], limit=200, points=KNOTS[1:-1])[0])
+    # log_marginal leaves out the binomial coefficients (constant in the parameters)
+    from scipy.special import gammaln
+
+    const = np.sum(np.where(n > 0, gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1), 0.0))
+    assert abs(got + const - want) < 1e-3
+    assert abs(logsumexp(_log_g(beta, d.hat)) - 0.0) < 1e-12  # g is normalised on the grid
+
+
+def _simulate(rng, J=3, T=250, m=3):
+    x = np.where(rng.random(T) < 0.25, 8.0, np.where(rng.random(T) < 0.25, -8.0, rng.normal(0, 1.5, T)))
+    alpha = np.array([0.8, 0.0, -0.6])[:J]
+    mu = expit(alpha[:, None] - x[None, :])
+    p = rng.beta(mu * 6.0, (1 - mu) * 6.0)
+    return bp.simulate.simulate_counts(p, m, seed=int(rng.integers(1 << 30))), p
+
+
+def test_fit_by_eb_records_a_converged_posterior_and_predicts():
+    counts, p = _simulate(np.random.default_rng(5))
+    idata = bp.fit(counts, "shared", "eb", progressbar=False)
+    assert idata.posterior.attrs["convergence"] == "ok"
+    assert {"alpha", "phi", "beta"} <= set(idata.posterior.data_vars)
+    assert idata.log_likelihood["c"].shape[2:] == counts.n.shape
+    cur = bp.passk_curve(idata, [1, 10, 100])
+    truth = true_passk(p, [1, 10, 100])
+    assert np.all(np.abs(cur["mean"].transpose("config", "k").values - truth) < 0.08)
+    # the impossible quarter of the tasks is learnt: pass@100 stays well below 1 as in the truth
+    assert np.all(cur["mean"].sel(k=100).values < 0.85)
+
+
+@pytest.mark.slow
+def test_pass_at_k_bands_cover_in_simulation():
+    rng = np.random.default_rng(7)
+    hits = []
+    for _ in range(16):
+        counts, p = _simulate(rng)
+        cmp = bp.compare_configs(counts, k=(1, 10), model="shared", method="eb", max_draws=200)
+        truth = true_passk(p, [1, 10])
+        band = cmp["passk_eti"].transpose("config", "k", "ci_bound").values
+        hits.append((band[..., 0] <= truth) & (truth <= band[..., 1]))
+        d_true = truth[0] - truth[2]
+        d_band = cmp["diff_eti"].sel(config=counts.config.values[0], config_b=counts.config.values[2]).values
+        hits.append(np.atleast_2d((d_band[:, 0] <= d_true) & (d_true <= d_band[:, 1])))
+    cov = np.mean(np.concatenate([h.ravel() for h in hits]))
+    assert cov >= 0.8, cov

@@ -1,0 +1,163 @@
+"""compare_configs: known truth (identical configs, a clearly better config, simulated calibration),
+closed forms of the baselines, the leaderboard, plots and the CLI."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import bayespass as bp
+from bayespass.simulate import simulate_counts, true_passk
+from bayespass.stats.ranking import prob_better_table
+
+
+def _counts(p, n, seed=0, names=None):
+    ds = simulate_counts(p, n, seed=seed)
+    if names is not None:
+        ds = ds.assign_coords(config=names)
+    return ds
+
+
+@pytest.fixture(scope="module")
+def three():
+    g = np.random.default_rng(3)
+    base = g.beta(2, 2, 120)
+    p = np.stack([np.clip(base + 0.25, 0, 1), base, base * 0.5])
+    counts = _counts(p, 8, seed=4, names=["strong", "mid", "weak"])
+    return counts, bp.compare_configs(counts, k=(1, 5, 50), model="bb", method="eb")
+
+
+def test_identical_configs_give_one_half():
+    g = np.random.default_rng(0)
+    c = g.binomial(6, g.beta(1, 1.5, 90))
+    counts = bp.make_counts(np.full((2, 90), 6), np.stack([c, c]), config=["a", "b"])
+    cmp = bp.compare_configs(counts, k=(1, 10), model="bb", method="eb")
+    assert np.all(np.abs(cmp["diff"].sel(config="a", config_b="b")) < 0.005)  # same data: same posterior
+    pb = cmp["prob_better"].sel(config="a", config_b="b").values
+    assert np.all(np.abs(pb - 0.5) < 0.06)  # independent draws of one posterior: a coin
+    assert np.all(np.abs(cmp["rank_prob"].sel(rank=1).values - 0.5) < 0.06)
+
+
+def test_a_clearly_better_config_is_found_and_the_outputs_are_coherent(three):
+    counts, cmp = three
+    for kk in (1, 5):  # (at k = 50 both are near 1: not clearly apart)
+        c = cmp.sel(k=kk)
+        assert c["prob_better"].sel(config="strong", config_b="weak") > 0.99
+        assert c["rank_prob"].sel(config="strong", rank=1) > 0.95
+        assert c["rank_prob"].sel(config="weak", rank=3) > 0.99
+    pb = cmp["prob_better"].transpose("config", "config_b", "k").values
+    assert np.allclose(pb + pb.transpose(1, 0, 2), 1.0)  # ties count half: P(a>b) + P(b>a) = 1
+    d = cmp["diff"].transpose("config", "config_b", "k").values
+    assert np.allclose(d, -d.transpose(1, 0, 2))
+    rp = cmp["rank_prob"]
+    assert np.allclose(rp.sum("rank"), 1) and np.allclose(rp.sum("config"), 1)
+    assert np.allclose((rp * rp["rank"]).sum("rank"), cmp["expected_rank"])
+    band = cmp["diff_eti"].sel(config="strong", config_b="mid")
+    assert (band.sel(ci_bound="lower") < cmp["diff"].sel(config="strong", config_b="mid")).all()
+
+
+def test_baselines_match_closed_forms(three):
+    counts, cmp = three
+    naive = bp.passk(counts, [1, 5], method="unbiased")
+    assert np.allclose(cmp["naive_passk"].sel(k=[1, 5]).transpose("config", "k"), naive.transpose("config", "k"))
+    assert np.isnan(cmp["naive_passk"].sel(k=50)).all()  # n = 8 < 50: no unbiased estimate
+    est = bp.passk(counts, [5], method="unbiased", per_task=True).sel(k=5).transpose("config", "task").values
+    d = est[0] - est[2]
+    assert np.isclose(cmp["paired_diff"].sel(config="strong", config_b="weak", k=5), d.mean())
+    assert np.isclose(cmp["paired_se"].sel(config="strong", config_b="weak", k=5), d.std(ddof=1) / np.sqrt(d.size))
+    # scorio-style: mean over tasks of E[1 - (1-p)^k] under Beta(1 + c, 1 + n - c), by quadrature
+    n, c = counts.n.values[1], counts.c.values[1]
+    quad = np.mean([integrate.quad(lambda p, a=1 + ci, b=1 + ni - ci: (1 - (1 - p) ** 5) * stats.beta.pdf(p, a, b),
+                                   0, 1)[0] for ni, ci in zip(n, c, strict=True)])
+    assert np.isclose(cmp["beta_passk"].sel(config="mid", k=5), quad, atol=1e-6)
+
+
+def test_pairs_restrict_and_bad_input_is_refused(three):
+    counts, cmp = three
+    sub = bp.compare_configs(counts, k=5, model="bb", method="eb", pairs=[("strong", "mid"), ("strong", "weak")])
+    assert list(sub.config.values) == ["strong"] and list(sub.config_b.values) == ["mid", "weak"]
+    assert np.isclose(sub["prob_better"].sel(config="strong", config_b="mid", k=5),
+                      cmp["prob_better"].sel(config="strong", config_b="mid", k=5), atol=0.05)
+    with pytest.raises(ValueError, match="'nope'"):
+        bp.compare_configs(counts, k=5, model="bb", method="eb", pairs=[("strong", "nope")])
+    with pytest.raises(ValueError, match="at least two configs"):
+        bp.compare_configs(counts.isel(config=[0]), k=5, model="bb", method="eb")
+    with pytest.raises(TypeError, match="data must be"):
+        bp.compare_configs([1, 2, 3], k=5)
+    with pytest.raises(ValueError, match="ci_prob"):
+        bp.compare_configs(counts, k=5, ci_prob=1.5)
+
+
+def test_leaderboard_and_pair_table(three):
+    _, cmp = three
+    lb = bp.leaderboard(cmp)
+    assert list(lb[lb.k == 1].config) == ["strong", "mid", "weak"]
+    assert (lb.rank_lo <= lb.expected_rank.round()).all() and (lb.expected_rank.round() <= lb.rank_hi).all()
+    assert np.allclose(lb[["P(rank=1)", "P(rank=2)", "P(rank=3)"]].sum(axis=1), 1)
+    assert np.allclose(lb.p_best, lb["P(rank=1)"])
+    assert "P(rank=1)" not in bp.leaderboard(cmp, rank_probs=False)
+    with pytest.raises(ValueError, match="k=7"):
+        bp.leaderboard(cmp, k=7)
+    tab = prob_better_table(cmp)
+    assert len(tab) == 3 * 2 * 3 and (tab.config != tab.config_b).all()
+
+
+def test_plots(three):
+    import matplotlib.pyplot as plt
+
+    _, cmp = three
+    ax = bp.plot_forest(cmp)
+    assert len(ax.get_yticks()) == 9
+    ax2 = bp.plot_prob_better(cmp, k=5)
+    assert ax2.images[0].get_array().shape == (3, 3)
+    ax3 = bp.plot_diff_curve(cmp, "strong", "weak")
+    assert len(ax3.lines) >= 2
+    with pytest.raises(ValueError, match="'zzz'"):
+        bp.plot_diff_curve(cmp, "zzz", "weak")
+    plt.close("all")
+
+
+@pytest.mark.slow
+def test_prob_better_is_calibrated_in_simulation():
+    """Configs close in ability, tasks of shared difficulty: P(better) against the finite-task truth."""
+    g = np.random.default_rng(11)
+    preds, truth, covered = [], [], []
+    for rep in range(30):
+        d = g.normal(0, 1.6, 150)
+        ability = g.normal(0, 0.12, 4)
+        p = 1 / (1 + np.exp(-(d[None, :] + ability[:, None] + g.normal(0, 0.5, (4, 150)))))
+        counts = _counts(p, 3, seed=rep)
+        cmp = bp.compare_configs(counts, k=(1, 10), model="bb", method="eb", max_draws=250, seed=rep)
+        tp = true_passk(p, [1, 10])
+        off = ~np.eye(4, dtype=bool)
+        for j, kk in enumerate((1, 10)):
+            preds.append(cmp["prob_better"].sel(k=kk).values[off])
+            truth.append((tp[:, None, j] > tp[None, :, j])[off])
+            td = (tp[:, None, j] - tp[None, :, j])[off]
+            band = cmp["diff_eti"].sel(k=kk).transpose("config", "config_b", "ci_bound").values[off]
+            covered.append((band[:, 0] <= td) & (td <= band[:, 1]))
+    p, y = np.concatenate(preds), np.concatenate(truth).astype(float)
+    bins = np.clip((p * 5).astype(int), 0, 4)
+    ece = sum((bins == b).mean() * abs(p[bins == b].mean() - y[bins == b].mean()) for b in range(5) if (bins == b).any())
+    assert ece < 0.08, ece
+    assert np.concatenate(covered).mean() > 0.8  # the 90% band of the difference covers the finite-task truth
+    decided = (p > 0.9) | (p < 0.1)
+    assert ((p[decided] > 0.5) == y[decided].astype(bool)).mean() > 0.85
+
+
+def test_cli_compare(tmp_path, three):
+    counts, _ = three
+    path = tmp_path / "counts.csv"
+    bp.write_counts(counts.drop_vars("p_true"), path)
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--model", "bb", "--method",
+                          "eb", "--k", "1,5", "--plot", str(tmp_path / "cmp")], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Leaderboard" in res.stdout and "P(rank=1)" in res.stdout and "strong" in res.stdout
+    for name in ("forest", "prob_better", "diff"):
+        assert (tmp_path / f"cmp-{name}.png").stat().st_size > 5000
+    bad = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--pairs", "strong"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "--pairs" in bad.stderr
