@@ -196,8 +196,8 @@ def compare_cmd(
                                          "(.nc from 'bayespass fit') or a counts file (fitted here).")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     pairs: Annotated[str | None, typer.Option(help="Only these pairs: 'A:B,C:D' (config names).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model when fitting counts (default rcParams['stats.model']).")]
-    = None,
+    model: Annotated[str | None, typer.Option(help="Model when fitting counts (default: the joint model "
+                                                   "'shared').")] = None,
     method: Annotated[str | None, typer.Option(help="eb or mcmc when fitting counts.")] = None,
     ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
     = None,
@@ -415,7 +415,8 @@ def _print_run(tables: dict, out: Path, alpha: float) -> None:
                                 "pareto_k_max") if c in tables[key]]
             _print_table(title, tables[key][cols])
     if "leaderboard" in tables:
-        _print_table(f"Which config is better (main fit; {rcParams['stats.ci_prob']:.0%} bands, rank 1 = best)",
+        _print_table(f"Which config is better (joint model 'shared'; {rcParams['stats.ci_prob']:.0%} bands, "
+                     "rank 1 = best)",
                      tables["leaderboard"])
     _print_table("PPC p-values", tables["ppc"])
     _print_table(f"Gating at alpha = {alpha:g} (mean over splits)",

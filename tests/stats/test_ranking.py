@@ -14,10 +14,7 @@ from bayespass.stats.ranking import prob_better_table
 
 
 def _counts(p, n, seed=0, names=None):
-    ds = simulate_counts(p, n, seed=seed)
-    if names is not None:
-        ds = ds.assign_coords(config=names)
-    return ds
+    return simulate_counts(p, n, seed=seed, **({} if names is None else {"model": names}))
 
 
 @pytest.fixture(scope="module")

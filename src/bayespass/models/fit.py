@@ -127,7 +127,7 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
 def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):
     import arviz as az
 
-    draws = check_positive_int(draws if draws is not None else 100, name="draws")
+    draws = check_positive_int(draws if draws is not None else 250, name="draws")  # independent Laplace draws
     chains = check_positive_int(chains if chains is not None else 4, name="chains")
     post = m.fit_eb(counts, draws=draws, chains=chains, seed=seed)
     idata = az.InferenceData(posterior=post)

@@ -79,10 +79,12 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
     if ctx.fuzz is not None:
         post["inc"] = incoherence(ctx.fuzz, samples=samples, n_mc=1000, n_repeats=1, seed=cfg.seed)
         tables["incoherence"] = incoherence_summary(post["inc"])
-    if main in ctx.idatas and ctx.counts.sizes["config"] > 1:
+    if ctx.counts.sizes["config"] > 1:
         from ..stats.ranking import compare_configs, leaderboard, prob_better_table
 
-        post["cmp"] = compare_configs(ctx.idatas[main], k=cfg.passk_k, seed=cfg.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # convergence is recorded in the fit; the table says which model
+            post["cmp"] = compare_configs(ctx.counts, k=cfg.passk_k, model="shared", seed=cfg.seed)
         tables["leaderboard"] = leaderboard(post["cmp"])
         tables["prob_better"] = prob_better_table(post["cmp"])
     tables["metrics"] = metric_table(samples, idata=ctx.idatas.get(main), k=[x for x in (1, 5, 10) if x <= cfg.k])

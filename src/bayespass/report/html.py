@@ -27,7 +27,8 @@ _SECTIONS = [
      "Unbiased estimator where k <= n, Bayesian posterior mean with its {ci}% equal-tailed interval for every fit"
      " (any k, also k > n), and the synthetic truth when the coder is synthetic."),
     ("leaderboard", "Which config is better: leaderboard",
-     "Configs by expected rank of their pass@k (rank 1 = best) under the main fit: posterior mean with its {ci}%"
+     "Configs by expected rank of their pass@k (rank 1 = best) under the joint model 'shared' (task difficulty"
+     " shared by the configs): posterior mean with its {ci}%"
      " band, the central {ci}% interval of the rank, P(best), and the unbiased estimate where every task has"
      " n >= k. The matrix shows P(pass@k of row > column) from the same posterior draws."),
     ("prob_better", "P(better) for every pair of configs", "Posterior probability and difference with its band."),

@@ -55,14 +55,9 @@ def _resolve(data, model, method, seed):
         return data
     if isinstance(data, str | os.PathLike):
         path = Path(data)
-        if path.is_dir():
+        if path.is_dir():  # a run directory: its counts, fitted like ``bayespass run`` does for its leaderboard
             if not (path / "run.json").exists():
                 raise FileNotFoundError(f"data={str(path)!r} is a directory without run.json: not a run directory")
-            import json
-
-            main = json.loads((path / "run.json").read_text()).get("main") or _main_of(path)
-            if model is None and method is None and (path / "fits" / f"{main}.nc").exists():
-                return az.from_netcdf(str(path / "fits" / f"{main}.nc")).load()
             data = path / "counts.nc"
         from ..data.io import read_counts
 
@@ -74,17 +69,10 @@ def _resolve(data, model, method, seed):
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
                              f"{counts.sizes['config']} ({list(map(str, counts.config.values))})")
-        return fit(counts, model, method, seed=seed, progressbar=False)
+        # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
+        return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=False)
     raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
                     f"got {type(data).__name__}")
-
-
-def _main_of(path: Path) -> str:
-    fits = sorted((path / "fits").glob("*-eb.nc"))
-    pref = [f for f in fits if f.stem.startswith(rcParams["stats.model"] + "-")]
-    if pref or fits:
-        return (pref or fits)[0].stem
-    raise FileNotFoundError(f"run directory {str(path)!r} has no fits/*.nc")
 
 
 def _ranks(draws: np.ndarray, rng) -> np.ndarray:
@@ -134,7 +122,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     ----------
     data : arviz.InferenceData, xarray.Dataset, or path
         A fit of several configs (:func:`bayespass.fit`), counts (fitted here with ``model``/``method``,
-        default ``rcParams["stats.model"]`` by EB), a counts file, or a run directory (its main fit).
+        default the joint model ``"shared"`` by EB: the best-calibrated P(better) on real data), a counts
+        file, or a run directory (its counts).
     k : int or sequence of int
         Any positive k, also beyond the samples drawn.
     pairs : sequence of (str, str), optional

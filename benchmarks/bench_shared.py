@@ -1,0 +1,59 @@
+"""Speed of the joint ``shared`` model by EB at the size issue 18 names (34 configs x 378 tasks).
+
+    python benchmarks/bench_shared.py [--m 5,50] [--configs 34] [--tasks 378]
+
+Counts are simulated from the model's own family (a quarter of the tasks impossible, a quarter trivial,
+the rest logit-normal, abilities spread over 1.5 logits, Beta overdispersion 6); the ratio is against a
+per-config ``bb`` EB fit of the same counts in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+from scipy.special import expit
+
+
+def simulate(J, T, m, seed=0):
+    from bayespass.simulate import simulate_counts
+
+    g = np.random.default_rng(seed)
+    x = np.where(g.random(T) < 0.25, 8.0, np.where(g.random(T) < 0.33, -8.0, g.normal(0, 1.5, T)))
+    mu = expit(np.linspace(-0.75, 0.75, J)[:, None] - x[None, :])
+    return simulate_counts(g.beta(mu * 6, (1 - mu) * 6), m, seed=seed + 1).drop_vars("p_true")
+
+
+def main():
+    import warnings
+
+    import bayespass as bp
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", default="5,50")
+    ap.add_argument("--configs", type=int, default=34)
+    ap.add_argument("--tasks", type=int, default=378)
+    args = ap.parse_args()
+    print("| m | configs x tasks | shared EB fit (s) | compare_configs k=1,10 (s) | bb EB fit (s) | ratio |")
+    print("|---|---|---|---|---|---|")
+    for m in (int(x) for x in args.m.split(",")):
+        counts = simulate(args.configs, args.tasks, m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            idata = bp.fit(counts, "shared", "eb", progressbar=False)
+            t1 = time.perf_counter()
+            bp.compare_configs(idata, k=(1, 10))
+            t2 = time.perf_counter()
+            bp.fit(counts, "bb", "eb", progressbar=False)
+            t3 = time.perf_counter()
+        print(f"| {m} | {args.configs} x {args.tasks} | {t1 - t0:.1f} | {t2 - t1:.1f} | {t3 - t2:.1f} | "
+              f"{(t1 - t0) / (t3 - t2):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
