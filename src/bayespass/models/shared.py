@@ -221,6 +221,7 @@ class Shared(Model):
                           coords={"chain": np.arange(chains), "draw": np.arange(draws),
                                   "config": counts.config.values, "knot": KNOTS},
                           attrs={"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
+                                 "laplace_mode": mode.astype(float),
                                  "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
 
     def build_pymc(self, counts):
@@ -253,13 +254,26 @@ class Shared(Model):
         beta = post["beta"].transpose("chain", "draw", "knot").values
         return alpha, phi, beta
 
+    def _center(self, post):
+        """Return the posterior mode (EB) or the centre of the draws on the unconstrained scale (MCMC).
+
+        The mean of a thousand draws would carry Monte-Carlo noise in the abilities as large as the
+        differences between close configs.
+        """
+        mode = post.attrs.get("laplace_mode")
+        if mode is not None:
+            alpha, log_phi, beta = _split(np.asarray(mode, float), post.sizes["config"])
+            return alpha, np.exp(log_phi), beta
+        alpha, phi, beta = self._params(post)
+        return alpha.mean((0, 1)), np.exp(np.log(phi).mean((0, 1))), beta.mean((0, 1))
+
     def _nodes(self, post, d: _Data, nodes: int):
         """Return ``nodes`` grid points per distinct task at quantiles of its difficulty posterior.
 
         Computed at the posterior-mean parameters: each node carries 1/nodes of the posterior there; the
         log density at the nodes is returned too, to reweight them under other draws.
         """
-        alpha, phi, beta = (v.mean((0, 1)) for v in self._params(post))
+        alpha, phi, beta = self._center(post)
         with np.errstate(all="ignore"):
             ll, _, _, _ = _lik(alpha, phi, d, d.x)
         s = ll.sum(0) + _log_g(beta, d.hat)[None, :]
@@ -306,7 +320,7 @@ class Shared(Model):
         t_idx = np.arange(col.size)
         # the posterior mean (Rao-Blackwellised) at the posterior-mean parameters: a handful of parameter
         # draws would add Monte-Carlo noise as large as the differences between close configs
-        w, a, b = self._task_weights(*(v.mean((0, 1)) for v in (alpha, phi, beta)), d, xq, s0)
+        w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
         ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
         lab = gammaln(ap + bp) - gammaln(bp)
         rb = np.stack([np.einsum("jtq,tq->jt", -np.expm1(lab + gammaln(bp + kk) - gammaln(ap + bp + kk)), w_t)
