@@ -87,6 +87,16 @@ def test_pairs_restrict_and_bad_input_is_refused(three):
         bp.compare_configs(counts, k=5, ci_prob=1.5)
 
 
+def test_extend_inferencedata(three):
+    counts, _ = three
+    idata = bp.fit(counts.drop_vars("p_true"), "bb", "eb", progressbar=False)
+    cmp = bp.compare_configs(idata, k=5, extend_inferencedata=True)
+    assert "config_comparison" in idata.groups()
+    assert np.allclose(idata["config_comparison"]["prob_better"].values, cmp["prob_better"].values)
+    with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
+        bp.compare_configs(counts, k=5, model="bb", method="eb", extend_inferencedata=True)
+
+
 def test_leaderboard_and_pair_table(three):
     _, cmp = three
     lb = bp.leaderboard(cmp)

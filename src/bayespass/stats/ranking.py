@@ -115,7 +115,8 @@ def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -
 
 
 def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None = None, model: str | None = None,
-                    method: str | None = None, max_draws: int | None = 1000, seed: int = 0) -> xr.Dataset:
+                    method: str | None = None, max_draws: int | None = 1000, seed: int = 0,
+                    extend_inferencedata: bool = False) -> xr.Dataset:
     """Compare the pass@k of configs evaluated on the same tasks.
 
     Parameters
@@ -137,6 +138,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         Posterior draws per chain used (thinned evenly).
     seed : int
         Seed of the task-spread noise, of rank tie-breaking and of the Beta baseline.
+    extend_inferencedata : bool
+        Also store the result in ``data`` (an InferenceData fit) as the group ``config_comparison``.
 
     Returns
     -------
@@ -151,9 +154,12 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     """
     from ..models.predictive import passk_draws
     from ..simulate import rng as _rng
+    from .attach import attach, check_target
 
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     k = as_k(k)
+    if extend_inferencedata:
+        check_target(data)
     idata = _resolve(data, model, method, seed)
     configs = [str(c) for c in idata.observed_data.config.values]
     if len(configs) < 2:
@@ -186,7 +192,10 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     post = idata.posterior.attrs
     ds.attrs.update(ci_prob=prob, model=str(post.get("bayespass_model", "")),
                     method=str(post.get("bayespass_method", "")), n_draws=int(full.shape[0]))
-    return ds if pairs is None else ds.sel(config=first, config_b=second)
+    ds = ds if pairs is None else ds.sel(config=first, config_b=second)
+    if extend_inferencedata:
+        attach(data, "config_comparison", ds)
+    return ds
 
 
 def _pairs(pairs, configs):
