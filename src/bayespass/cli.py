@@ -173,7 +173,6 @@ def curve(
         typer.echo(_weights_line("stacking weights", weights), err=True)
     emit(curve_table(res, hdi=True), format)
     if plot is not None:
-        import matplotlib.pyplot as plt
         import numpy as np
 
         from .data.counts import make_counts
@@ -184,9 +183,7 @@ def curve(
         full = passk_curve(idata, grid, ci_prob=ci_prob)
         counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
                              task=idata.observed_data.task.values, config=idata.observed_data.config.values)
-        ax = plot_passk_curve(full, counts=counts)
-        ax.figure.savefig(plot, dpi=120, bbox_inches="tight")
-        plt.close(ax.figure)
+        _save_png(plot_passk_curve(full, counts=counts), plot)
         typer.echo(f"wrote {plot}", err=True)
 
 
@@ -240,27 +237,28 @@ def _is_fit(path: Path) -> bool:
         return "posterior" in fh
 
 
-def _compare_plots(cmp, prefix: Path, pair_list) -> None:
+def _save_png(ax, path: Path, dpi: int = 120) -> Path:
+    """Write the figure of ``ax`` as a PNG and close it."""
     import matplotlib.pyplot as plt
 
+    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(ax.figure)
+    return path
+
+
+def _compare_plots(cmp, prefix: Path, pair_list) -> None:
     from .stats.ranking import plot_diff_curve, plot_forest, plot_prob_better
 
     written = []
     if pair_list is None:
-        for name, ax in (("forest", plot_forest(cmp)), ("prob_better", plot_prob_better(cmp))):
-            path = prefix.parent / f"{prefix.name}-{name}.png"
-            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-            plt.close(ax.figure)
-            written.append(path)
+        for name, plot in (("forest", plot_forest), ("prob_better", plot_prob_better)):
+            written.append(_save_png(plot(cmp), prefix.parent / f"{prefix.name}-{name}.png"))
         order = cmp["expected_rank"].isel(k=0).values.argsort()
         a, b = (str(cmp.config.values[i]) for i in order[:2])
     else:
         a, b = pair_list[0]
-    ax = plot_diff_curve(cmp, a, b)
-    path = prefix.parent / f"{prefix.name}-diff.png"
-    ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(ax.figure)
-    typer.echo("wrote " + ", ".join(map(str, [*written, path])), err=True)
+    written.append(_save_png(plot_diff_curve(cmp, a, b), prefix.parent / f"{prefix.name}-diff.png"))
+    typer.echo("wrote " + ", ".join(map(str, written)), err=True)
 
 
 @app.command("execute")
@@ -466,7 +464,7 @@ def gate_cmd(
         _print_table("Behaviour diagnostics", gate_diagnostics(samples, signature=signature))
     if plot is not None:
         ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
-        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        _save_png(ax, plot, dpi=110)
         typer.echo(f"wrote {plot}", err=True)
 
 
@@ -491,7 +489,7 @@ def reliability_cmd(
     emit(reliability_table(r), format)
     if plot is not None:
         ax = plot_set_size(r)
-        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        _save_png(ax, plot, dpi=110)
         typer.echo(f"wrote {plot}", err=True)
 
 
@@ -525,7 +523,7 @@ def incoherence_cmd(
                    f"draws for eps=0.05: {pac_n_estimate(0.05, delta)}")
     if plot is not None:
         ax = plot_incoherence(inc)
-        ax.figure.savefig(plot, dpi=110, bbox_inches="tight")
+        _save_png(ax, plot, dpi=110)
         typer.echo(f"wrote {plot}", err=True)
 
 

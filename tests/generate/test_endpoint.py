@@ -32,16 +32,6 @@ SERVER = Path(__file__).with_name("openai_server.py")
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
-
-
-@pytest.fixture(scope="module")
-def suite():
-    return bp.load_suite("humaneval", expected=False)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,21 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import bayespass as bp  # noqa: E402
 from bayespass.generate.hf import HFCoder, ReplayCoder, load_model_config, write_samples  # noqa: E402
 from bayespass.generate.tiny import build_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.hf
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
-
-
-@pytest.fixture(scope="module")
-def suite():
-    return bp.load_suite("humaneval", expected=False)
 
 
 @pytest.fixture(scope="module")

@@ -270,8 +270,8 @@ class OpenAICompatibleCoder(Coder):
             self.n_supported = len(choices) >= n
         recs = []
         for i, ch in enumerate(sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)[:n]):
-            text = self._text(ch, what)
-            text, cut = _cut(text, self.stop) if self.stop else (text, False)
+            raw = self._text(ch, what)
+            text, cut = _cut(raw, self.stop) if self.stop else (raw, False)
             lps = self._logprobs(ch)
             finish = ch.get("finish_reason") or "unknown"
             if cut and finish == "length":
@@ -279,7 +279,7 @@ class OpenAICompatibleCoder(Coder):
             n_tok = len(lps) if lps else (usage.get("completion_tokens") if len(choices) == 1 else None)
             rec = {"task_id": task.task_id, "sample": samples[i],
                    "completion" if self.style == "base" else "response": text,
-                   "solution": extract_program(task, text, self.style), "raw": self._text(ch, what),
+                   "solution": extract_program(task, text, self.style), "raw": raw,
                    "finish_reason": finish, "prompt_tokens": usage.get("prompt_tokens"),
                    "completion_tokens": usage.get("completion_tokens"), "latency": round(latency, 4),
                    "model": self.model_id, "temperature": temperature, "seed": seed}
@@ -369,8 +369,9 @@ class OpenAICompatibleCoder(Coder):
 
     def generate(self, suite, k: int, *, temperature: float, seed: int = 0, tasks=None) -> list[dict]:
         """Return ``k`` samples per task, ordered by task then sample."""
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be a positive integer; got {k!r}")
+        from ..validate import check_positive_int
+
+        k = check_positive_int(k, name="k")
         ids = list(tasks if tasks is not None else suite.tasks)
         recs = [r for batch in self.stream(suite, {t: list(range(k)) for t in ids}, temperature=temperature,
                                            seed=seed) for r in batch]

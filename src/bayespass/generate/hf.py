@@ -21,6 +21,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 from .base import Coder
@@ -273,32 +274,14 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
         return _stream_to_jsonl(coder, suite, path, k=k, temperature=temperature, seed=seed, tasks=tasks,
                                 progress=progress)
     model = getattr(coder, "model_id", coder.name)
-    lines = []
-    if path.exists():
-        raw = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        for line in raw:
-            try:
-                json.loads(line)
-            except json.JSONDecodeError:
-                break  # a torn write: drop it and what follows
-            if not line.endswith("\n"):
-                break
-            lines.append(line)
-        counts: dict = {}
-        for line in lines:
-            r = json.loads(line)
-            key = (r.get("model"), r.get("temperature"), r["task_id"])
-            counts[key] = counts.get(key, 0) + 1
-        keep = [ln for ln in lines
-                if counts[(json.loads(ln).get("model"), json.loads(ln).get("temperature"), json.loads(ln)["task_id"])]
-                >= k]
-        if len(keep) != len(raw):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(keep), encoding="utf-8")
-            os.replace(tmp, path)
-        lines = keep
-    done = {json.loads(ln)["task_id"] for ln in lines
-            if json.loads(ln).get("model") == model and json.loads(ln).get("temperature") == temperature}
+    lines = _intact_lines(path)
+    recs = [json.loads(ln) for ln in lines]
+    per_task = Counter((r.get("model"), r.get("temperature"), r["task_id"]) for r in recs)
+    keep = [i for i, r in enumerate(recs) if per_task[(r.get("model"), r.get("temperature"), r["task_id"])] >= k]
+    if len(keep) != len(lines):  # a task cut short: its records go, the task is generated again
+        _replace(path, [lines[i] for i in keep])
+    done = {recs[i]["task_id"] for i in keep
+            if recs[i].get("model") == model and recs[i].get("temperature") == temperature}
     todo = [t for t in (tasks if tasks is not None else list(suite.tasks)) if t not in done]
     bar = tqdm(total=len(todo), desc=f"generating T={temperature:g}", unit="task", disable=not progress)
     n_tok, t_start = 0, time.perf_counter()
@@ -336,18 +319,24 @@ def _intact_lines(path: Path) -> list[str]:
             break
         lines.append(line)
     if len(lines) != len(raw):
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(lines), encoding="utf-8")
-        os.replace(tmp, path)
+        _replace(path, lines)
     return lines
+
+
+def _replace(path: Path, lines: list[str]) -> None:
+    """Atomically replace the file's content by ``lines``."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _stream_to_jsonl(coder, suite, path: Path, *, k: int, temperature: float, seed: int, tasks, progress: bool):
     """Append samples as requests complete (one fsync per request); ask only for the (task, sample) missing."""
     from tqdm.auto import tqdm
 
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}")
+    from ..validate import check_positive_int
+
+    k = check_positive_int(k, name="k")
     model = coder.model_id
     have: dict = {}
     for line in _intact_lines(path):

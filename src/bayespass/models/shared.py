@@ -30,15 +30,16 @@ import numpy as np
 import xarray as xr
 from scipy.special import digamma, expit, gammaln, logsumexp
 
-from .base import Model, register
+from ..stats.kernels import bb_loglik, passk_bb_predictive
+from .base import Model, pt_backend, register
 
 KNOTS = np.linspace(-10.0, 10.0, 13)
 _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
 
 
-def _bb(c, n, a, b):
-    return gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + gammaln(a + c) + gammaln(b + n - c) \
-        - gammaln(a + b + n) - gammaln(a) - gammaln(b) + gammaln(a + b)
+def _hat(x: np.ndarray) -> np.ndarray:
+    """Piecewise-linear (hat) basis of the knots at points ``x``: log g(x) = _hat(x) @ beta."""
+    return np.clip(1.0 - np.abs(x[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
 
 
 class _Data:
@@ -54,7 +55,7 @@ class _Data:
         # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd
         h = min(0.2, 2.4 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
-        self.hat = np.clip(1.0 - np.abs(self.x[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+        self.hat = _hat(self.x)
 
 
 def _split(theta: np.ndarray, J: int):
@@ -71,7 +72,7 @@ def _lik(alpha, phi, d: _Data, x) -> np.ndarray:
     mu = expit(alpha[:, None] - x[None, :])  # (J, G)
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
-    return np.where(n > 0, _bb(c, n, a, b), 0.0), mu, a, b
+    return np.where(n > 0, bb_loglik(a, b, n, c), 0.0), mu, a, b
 
 
 def _rising(a, m, mmax):
@@ -239,8 +240,7 @@ class Shared(Model):
             mu = pm.math.sigmoid(alpha[:, None] - d.x[None, :])
             a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
             nn, cc = d.n[:, :, None], d.c[:, :, None]
-            ll = pt.switch(nn > 0, pt.gammaln(a + cc) + pt.gammaln(b + nn - cc) - pt.gammaln(a + b + nn)
-                           - pt.gammaln(a) - pt.gammaln(b) + pt.gammaln(a + b), 0.0)
+            ll = pt.switch(nn > 0, bb_loglik(a, b, nn, cc, pt_backend()), 0.0)
             s = pt.dot(d.hat, beta)
             s = ll.sum(0) + (s - pm.math.logsumexp(s))[None, :]
             pm.Potential("marginal", pt.dot(d.w, pm.math.logsumexp(s, axis=1).ravel()))
@@ -287,7 +287,7 @@ class Shared(Model):
         mu = expit(alpha[:, None, None] - xq[None])  # (J, U, Q)
         a, b = mu * phi[:, None, None], (1 - mu) * phi[:, None, None]
         with np.errstate(all="ignore"):
-            ll = np.where(d.n[:, :, None] > 0, _bb(d.c[:, :, None], d.n[:, :, None], a, b), 0.0)
+            ll = np.where(d.n[:, :, None] > 0, bb_loglik(a, b, d.n[:, :, None], d.c[:, :, None]), 0.0)
         log_g = np.interp(xq, d.x, _log_g(beta, d.hat))
         s = ll.sum(0) + log_g - s0  # importance ratio against the nodes' own density
         return np.exp(s - logsumexp(s, axis=1, keepdims=True)), a, b
@@ -318,13 +318,12 @@ class Shared(Model):
         full = np.empty((C, D * reps, n.shape[0], k.size))
         mean = np.empty_like(full)
         t_idx = np.arange(col.size)
-        # the posterior mean (Rao-Blackwellised) at the posterior-mean parameters: a handful of parameter
-        # draws would add Monte-Carlo noise as large as the differences between close configs
+        # the posterior mean (Rao-Blackwellised) at the centre of the parameters (see _center)
         w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
-        ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
-        lab = gammaln(ap + bp) - gammaln(bp)
-        rb = np.stack([np.einsum("jtq,tq->jt", -np.expm1(lab + gammaln(bp + kk) - gammaln(ap + bp + kk)), w_t)
-                       for kk in k], axis=-1)
+        w_t = w[col]
+        cond = passk_bb_predictive(n_o[:, :, None, None], c_o[:, :, None, None], k, a[:, col][..., None],
+                                   b[:, col][..., None])  # (J, T, Q, K) given each node
+        rb = np.einsum("jtqk,tq->jtk", cond, w_t)
         m_rb = np.where(seen[:, :, None], rb, 0.0).sum(1) / denom
         for ci in range(C):
             for di in range(D):
@@ -346,7 +345,7 @@ class Shared(Model):
         """Draw p per (chain, draw, config, task) for new tasks: a difficulty drawn from g per task."""
         alpha, phi, beta = self._params(post)
         grid = np.linspace(KNOTS[0], KNOTS[-1], 801)
-        hat = np.clip(1.0 - np.abs(grid[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+        hat = _hat(grid)
         s = beta @ hat.T  # (C, D, G)
         cdf = np.cumsum(np.exp(s - logsumexp(s, axis=-1, keepdims=True)), axis=-1)
         u = rng.random(alpha.shape[:2] + (n_tasks,))
@@ -361,7 +360,7 @@ class Shared(Model):
         """
         alpha, phi, beta = self._params(post)
         grid = np.linspace(KNOTS[0], KNOTS[-1], 81)
-        hat = np.clip(1.0 - np.abs(grid[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+        hat = _hat(grid)
         s = beta @ hat.T
         log_g = s - logsumexp(s, axis=-1, keepdims=True)  # (C, D, G)
         out = np.zeros(alpha.shape[:2] + n.shape)
@@ -370,6 +369,6 @@ class Shared(Model):
             mu = expit(alpha[..., j, None] - grid)[..., None, :]  # (C, D, 1, G)
             ph = phi[..., j, None, None]
             with np.errstate(all="ignore"):
-                ll = _bb(pairs[1][:, None].astype(float), pairs[0][:, None].astype(float), mu * ph, (1 - mu) * ph)
+                ll = bb_loglik(mu * ph, (1 - mu) * ph, pairs[0][:, None].astype(float), pairs[1][:, None].astype(float))
             out[..., j, :] = logsumexp(ll + log_g[..., None, :], axis=-1)[..., inv.ravel()]
         return np.where(n > 0, out, 0.0)
