@@ -137,6 +137,47 @@ def test_dask_localcluster_gives_identical_dataset(humaneval):
         xr.testing.assert_equal(dist[var], local[var])
 
 
+def test_dask_run_survives_a_killed_worker_with_every_verdict_once(tmp_path, suite, monkeypatch):
+    """Kill a Dask worker mid-run: its batches are re-run elsewhere and every program is recorded once."""
+    import collections
+    import threading
+
+    from dask.distributed import Client, LocalCluster
+
+    from bayespass.execution.store import VerdictStore
+
+    recs = [{"task_id": "toy/halve", "solution": f"import time\ndef halve(x):\n    time.sleep(0.05)\n"
+                                                  f"    return x / {2 if i % 3 else 3} + 0 * {i}\n"} for i in range(48)]
+    puts = collections.Counter()
+    original = VerdictStore.put
+
+    def counting_put(self, task, code_hash, *args, **kwargs):
+        puts[(task, code_hash)] += 1
+        return original(self, task, code_hash, *args, **kwargs)
+
+    monkeypatch.setattr(VerdictStore, "put", counting_put)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        result = {}
+        runner = threading.Thread(target=lambda: result.update(ds=engine.execute(
+            recs, suite, out=tmp_path, progress=False, scheduler=client, max_timeouts=None)))
+        runner.start()
+        while not puts and runner.is_alive():  # the first batch is back: the run is under way
+            time.sleep(0.01)
+        os.kill(pids[0], signal.SIGKILL)
+        recorded_at_kill = sum(puts.values())
+        runner.join(timeout=600)
+        assert not runner.is_alive()
+    ds = result["ds"]
+    assert 0 < recorded_at_kill < 48
+    assert sum(puts.values()) == ds.attrs["n_unique_programs"] == 48 and set(puts.values()) == {1}
+    assert int(ds.correct.sum()) == 32  # the 16 programs that divide by 3 fail
+    local = engine.execute(recs, suite, progress=False, workers=1, max_timeouts=None)
+    for var in ("verdict", "digest", "correct"):
+        xr.testing.assert_equal(ds[var], local[var])
+
+
 def test_execute_cli_and_errors(tmp_path, humaneval):
     f = tmp_path / "s.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in canonical_samples(humaneval)[:5]))

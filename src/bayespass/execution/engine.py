@@ -99,15 +99,30 @@ def _run_job(sb: Sandbox, job: dict, *, stop=None, judge_fn=None, max_timeouts=N
                   max_timeouts=max_timeouts)
 
 
-def _remote_batch(jobs: list[dict], limits: Limits, layer: str, slot: int,
-                  max_timeouts: int | None = None) -> list[list[tuple]]:
+#: per dask-worker thread: one sandbox (and its zygote) kept across batches, keyed by its settings
+_WORKER = threading.local()
+
+
+def _worker_sandbox(limits: Limits, layer: str, fresh: bool) -> Sandbox:
+    """Return this worker thread's sandbox for these settings (started once, closed at exit)."""
+    cache = getattr(_WORKER, "sandboxes", None)
+    if cache is None:
+        cache = _WORKER.sandboxes = {}
+    key = (limits, layer, fresh)
+    if key not in cache:
+        import atexit
+
+        cache[key] = sb = Sandbox(limits=limits, layer=layer, fresh=fresh)
+        atexit.register(sb.close)
+    return cache[key]
+
+
+def _remote_batch(jobs: list[dict], limits: Limits, layer: str, max_timeouts: int | None = None,
+                  fresh: bool = False) -> list[list[tuple]]:
     """Dask worker entry point: run a batch of programs in this worker's own sandbox."""
-    sb = Sandbox(limits=limits, layer=layer, slot=slot)
-    try:
-        return [[(o.status, o.value, o.error, o.duration, o.retried, o.presumed)
-                 for o in _run_job(sb, j, max_timeouts=max_timeouts)] for j in jobs]
-    finally:
-        sb.close()
+    sb = _worker_sandbox(limits, layer, fresh)
+    return [[(o.status, o.value, o.error, o.duration, o.retried, o.presumed)
+             for o in _run_job(sb, j, max_timeouts=max_timeouts)] for j in jobs]
 
 
 def _progress(total: int, enabled: bool):
@@ -196,7 +211,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         missing); per (task, test) ``is_plus`` (-1 where the task has fewer
         tests) and ``reference_digest`` (the canonical solution's digest).
     """
-    limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler)
+    limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler,
+                                                       fast_check)
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
     table = _prepare(suite, read_samples(samples))
@@ -236,7 +252,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     return ds
 
 
-def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
+def _check_args(limits, max_timeouts, detail, workers, layer, scheduler, fast_check=False):
     """Validate execute()'s arguments before any work; return (limits, max_timeouts, workers, layer)."""
     from ..validate import check_choice, check_positive_int
 
@@ -245,6 +261,9 @@ def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
         raise TypeError(f"limits must be a bayespass.Limits; got {type(limits).__name__}")
     max_timeouts = _check_max_timeouts(max_timeouts)
     check_choice(detail, ("test", "sample"), name="detail")
+    if scheduler is not None and fast_check:
+        raise ValueError("fast_check=True cannot be combined with scheduler: Dask workers do not hold the expected "
+                         "outputs to judge a test; run with fast_check=False")
     if workers is not None:
         workers = check_positive_int(workers, name="workers")
     return limits, max_timeouts, workers, check_layer(layer) if scheduler is None else layer
@@ -276,7 +295,8 @@ def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, s
 
     try:
         if scheduler is not None:
-            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts)
+            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts,
+                             fresh=fresh)
         pool = SlotPool(workers, limits=limits, layer=layer, fresh=fresh)
 
         def work(sb, item):
@@ -294,20 +314,36 @@ def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, s
         bar.close()
 
 
-def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None) -> str:
+def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None, fresh=False) -> str:
+    """Stream small batches of programs through a Dask cluster, a bounded number in flight.
+
+    Each finished batch is recorded (committed to the store) as it arrives, so an interrupted run
+    resumes and a lost worker costs only its batches in flight, which Dask re-runs elsewhere.
+    """
     from dask.distributed import Client, as_completed
 
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        batches = [jobs[i::n_workers * 4] for i in range(n_workers * 4)]
-        batches = [b for b in batches if b]
-        futs = {client.submit(_remote_batch, [j for _, _, j in b], limits, layer, i, max_timeouts,
-                              pure=False): b
-                for i, b in enumerate(batches)}
-        for fut in as_completed(futs):
-            for (task, h, _), raw in zip(futs[fut], fut.result(), strict=True):
+        size = max(1, min(32, -(-len(jobs) // (8 * n_workers))))
+        batches = iter([jobs[i:i + size] for i in range(0, len(jobs), size)])
+        pending, done = {}, as_completed()
+
+        def submit() -> None:
+            batch = next(batches, None)
+            if batch is not None:
+                fut = client.submit(_remote_batch, [j for _, _, j in batch], limits, layer, max_timeouts, fresh,
+                                    pure=False)
+                pending[fut] = batch
+                done.add(fut)
+
+        for _ in range(4 * n_workers):
+            submit()
+        for fut in done:
+            for (task, h, _), raw in zip(pending.pop(fut), fut.result(), strict=True):
                 record(task, h, [Outcome(*r) for r in raw])
+            fut.release()
+            submit()
         return layer if layer != "auto" else "auto (per dask worker)"
     finally:
         if client is not scheduler:
