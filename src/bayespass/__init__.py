@@ -40,6 +40,7 @@ _LAZY = {
     "cv_elpd": "stats.compare",
     "compare_configs": "stats.ranking",
     "plan": "stats.plan",
+    "allocate": "stats.plan",
     "leaderboard": "stats.ranking",
     "plot_forest": "stats.ranking",
     "plot_prob_better": "stats.ranking",
@@ -96,7 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats.incoherence import incoherence
     from .stats.metrics import metric_table
     from .stats.passk import avg_at_n, cons_at_k, passk
-    from .stats.plan import plan
+    from .stats.plan import allocate, plan
     from .stats.ppc import plot_ppc, ppc
     from .stats.ranking import compare_configs, leaderboard, plot_diff_curve, plot_forest, plot_prob_better
     from .stats.reliability import reliability

@@ -48,3 +48,69 @@ def test_plan_refuses_bad_input():
         bp.plan(fit, k=[1, 10], target_width=0.1)
     with pytest.raises(ValueError, match="n_sims"):
         bp.plan(fit, k=10, target_width=0.1, n_sims=0)
+
+
+def test_variance_reduction_matches_brute_force_bayes():
+    """The preposterior variance reduction equals enumerating outcomes and applying Bayes' rule by hand."""
+    from scipy.stats import binom
+
+    from bayespass.stats.plan import _variance_reduction
+
+    cand = np.array([0.0, 0.01, 0.2, 0.5, 0.9, 1.0])
+    w = np.array([[0.3, 0.1, 0.2, 0.2, 0.1, 0.1], [0.0, 0.0, 0.0, 0.0, 0.5, 0.5]])
+    k, m = 7, 3
+    f = 1 - (1 - cand) ** k
+    for t in range(2):
+        prior_mean = (w[t] * f).sum()
+        expected = 0.0
+        for y in range(m + 1):
+            like = binom.pmf(y, m, cand)
+            p_y = (w[t] * like).sum()
+            if p_y > 0:
+                post = w[t] * like / p_y
+                expected += p_y * ((post * f).sum() - prior_mean) ** 2
+        # equals the prior variance minus the expected posterior variance (law of total variance)
+        assert _variance_reduction(cand, w[t:t + 1], k, m)[0] == pytest.approx(expected, rel=1e-10, abs=1e-15)
+    assert _variance_reduction(cand, w[1:], k, m)[0] < 1e-3  # p in {0.9, 1}: pass@7 is ~1 either way
+
+
+def _counts_of(n, c, configs=("a",)):
+    return bp.make_counts(np.atleast_2d(n), np.atleast_2d(c), task=[f"t{i}" for i in range(np.shape(n)[-1])],
+                          config=list(configs))
+
+
+def test_allocate_sends_samples_where_the_band_is_decided():
+    g = np.random.default_rng(4)
+    p = np.where(g.random(120) < 0.3, 0.0, g.beta(0.6, 0.8, 120))
+    n = np.where(np.arange(120) < 60, 3, 30)
+    c = g.binomial(n, p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bp.fit(_counts_of(n, c), "bb", "eb", progressbar=False)
+    a = bp.allocate(fit, k=50, budget=60, seed=1)
+    more = a.n_more.values[0]
+    assert more.sum() == 60 and (more >= 0).all()
+    # at k = 50 the band is decided by the tasks that never passed (tiny p or zero?), most of all those seen
+    # only 3 times; a task that passed every one of 30 samples has pass@50 ~ 1 and gets nothing
+    assert more[(n == 3) & (c == 0)].mean() > 2 * more[(n == 30) & (c == 0)].mean()
+    assert more[(n == 30) & (c == 30)].sum() == 0
+    assert more[(c == 0)].sum() > more[(c > 0)].sum()
+    assert a.gain.values[0][(n == 30) & (c == 30)].max() < a.gain.values[0][(n == 3) & (c == 0)].min()
+
+
+def test_allocate_pair_and_errors():
+    g = np.random.default_rng(5)
+    n = np.full((3, 40), 4)
+    c = g.binomial(n, g.beta(1, 1, (3, 40)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bp.fit(_counts_of(n, c, ("a", "b", "z")), "bb", "eb", progressbar=False)
+    a = bp.allocate(fit, k=5, budget=30, step=3, pair=("a", "z"))
+    assert a.n_more.sel(config="b").sum() == 0 and int(a.n_more.sum()) == 30
+    assert set(np.unique(a.n_more.values)) <= {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30}
+    with pytest.raises(ValueError, match="pair must be two different configs"):
+        bp.allocate(fit, k=5, budget=10, pair=("a", "nope"))
+    with pytest.raises(ValueError, match="budget"):
+        bp.allocate(fit, k=5, budget=0)
+    with pytest.raises(ValueError, match="k must be one value"):
+        bp.allocate(fit, k=[1, 5], budget=10)

@@ -31,7 +31,9 @@ def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
     codes = [suite.program(t, solution=r.get("solution") if isinstance(r.get("solution"), str) else None,
                            completion=r.get("completion") if isinstance(r.get("completion"), str) else None)
              for t, r in zip(table["task"], table.to_dict("records"), strict=True)]
-    return table.assign(code=codes, code_hash=[code_hash(c) for c in codes])
+    hashes: dict[str, str] = {}  # by exact text: real runs repeat programs verbatim (tokenizing is the cost)
+    return table.assign(code=codes, code_hash=[hashes[c] if c in hashes else hashes.setdefault(c, code_hash(c))
+                                               for c in codes])
 
 
 def _encoded_len(v) -> int:
@@ -51,6 +53,21 @@ class _Judge:
         self._expected: dict = {}
         self._digests: dict = {}
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"suite": self.suite, "limits": self._limits, "load_factor": self.load_factor}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["suite"], state["limits"], state["load_factor"])
+
+    def subset(self, task_ids) -> _Judge:
+        """Return a judge holding only these tasks (what a Dask worker needs for one batch)."""
+        from types import SimpleNamespace
+
+        ids = list(dict.fromkeys(task_ids))
+        sub = SimpleNamespace(name=self.suite.name, tasks={t: self.suite.tasks[t] for t in ids},
+                              expected={t: self.suite.expected[t] for t in ids})
+        return _Judge(sub, self._limits, self.load_factor)
 
     def expected(self, task_id: str) -> list:
         """Return the decoded expected values of a task (decoded once, on first use)."""
@@ -117,12 +134,18 @@ def _worker_sandbox(limits: Limits, layer: str, fresh: bool) -> Sandbox:
     return cache[key]
 
 
-def _remote_batch(jobs: list[dict], limits: Limits, layer: str, max_timeouts: int | None = None,
-                  fresh: bool = False) -> list[list[tuple]]:
-    """Dask worker entry point: run a batch of programs in this worker's own sandbox."""
-    sb = _worker_sandbox(limits, layer, fresh)
-    return [[(o.status, o.value, o.error, o.duration, o.retried, o.presumed)
-             for o in _run_job(sb, j, max_timeouts=max_timeouts)] for j in jobs]
+def _remote_batch(judge_: _Judge, items: list[tuple[str, str]], layer: str, max_timeouts: int | None = None,
+                  fresh: bool = False, fast_check: bool = False) -> list[tuple]:
+    """Dask worker entry point: run and judge a batch of ``(task, code)`` in this worker's own sandbox."""
+    sb = _worker_sandbox(judge_._limits, layer, fresh)
+    return [judge_.score(task, _judged_run(sb, judge_, task, judge_.job(task, code), fast_check, max_timeouts))
+            for task, code in items]
+
+
+def _judged_run(sb: Sandbox, judge_: _Judge, task: str, job: dict, fast_check: bool, max_timeouts) -> list[Outcome]:
+    """Run one program, judging each test as it arrives (and stopping at the first failure with fast_check)."""
+    stop = (lambda i, o: o.verdict != "pass") if fast_check else None
+    return _run_job(sb, job, stop=stop, max_timeouts=max_timeouts, judge_fn=lambda i, o: judge_.judged(task, i, o))
 
 
 def _progress(total: int, enabled: bool):
@@ -211,8 +234,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         missing); per (task, test) ``is_plus`` (-1 where the task has fewer
         tests) and ``reference_digest`` (the canonical solution's digest).
     """
-    limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler,
-                                                       fast_check)
+    limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler)
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
     table = _prepare(suite, read_samples(samples))
@@ -252,7 +274,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     return ds
 
 
-def _check_args(limits, max_timeouts, detail, workers, layer, scheduler, fast_check=False):
+def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
     """Validate execute()'s arguments before any work; return (limits, max_timeouts, workers, layer)."""
     from ..validate import check_choice, check_positive_int
 
@@ -261,9 +283,6 @@ def _check_args(limits, max_timeouts, detail, workers, layer, scheduler, fast_ch
         raise TypeError(f"limits must be a bayespass.Limits; got {type(limits).__name__}")
     max_timeouts = _check_max_timeouts(max_timeouts)
     check_choice(detail, ("test", "sample"), name="detail")
-    if scheduler is not None and fast_check:
-        raise ValueError("fast_check=True cannot be combined with scheduler: Dask workers do not hold the expected "
-                         "outputs to judge a test; run with fast_check=False")
     if workers is not None:
         workers = check_positive_int(workers, name="workers")
     return limits, max_timeouts, workers, check_layer(layer) if scheduler is None else layer
@@ -288,25 +307,18 @@ def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, s
          max_timeouts=None, harness=HARNESS_VERSION, fresh=False) -> str:
     bar = _progress(len(jobs), progress)
 
-    def record(task, h, outcomes):
-        v, d, u, f = judge_.score(task, outcomes)
-        store.put(task, h, testsets[task], harness, v, d, u, f)
+    def record(task, h, scored):
+        store.put(task, h, testsets[task], harness, *scored)
         bar.update(1)
 
     try:
         if scheduler is not None:
-            return _run_dask(jobs, record, limits=limits, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts,
-                             fresh=fresh)
+            return _run_dask(jobs, judge_, record, layer=layer, scheduler=scheduler, max_timeouts=max_timeouts,
+                             fresh=fresh, fast_check=fast_check)
         pool = SlotPool(workers, limits=limits, layer=layer, fresh=fresh)
-
-        def work(sb, item):
-            task, h, job = item
-            stop = (lambda i, o: o.verdict != "pass") if fast_check else None
-            return _run_job(sb, job, stop=stop, max_timeouts=max_timeouts,
-                            judge_fn=lambda i, o: judge_.judged(task, i, o))
-
         try:
-            pool.map(work, jobs, on_done=lambda item, outs: record(item[0], item[1], outs))
+            pool.map(lambda sb, item: _judged_run(sb, judge_, item[0], item[2], fast_check, max_timeouts), jobs,
+                     on_done=lambda item, outs: record(item[0], item[1], judge_.score(item[0], outs)))
         finally:
             pool.close()
         return pool.layer
@@ -314,25 +326,29 @@ def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, s
         bar.close()
 
 
-def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None, fresh=False) -> str:
+def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fresh=False, fast_check=False) -> str:
     """Stream small batches of programs through a Dask cluster, a bounded number in flight.
 
-    Each finished batch is recorded (committed to the store) as it arrives, so an interrupted run
-    resumes and a lost worker costs only its batches in flight, which Dask re-runs elsewhere.
+    A batch carries its programs and only its tasks' tests and expected outputs; the worker runs and
+    judges them and sends back verdicts and digests, which are committed to the store as they arrive.
+    So an interrupted run resumes, and a lost worker costs only its batches in flight, which Dask
+    re-runs elsewhere.
     """
     from dask.distributed import Client, as_completed
 
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:
         n_workers = max(1, len(client.scheduler_info()["workers"]))
-        size = max(1, min(32, -(-len(jobs) // (8 * n_workers))))
+        jobs = sorted(jobs, key=lambda j: j[0])  # batches of one task where possible: its tests travel once
+        size = max(1, min(8, -(-len(jobs) // (8 * n_workers))))
         batches = iter([jobs[i:i + size] for i in range(0, len(jobs), size)])
         pending, done = {}, as_completed()
 
         def submit() -> None:
             batch = next(batches, None)
             if batch is not None:
-                fut = client.submit(_remote_batch, [j for _, _, j in batch], limits, layer, max_timeouts, fresh,
+                fut = client.submit(_remote_batch, judge_.subset(t for t, _, _ in batch),
+                                    [(t, j["code"]) for t, _, j in batch], layer, max_timeouts, fresh, fast_check,
                                     pure=False)
                 pending[fut] = batch
                 done.add(fut)
@@ -340,8 +356,8 @@ def _run_dask(jobs, record, *, limits, layer, scheduler, max_timeouts=None, fres
         for _ in range(4 * n_workers):
             submit()
         for fut in done:
-            for (task, h, _), raw in zip(pending.pop(fut), fut.result(), strict=True):
-                record(task, h, [Outcome(*r) for r in raw])
+            for (task, h, _), scored in zip(pending.pop(fut), fut.result(), strict=True):
+                record(task, h, scored)
             fut.release()
             submit()
         return layer if layer != "auto" else "auto (per dask worker)"

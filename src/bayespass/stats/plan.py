@@ -17,7 +17,7 @@ import xarray as xr
 from ..defaults import rcParams
 from ..validate import as_k, check_positive_int, check_prob
 
-__all__ = ["plan"]
+__all__ = ["allocate", "plan"]
 
 
 def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
@@ -119,3 +119,113 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                       coords={"config": configs, "n": n_grid},
                       attrs={"k": int(kk[0]), "target_width": float(target_width), "ci_prob": prob,
                              "n_sims": n_sims, "model": str(model), "method": str(method)})
+
+
+def _task_weights(idata, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
+    """Candidate p's (hyperparameter draws x population draws) and each task's posterior weights on them."""
+    post = idata.posterior
+    flat = post["theta"].isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+    pick = flat[rng.choice(flat.shape[0], size=min(n_draws, flat.shape[0]), replace=False)]
+    cand = np.clip(model.draw_p(pick, pool, rng).ravel(), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw = c[:, None] * np.log(cand)[None, :] + (n - c)[:, None] * np.log1p(-cand)[None, :]
+    lw = np.where(np.isnan(lw), -np.inf, lw)
+    w = np.exp(lw - lw.max(1, keepdims=True))
+    return cand, w / w.sum(1, keepdims=True)
+
+
+def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.ndarray:
+    """Return each task's expected reduction of posterior variance of pass@k from ``m`` more samples.
+
+    ``sum_y P(y) (E[f | y] - E[f])^2`` with ``f(p) = 1 - (1 - p)^k`` and y ~ Binomial(m, p) under the
+    task's posterior: exact over the candidate set, two matrix products.
+    """
+    from scipy.stats import binom
+
+    with np.errstate(divide="ignore"):
+        f = -np.expm1(k * np.log1p(-cand))  # 1 at p = 1
+    pmf = binom.pmf(np.arange(m + 1)[None, :], m, cand[:, None])  # (pool, y)
+    p_y = w @ pmf
+    ef_y = (w * f) @ pmf / np.maximum(p_y, 1e-300)
+    return (p_y * (ef_y - (w @ f)[:, None]) ** 2).sum(1)
+
+
+def allocate(fit, *, k, budget: int, step: int = 1, pair=None, n_draws: int = 20, pool: int = 500,
+             seed: int = 0) -> xr.Dataset:
+    """Say which tasks (and configs) to sample next so the pass@k band, or the one of A - B, shrinks fastest.
+
+    Each (config, task) is scored by the expected reduction of the posterior variance of the
+    dataset-level pass@k (the mean over a config's tasks) from ``step`` more samples, computed exactly
+    by preposterior analysis over the task's posterior (hyperparameter draws x the fitted population,
+    reweighted by the task's counts).  ``budget`` samples are given out greedily in units of ``step``,
+    each unit to the largest marginal reduction (the reduction of a task's next unit given those it
+    already has), so sure tasks (all pass at large n) get nothing and the tasks that decide the band
+    (e.g. all-fail tasks at large k: is p tiny or zero?) get most.
+
+    Parameters
+    ----------
+    fit : arviz.InferenceData
+        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`).
+    k : int
+        The pass@k whose band should shrink.
+    budget : int
+        Samples to give out.
+    step : int
+        Samples per unit (a task gets a multiple of it).
+    pair : (str, str), optional
+        Shrink the uncertainty of pass@k[A] - pass@k[B] (only those configs get samples); default: every
+        config's band.
+    n_draws, pool : int
+        Hyperparameter draws and population draws per hyperparameter draw (the candidate p's).
+    seed : int
+        Seed of the candidate draws.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``(config, task)``: ``n_more`` (samples to draw next) and ``gain`` (expected reduction of
+        the variance of the config's dataset pass@k from the first unit).  ``attrs``: ``k``, ``budget``,
+        ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs).
+    """
+    from ..models.predictive import _model
+
+    kk = as_k(k)
+    if kk.size != 1:
+        raise ValueError(f"k must be one value for allocate(); got {k!r}")
+    budget, step = check_positive_int(budget, name="budget"), check_positive_int(step, name="step")
+    model = _model(fit)
+    if model.joint:
+        raise ValueError(f"allocate() supports the per-config models and their stack; model {model.name!r} is joint")
+    configs = list(fit.observed_data.config.values)
+    chosen = _check_pair(pair, configs)
+    n = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)
+    c = fit.observed_data["c"].transpose("config", "task").values.astype(np.int64)
+    rng = np.random.default_rng(seed)
+    units = max(1, min(budget // step, 16))
+    gains = np.zeros(n.shape + (units,))  # marginal reduction of the u-th unit
+    for j in chosen:
+        cand, w = _task_weights(fit, model, j, n[j], c[j], rng, n_draws, pool)
+        vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
+                                                      for u in range(1, units + 1)])
+        scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2
+        gains[j] = np.maximum(np.diff(vr, axis=1), 0.0) * scale * (n[j] > 0)[:, None]
+    order = np.argsort(-gains, axis=None, kind="stable")[: budget // step]
+    jj, tt, _ = np.unravel_index(order, gains.shape)
+    n_more = np.zeros(n.shape, np.int64)
+    np.add.at(n_more, (jj, tt), step)
+    return xr.Dataset({"n_more": (("config", "task"), n_more), "gain": (("config", "task"), gains[..., 0])},
+                      coords={"config": configs, "task": fit.observed_data.task.values},
+                      attrs={"k": int(kk[0]), "budget": int(budget), "step": int(step),
+                             "pair": "" if pair is None else f"{pair[0]} - {pair[1]}",
+                             "expected_variance_reduction": float(gains.ravel()[order].sum())})
+
+
+def _check_pair(pair, configs: list) -> list[int]:
+    """Return the indices of the configs that get samples: both of ``pair``, or all."""
+    if pair is None:
+        return list(range(len(configs)))
+    if not (isinstance(pair, list | tuple) and len(pair) == 2) or any(p not in configs for p in pair) \
+            or pair[0] == pair[1]:
+        raise ValueError(f"pair must be two different configs of the fit, e.g. ({configs[0]!r}, "
+                         f"{configs[-1]!r}); got {pair!r}")
+    return [configs.index(p) for p in pair]
