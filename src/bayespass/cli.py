@@ -230,6 +230,55 @@ def compare_cmd(
         _compare_plots(cmp, plot, pair_list)
 
 
+@app.command("allocate")
+def allocate_cmd(
+    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a counts "
+                                         "file or a run directory (its counts, fitted with the default model).")],
+    k: Annotated[int, typer.Option(help="The pass@k whose band should shrink.")] = 10,
+    budget: Annotated[int, typer.Option(help="Samples to give out.")] = 100,
+    step: Annotated[int, typer.Option(help="Samples per unit (a task gets a multiple of it).")] = 1,
+    pair: Annotated[str | None, typer.Option(help="'A:B': shrink the uncertainty of pass@k[A] - pass@k[B].")] = None,
+    out: Annotated[Path | None, typer.Option(help="CSV of (config, task, n, c, n_more, gain) for every task.")]
+    = None,
+) -> None:
+    """Say which tasks (and configs) to sample next so the pass@k band shrinks fastest."""
+    import arviz as az
+
+    from .data.io import read_counts
+    from .models.fit import fit
+    from .stats.plan import _check_pair, allocate
+
+    if out is not None:
+        _check_out(out)
+    if not data.exists():
+        fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
+    try:
+        pair_t = None if pair is None else tuple(pair.split(":", 1))
+        if pair_t is not None and len(pair_t) != 2:
+            fail(f"--pair must look like 'A:B'; got {pair!r}")
+        if data.is_file() and data.suffix == ".nc" and _is_fit(data):
+            idata = az.from_netcdf(str(data)).load()
+        else:
+            counts = read_counts(data / "counts.nc" if data.is_dir() else data)
+            _check_pair(pair_t, [str(x) for x in counts.config.values])  # before the fit
+            idata = fit(counts, progressbar=False)
+        a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
+    except (ValueError, TypeError, OSError) as err:
+        fail(str(err))
+    df = a.to_dataframe().reset_index()
+    df.insert(2, "n", idata.constant_data["n"].transpose("config", "task").values.ravel())
+    df.insert(3, "c", idata.observed_data["c"].transpose("config", "task").values.ravel())
+    top = df[df.n_more > 0].sort_values(["n_more", "gain"], ascending=False)
+    typer.echo(f"{int(a.n_more.sum())} samples to {len(top)} (config, task) pairs for pass@{k}"
+               f"{' of ' + a.attrs['pair'] if a.attrs['pair'] else ''}; expected variance reduction "
+               f"{a.attrs['expected_variance_reduction']:.3g}", err=True)
+    _print_table("Sample next (top 20; gain: expected reduction of the variance of the dataset pass@k)",
+                 top.head(20).assign(gain=[f"{g:.2e}" for g in top.head(20).gain]), "table")
+    if out is not None:
+        df.to_csv(out, index=False)
+        typer.echo(f"wrote {out}", err=True)
+
+
 def _is_fit(path: Path) -> bool:
     import h5py
 

@@ -114,3 +114,29 @@ def test_allocate_pair_and_errors():
         bp.allocate(fit, k=5, budget=0)
     with pytest.raises(ValueError, match="k must be one value"):
         bp.allocate(fit, k=[1, 5], budget=10)
+
+
+def test_allocate_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    g = np.random.default_rng(6)
+    n = np.full((2, 40), 4)
+    c = g.binomial(n, g.beta(1, 1, (2, 40)))
+    bp.write_counts(_counts_of(n, c, ("A", "B")), tmp_path / "counts.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bp.fit(_counts_of(n, c, ("A", "B")), "bb", "eb", progressbar=False)
+    fit.to_netcdf(str(tmp_path / "fit.nc"))
+    res = CliRunner().invoke(app, ["allocate", str(tmp_path / "fit.nc"), "--k", "10", "--budget", "24", "--pair",
+                                   "A:B", "--out", str(tmp_path / "next.csv")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "next.csv")
+    assert len(df) == 80 and df.n_more.sum() == 24 and set(df.columns) >= {"config", "task", "n", "c", "gain"}
+    expected = bp.allocate(fit, k=10, budget=24, pair=("A", "B")).n_more.values.ravel()
+    assert (df.n_more.values == expected).all()
+    bad = CliRunner().invoke(app, ["allocate", str(tmp_path / "counts.csv"), "--pair", "A:Q"])
+    assert bad.exit_code == 2 and "pair must be two different configs" in bad.output

@@ -196,7 +196,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, n_draws: int = 20
     model = _model(fit)
     if model.joint:
         raise ValueError(f"allocate() supports the per-config models and their stack; model {model.name!r} is joint")
-    configs = list(fit.observed_data.config.values)
+    configs = [str(x) for x in fit.observed_data.config.values]
     chosen = _check_pair(pair, configs)
     n = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)
     c = fit.observed_data["c"].transpose("config", "task").values.astype(np.int64)
