@@ -1,6 +1,8 @@
 # One command sets up and runs the demo; one sets up and runs the tests.
 #   make demo    create .venv (if needed) and run the offline demo (bayespass run; report in runs/demo)
-#   make test    create .venv (if needed) and run the test suite (what .ci/run calls)
+#   make test-all  create .venv (if needed) and run every test: fast, slow statistical ones and the
+#                  notebooks (the README's test command; what .ci/run calls)
+#   make test      the fast subset for development (deselects the slow statistical tests, no notebooks)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -23,10 +25,10 @@ demo-quick: $(STAMP)
 	$(BIN)/bayespass run --quick --out runs/quick
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=900
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m "slow or not slow"
+	$(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=900
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
