@@ -489,13 +489,16 @@ def _load(rundir: Path):
 @app.command("gate")
 def gate_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory (from 'run' or 'execute').")],
-    alpha: Annotated[float, typer.Option(help="Target silent-failure rate.")] = 0.1,
-    splits: Annotated[int, typer.Option(help="Random calibration/test splits.")] = 100,
-    calib_fraction: Annotated[float, typer.Option(help="Calibration share of the tasks.")] = 0.6,
+    alpha: Annotated[float | None, typer.Option(help="Target silent-failure rate (default rcParams['gating.alpha']).")]
+    = None,
+    splits: Annotated[int | None, typer.Option(
+        help="Random calibration/test splits (default rcParams['gating.n_splits']).")] = None,
+    calib_fraction: Annotated[float | None, typer.Option(
+        help="Calibration share of the tasks (default rcParams['gating.calib_fraction']).")] = None,
     signature: Annotated[str, typer.Option(help="verdict, digest or coarse.")] = "verdict",
     variant: Annotated[str, typer.Option(help="crc or conservative.")] = "crc",
     diversity_floor: Annotated[float, typer.Option(help="Min share of distinct programs to answer.")] = 0.0,
-    seed: Annotated[int, typer.Option(help="Split seed.")] = 42,
+    seed: Annotated[int | None, typer.Option(help="Split seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage PNG here.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
@@ -520,10 +523,12 @@ def gate_cmd(
 @app.command("reliability")
 def reliability_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory.")],
-    alpha: Annotated[float, typer.Option(help="Miscoverage of the conformal sets.")] = 0.1,
+    alpha: Annotated[float | None, typer.Option(
+        help="Miscoverage of the conformal sets (default rcParams['reliability.alpha']).")] = None,
     splits: Annotated[int, typer.Option(help="Random splits.")] = 100,
-    delta: Annotated[float, typer.Option(help="Failure probability of Hoeffding stopping.")] = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 42,
+    delta: Annotated[float | None, typer.Option(
+        help="Failure probability of Hoeffding stopping (default rcParams['reliability.delta']).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy PNG here.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
@@ -545,9 +550,11 @@ def reliability_cmd(
 @app.command("incoherence")
 def incoherence_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory with fuzz/samples.nc (from 'run').")],
-    n_mc: Annotated[int, typer.Option(help="Monte-Carlo (pair, input) draws per task.")] = 1000,
-    delta: Annotated[float, typer.Option(help="Confidence parameter of the PAC half-width.")] = 0.05,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 42,
+    n_mc: Annotated[int | None, typer.Option(
+        help="Monte-Carlo (pair, input) draws per task (default rcParams['incoherence.n_mc']).")] = None,
+    delta: Annotated[float | None, typer.Option(
+        help="Confidence parameter of the PAC half-width (default rcParams['incoherence.delta']).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error PNG here.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:

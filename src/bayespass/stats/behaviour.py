@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..data.suites import split_indices
+from ..defaults import resolve
 from ..validate import check_choice
 
 __all__ = ["as_samples", "behaviour", "SIGNATURES", "probe_gold_masks"]
@@ -79,7 +80,7 @@ def _signatures(ds: xr.Dataset, probe: np.ndarray, signature: str) -> np.ndarray
         return (_mix(vals) * weights).sum(-1, dtype=np.uint64)
 
 
-def behaviour(samples, *, signature: str = "verdict", probe_fraction: float = 0.5) -> xr.Dataset:
+def behaviour(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> xr.Dataset:
     """Cluster each task's samples by behaviour on the probe tests.
 
     Parameters
@@ -89,8 +90,9 @@ def behaviour(samples, *, signature: str = "verdict", probe_fraction: float = 0.
         a ``samples`` group.
     signature : {"verdict", "digest", "coarse"}
         What defines a behaviour (see the module docstring).
-    probe_fraction : float
-        Share of each task's tests in the probe half (the rest is gold).
+    probe_fraction : float, optional
+        Share of each task's tests in the probe half, the rest is gold (default
+        ``rcParams["behaviour.probe_fraction"]`` = 0.5).
 
     Returns
     -------
@@ -110,6 +112,7 @@ def behaviour(samples, *, signature: str = "verdict", probe_fraction: float = 0.
     """
     ds = as_samples(samples)
     check_choice(signature, SIGNATURES, name="signature")
+    probe_fraction = resolve(probe_fraction, "behaviour.probe_fraction")
     probe, gold = probe_gold_masks(ds, probe_fraction)
     exists = ds["exists"].values
     sig = _signatures(ds, probe, signature)

@@ -91,8 +91,8 @@ def _metrics(accept: np.ndarray, correct: np.ndarray) -> tuple:
     return 1 - ans / m, eff, sil, acc
 
 
-def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: int = 100, seed: int | None = None,
-         signature: str = "verdict", probe_fraction: float = 0.5, variant: str = "crc",
+def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = None, n_splits: int | None = None,
+         seed: int | None = None, signature: str = "verdict", probe_fraction: float | None = None, variant: str = "crc",
          diversity_floor: float = 0.0, cluster_penalty: float = 0.0, extend_inferencedata: bool = False,
          ) -> xr.Dataset:
     """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
@@ -101,12 +101,14 @@ def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: 
     ----------
     samples : xarray.Dataset or arviz.InferenceData
         Executed samples (or an InferenceData with a ``samples`` group).
-    alpha : float
-        Target silent-failure rate.
-    calib_fraction : float
-        Share of tasks in the calibration split (the rest is the test split).
-    n_splits : int
-        Random calibration/test splits (the same splits for every method and config).
+    alpha : float, optional
+        Target silent-failure rate (default ``rcParams["gating.alpha"]`` = 0.1).
+    calib_fraction : float, optional
+        Share of tasks in the calibration split, the rest is the test split (default
+        ``rcParams["gating.calib_fraction"]`` = 0.6).
+    n_splits : int, optional
+        Random calibration/test splits, the same for every method and config (default
+        ``rcParams["gating.n_splits"]`` = 100).
     seed : int, optional
         Split seed (default ``rcParams["stats.seed"]``).
     signature, probe_fraction
@@ -132,14 +134,13 @@ def gate(samples, *, alpha: float = 0.1, calib_fraction: float = 0.6, n_splits: 
         0, always answers), ``best-of-K`` (oracle: right if any sample is),
         ``logprob-CRC``, ``behaviour-CRC``.
     """
-    from ..defaults import rcParams
+    from ..defaults import rcParams, resolve
 
     if extend_inferencedata:
         check_target(samples)
-    alpha = check_prob(alpha, name="alpha")
-    calib_fraction = check_prob(calib_fraction, name="calib_fraction")
-    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
-        raise ValueError(f"n_splits must be a positive integer; got {n_splits!r}")
+    alpha, calib_fraction = resolve(alpha, "gating.alpha"), resolve(calib_fraction, "gating.calib_fraction")
+    n_splits = resolve(n_splits, "gating.n_splits")
+    probe_fraction = resolve(probe_fraction, "behaviour.probe_fraction")
     if diversity_floor < 0 or diversity_floor > 1:
         raise ValueError(f"diversity_floor must be in [0, 1]; got {diversity_floor!r}")
     if cluster_penalty < 0:
@@ -207,7 +208,7 @@ def gate_table(gated: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float = 0.5) -> pd.DataFrame:
+def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> pd.DataFrame:
     """Per-config behaviour diagnostics of the K-sample bundles.
 
     Columns: split rate (>= 2 clusters), mean clusters, mean f_max, dominant-correct
@@ -230,7 +231,7 @@ def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: flo
     return pd.DataFrame(rows)
 
 
-def risk_coverage(samples, *, signature: str = "verdict", probe_fraction: float = 0.5) -> xr.Dataset:
+def risk_coverage(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> xr.Dataset:
     """Coverage (answer rate), silent-failure rate and selective risk at every threshold, all tasks.
 
     Over ``(config, rule, point)`` for ``logprob-CRC`` and ``behaviour-CRC``

@@ -80,7 +80,8 @@ def _monte_carlo(d: np.ndarray, ref: np.ndarray, n: int, rng) -> tuple[float, fl
     return float(np.mean(d[j, x] != d[j2, x])), err
 
 
-def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 0.05, seed: int | None = None,
+def incoherence(fuzz_samples, *, samples=None, n_mc: int | None = None, delta: float | None = None,
+                seed: int | None = None,
                 n_repeats: int = 1, extend_inferencedata: bool = False) -> xr.Dataset:
     """Per-task incoherence and error on fuzzed inputs, exact and Monte-Carlo.
 
@@ -94,10 +95,11 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
         Samples executed on the task's own tests; gives pass@1 per config for
         the rank agreement with the zero-incoherence rate.  Taken from the
         InferenceData's ``samples`` group when ``fuzz_samples`` is one.
-    n_mc : int
-        (pair, input) draws of the Monte-Carlo estimator.
-    delta : float
-        Confidence parameter of the reported Hoeffding half-width.
+    n_mc : int, optional
+        (pair, input) draws of the Monte-Carlo estimator (default ``rcParams["incoherence.n_mc"]`` = 1000).
+    delta : float, optional
+        Confidence parameter of the reported Hoeffding half-width (default
+        ``rcParams["incoherence.delta"]`` = 0.05).
     seed : int, optional
         Seed of the Monte-Carlo draws.
     n_repeats : int
@@ -114,11 +116,11 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int = 1000, delta: float = 
         ``I_mc``, ``E_mc``; ``eps`` (attrs) is the half-width for ``n_mc``.
         Over ``config``: ``pass1`` when ``samples`` is available.
     """
-    from ..defaults import rcParams
+    from ..defaults import rcParams, resolve
 
     if extend_inferencedata:
         check_target(fuzz_samples)
-    n_mc = check_positive_int(n_mc, name="n_mc")
+    n_mc, delta = resolve(n_mc, "incoherence.n_mc"), resolve(delta, "incoherence.delta")
     n_repeats = check_positive_int(n_repeats, name="n_repeats")
     if samples is None and isinstance(fuzz_samples, xr.DataTree) and "samples" in fuzz_samples.children:
         samples = fuzz_samples

@@ -26,7 +26,7 @@ def interpret(pass_k: float, cons_k: float, level: float = 0.5) -> str:
 
 
 def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict",
-                 probe_fraction: float = 0.5) -> pd.DataFrame:
+                 probe_fraction: float | None = None) -> pd.DataFrame:
     """pass@k (unbiased and Bayesian), avg@n, cons@K, maj@K of behaviour clusters, and the reading.
 
     Parameters

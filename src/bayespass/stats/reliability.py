@@ -125,25 +125,27 @@ def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, 
     return out, level
 
 
-def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_splits: int = 100,
-                seed: int | None = None, delta: float = 0.1, signature: str = "verdict",
-                probe_fraction: float = 0.5, extend_inferencedata: bool = False) -> xr.Dataset:
+def reliability(samples, *, alpha: float | None = None, calib_fraction: float | None = None,
+                n_splits: int | None = None, seed: int | None = None, delta: float | None = None,
+                signature: str = "verdict", probe_fraction: float | None = None,
+                extend_inferencedata: bool = False) -> xr.Dataset:
     """Conformal prediction sets over behaviour classes, the reliability level and sequential stopping.
 
     Parameters
     ----------
     samples : xarray.Dataset or arviz.InferenceData
         Executed samples.
-    alpha : float
-        Miscoverage level of the prediction sets.
-    calib_fraction : float
-        Share of tasks used for calibration in each random split.
-    n_splits : int
-        Number of random splits.
+    alpha : float, optional
+        Miscoverage level of the prediction sets (default ``rcParams["reliability.alpha"]`` = 0.1).
+    calib_fraction : float, optional
+        Share of tasks used for calibration in each random split (default
+        ``rcParams["reliability.calib_fraction"]`` = 0.5).
+    n_splits : int, optional
+        Number of random splits (default ``rcParams["reliability.n_splits"]`` = 100).
     seed : int, optional
         Seed of the splits and of the tie-breaking (default ``rcParams["stats.seed"]``).
-    delta : float
-        Failure probability of the Hoeffding stopping rule.
+    delta : float, optional
+        Failure probability of the Hoeffding stopping rule (default ``rcParams["reliability.delta"]`` = 0.1).
     signature, probe_fraction
         Passed to :func:`bayespass.stats.behaviour.behaviour`.
 
@@ -163,14 +165,14 @@ def reliability(samples, *, alpha: float = 0.1, calib_fraction: float = 0.5, n_s
         (reliability level with all tasks as calibration) with its Wilson interval at ``ci_prob``
         bounds ``level_lower``/``level_upper``, ``n_tasks``.
     """
-    from ..defaults import rcParams
+    from ..defaults import rcParams, resolve
 
     if extend_inferencedata:
         check_target(samples)
-    alpha = check_prob(alpha, name="alpha")
-    calib_fraction = check_prob(calib_fraction, name="calib_fraction")
-    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
-        raise ValueError(f"n_splits must be a positive integer; got {n_splits!r}")
+    alpha = resolve(alpha, "reliability.alpha")
+    calib_fraction = resolve(calib_fraction, "reliability.calib_fraction")
+    n_splits, delta = resolve(n_splits, "reliability.n_splits"), resolve(delta, "reliability.delta")
+    probe_fraction = resolve(probe_fraction, "behaviour.probe_fraction")
     beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
     seed = rcParams["stats.seed"] if seed is None else seed
     rng = np.random.default_rng(seed)
