@@ -150,3 +150,16 @@ def test_grid_kernels_propagate_nan_parameters():
     out = K.passk_bb_predictive_grid(np.array([1.0, 5.0]), np.array([0.0, 2.0]), np.array([1, 10]),
                                      np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
     assert np.isnan(out[0]).all() and np.isfinite(out[1]).all()
+
+
+def test_bb_loglik_pairs_equals_bb_loglik():
+    from bayespass.stats.kernels import bb_loglik, bb_loglik_pairs
+
+    g = np.random.default_rng(3)
+    a, b = g.gamma(1.5, 1.0, (3, 4, 7)), g.gamma(1.5, 1.0, (3, 4, 7))
+    n = np.array([0, 1, 5, 5, 50, 200, 17])
+    c = np.array([0, 1, 0, 5, 13, 199, 9])
+    got = bb_loglik_pairs(a, b, n, c)
+    assert got.shape == (3, 4, 7, 7)
+    want = bb_loglik(a[..., None, :], b[..., None, :], n[:, None].astype(float), c[:, None].astype(float))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

@@ -164,6 +164,9 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
         size = max(10_000, REPLICATE_CELLS // (n_draws * n.shape[0]))
         subset = np.sort(g.choice(n.shape[1], size=min(size, n.shape[1]), replace=False))
         n, tasks = n[:, subset], tasks[subset]
+    if n_draws * n.size > JOINT_REPLICATE_CELLS and model.joint:
+        # a joint model replicates all configs' tasks together: keep every task, use fewer draws
+        post = thin(post, max(20, JOINT_REPLICATE_CELLS // (post.sizes["chain"] * n.size)))
     if model.joint:
         p = model.replicate_p(post, g, n_tasks=n.shape[1])
     else:
@@ -181,3 +184,5 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
 
 #: above this many (draw x config x task) cells, replicated counts cover a random subset of the tasks
 REPLICATE_CELLS = 20_000_000
+#: a joint model's replicates keep every task; above this many cells they use fewer draws (at least 20 per chain)
+JOINT_REPLICATE_CELLS = 4_000_000

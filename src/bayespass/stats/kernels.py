@@ -46,6 +46,27 @@ def bb_loglik(a, b, n, c, xp=NP):
     return _log_binom_xp(n, c, xp) + _betaln_xp(a + c, b + n - c, xp) - _betaln_xp(a, b, xp)
 
 
+def bb_loglik_pairs(a, b, n, c):
+    """:func:`bb_loglik` for many (n, c) pairs sharing the same a, b: shape (..., P, G) from a, b (..., G).
+
+    ``log B(a + c, b + n - c) - log B(a, b)`` is a sum of logs of rising factorials, tabulated once for
+    every m up to max(n) (cumulative sums over the factors) and looked up per pair, so the cost does not
+    grow with the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to
+    rounding (tests/stats/test_kernels.py).
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n, c = np.asarray(n, np.intp), np.asarray(c, np.intp)
+    steps = np.arange(int(n.max()) if n.size else 0, dtype=float)
+
+    def table(x):
+        t = np.log(x[..., None, :] + steps[:, None])  # (..., M, G)
+        return np.concatenate([np.zeros(x.shape[:-1] + (1, x.shape[-1])), np.cumsum(t, axis=-2)], axis=-2)
+
+    ta, tb, tab = table(a), table(b), table(a + b)
+    return _log_binom_xp(n.astype(float), c.astype(float), NP)[:, None] + ta[..., c, :] + tb[..., n - c, :] \
+        - tab[..., n, :]
+
+
 def zoibb_loglik(a, b, pi_b, pi0, pi1, n, c, xp=NP):
     """Zero-one-inflated Beta-Binomial log-pmf in the backend ``xp`` (masses beta/zero/one).
 
