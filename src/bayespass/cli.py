@@ -575,6 +575,7 @@ def incoherence_cmd(
         rank = df.attrs.get("rank_agreement")
         if rank is not None:
             typer.echo(f"rank agreement (Spearman, configs) of pass@1 and zero-incoherence rate: {rank:.3f}")
+        n_mc, delta = inc.attrs["n_mc"], inc.attrs["delta"]
         typer.echo(f"Monte-Carlo half-width at n={n_mc}, delta={delta}: {inc.attrs['eps']:.4f}; "
                    f"draws for eps=0.05: {pac_n_estimate(0.05, delta)}")
     if plot is not None:
