@@ -79,3 +79,18 @@ def test_metric_table(run):
     assert np.allclose(tab["pass@1"].values, truth_like)
     assert np.all(tab["pass@10"] >= tab["pass@1"]) and "reading" in tab
     assert np.all((tab["maj@10"] >= 0) & (tab["maj@10"] <= 1))
+
+
+def test_metric_table_extends_inferencedata(run):
+    import arviz as az
+
+    *_, ds = run
+    idata = az.InferenceData(samples=ds)
+    tab = metric_table(idata, k=(1, 10), extend_inferencedata=True)
+    assert "metric_table" in idata.groups()
+    got = idata["metric_table"]
+    assert list(got.config.values) == list(tab.config)
+    np.testing.assert_allclose(got["pass@10"].values, tab["pass@10"].values)
+    assert list(got["reading"].values) == list(tab["reading"])
+    with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
+        metric_table(ds, extend_inferencedata=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ..validate import as_k
 from .behaviour import as_samples, behaviour
@@ -26,7 +27,7 @@ def interpret(pass_k: float, cons_k: float, level: float = 0.5) -> str:
 
 
 def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict",
-                 probe_fraction: float | None = None) -> pd.DataFrame:
+                 probe_fraction: float | None = None, extend_inferencedata: bool = False) -> pd.DataFrame:
     """pass@k (unbiased and Bayesian), avg@n, cons@K, maj@K of behaviour clusters, and the reading.
 
     Parameters
@@ -38,6 +39,9 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         A fit (:func:`bayespass.fit`) of the same counts, for the Bayesian pass@k and its interval.
     k : sequence of int
         The k of the pass@k columns.
+    extend_inferencedata : bool
+        Also attach the table, as a Dataset over ``config``, as group ``metric_table`` of ``samples``
+        (an InferenceData or the run tree).
 
     Returns
     -------
@@ -49,9 +53,12 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         ``reading`` (pass@K against cons@K).
     """
     from ..execution.engine import to_counts
+    from .attach import attach, check_target
     from .curve import passk_curve
     from .passk import avg_at_n, cons_at_k, passk
 
+    if extend_inferencedata:
+        check_target(samples)
     ds = as_samples(samples)
     if idata is None and hasattr(samples, "groups") and "posterior" in samples.groups():
         idata = samples
@@ -80,4 +87,7 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         row[f"maj@{k_big}"] = float(maj.sel(config=cfg))
         row["reading"] = interpret(float(top.sel(config=cfg)), row[f"cons@{k_big}"])
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if extend_inferencedata:
+        attach(samples, "metric_table", xr.Dataset.from_dataframe(table.set_index("config")))
+    return table
