@@ -78,6 +78,8 @@ def test_loo_prefers_zoibb_with_structural_zeros_and_bb_on_beta():
     assert table["n_bad_k"].sum() == 0
     cv = bp.cv_elpd(ds_z, folds=10, seed=0)
     assert cv.best.item() == "zoibb"
+    assert cv.elpd.dims == ("config", "candidate") and list(cv.candidate.values) == ["bb", "zoibb"]
+    assert float(cv.elpd_diff.sel(candidate="zoibb").item()) == 0.0
 
 
 def test_ppc_calm_when_well_specified_and_flags_structural_zeros():

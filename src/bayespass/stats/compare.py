@@ -95,9 +95,10 @@ def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed
     Returns
     -------
     xarray.Dataset
-        Over ``(config, model)``: ``elpd``, ``se``, ``elpd_diff`` (vs the best
-        model of the config), ``dse`` (s.e. of the paired difference), and
-        ``best`` (over ``config``).
+        Over ``(config, candidate)`` (the models compared; not ``model``, which
+        counts datasets use as a coordinate of ``config``): ``elpd``, ``se``,
+        ``elpd_diff`` (vs the best model of the config), ``dse`` (s.e. of the
+        paired difference), and ``best`` (over ``config``).
     """
     counts = validate_counts(counts)
     models = list(models)
@@ -136,8 +137,8 @@ def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed
         d = point - point[ib]
         diff[j] = d.sum(1)
         dse[j] = np.sqrt(obs.size * d.var(1, ddof=1))
-    dims = ("config", "model")
+    dims = ("config", "candidate")
     return xr.Dataset({"elpd": (dims, elpd), "se": (dims, se), "elpd_diff": (dims, diff), "dse": (dims, dse),
                        "best": ("config", best)},
-                      coords={"config": counts.config.values, "model": models},
+                      coords={"config": counts.config.values, "candidate": models},
                       attrs={"folds": folds, "seed": str(seed)})

@@ -112,7 +112,7 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int | None = None, delta: f
     -------
     xarray.Dataset
         Over ``(config, task)``: ``I``, ``E`` (exact), ``bound_holds``
-        (``I <= 2E``), ``n_inputs``, ``k``; over ``(config, task, repeat)``:
+        (``I <= 2E``), ``n_inputs``, ``n_samples`` (samples of the task); over ``(config, task, repeat)``:
         ``I_mc``, ``E_mc``; ``eps`` (attrs) is the half-width for ``n_mc``.
         Over ``config``: ``pass1`` when ``samples`` is available.
     """
