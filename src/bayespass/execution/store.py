@@ -88,7 +88,6 @@ class VerdictStore:
         if not other.exists():
             return 0
         with self._lock:
-            before = self._db.total_changes
             self._db.execute("ATTACH DATABASE ? AS other", (str(other),))
             try:
                 self._db.execute("BEGIN")
@@ -97,14 +96,16 @@ class VerdictStore:
                 self._db.executemany("INSERT INTO wanted VALUES (?, ?)", list(testsets.items()))
                 cols = {row[1] for row in self._db.execute("PRAGMA other.table_info(results)")}
                 flags = "r.flags" if "flags" in cols else "NULL"
-                self._db.execute("INSERT OR IGNORE INTO results (task, code_hash, testset, harness, verdicts, digests, "
-                                 f"durations, flags) SELECT r.task, r.code_hash, r.testset, r.harness, r.verdicts, "
-                                 f"r.digests, r.durations, {flags} FROM other.results r JOIN wanted w "
-                                 "ON r.task = w.task AND r.testset = w.testset WHERE r.harness = ?", (harness,))
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO results (task, code_hash, testset, harness, verdicts, digests, "
+                    f"durations, flags) SELECT r.task, r.code_hash, r.testset, r.harness, r.verdicts, "
+                    f"r.digests, r.durations, {flags} FROM other.results r JOIN wanted w "
+                    "ON r.task = w.task AND r.testset = w.testset WHERE r.harness = ?", (harness,))
+                imported = max(cur.rowcount, 0)  # the results copied, not the helper table's rows
                 self._db.execute("COMMIT")
             finally:
                 self._db.execute("DETACH DATABASE other")
-            return self._db.total_changes - before
+            return imported
 
     def samples(self) -> list[tuple]:
         """All sample rows."""

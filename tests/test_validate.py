@@ -1,0 +1,35 @@
+"""The shared validators: every error names the parameter, the value and what is allowed."""
+
+import numpy as np
+import pytest
+
+from bayespass.validate import as_k, check_choice, check_positive_int, check_prob, parse_list
+
+
+def test_check_prob_and_positive_int():
+    assert check_prob(0.9, name="ci_prob") == 0.9
+    for bad in (0, 1, 1.5, -0.1, "high", None, True, float("nan")):
+        with pytest.raises((ValueError, TypeError), match="ci_prob"):
+            check_prob(bad, name="ci_prob")
+    assert check_positive_int(3, name="folds") == 3
+    assert check_positive_int(np.int64(2), name="folds") == 2
+    for bad in (0, -1, 2.5, "3", True):
+        with pytest.raises((ValueError, TypeError), match="folds"):
+            check_positive_int(bad, name="folds")
+
+
+def test_check_choice_lists_what_is_allowed():
+    assert check_choice("eb", ("eb", "mcmc"), name="method") == "eb"
+    with pytest.raises(ValueError, match=r"method.*'nuts'.*eb.*mcmc"):
+        check_choice("nuts", ("eb", "mcmc"), name="method")
+
+
+def test_as_k_and_parse_list():
+    assert list(as_k(10)) == [10]
+    assert list(as_k([1, 10, 100])) == [1, 10, 100]
+    assert list(as_k("1,5,10")) == [1, 5, 10]
+    for bad in (0, [1, -2], "a,b", [], 2.5):
+        with pytest.raises((ValueError, TypeError), match="k"):
+            as_k(bad)
+    assert parse_list("a, b,c", name="configs") == ["a", "b", "c"]
+    assert parse_list([1, 2], name="k", cast=int) == [1, 2]
