@@ -114,11 +114,15 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
 
 
 def _gt_run(sb: Sandbox, program: str, entry: str, tagged: list, **kw) -> list:
-    """Run a trusted program; tests that time out or crash get one more try in a fresh child."""
+    """Run a trusted program; tests that time out or crash get one more try in a fresh child.
+
+    The second try has three times the limit: a canonical solution that timed out on a busy machine
+    (e.g. Mbpp/255's 64 MiB outputs while other jobs run) must not lose its test.
+    """
     outs = sb.run(program, entry, tagged, [_GT_TIME] * len(tagged), **kw)
     again = [i for i, o in enumerate(outs) if o.status in TRANSIENT]
     if again:
-        redo = sb.run(program, entry, [tagged[i] for i in again], [_GT_TIME] * len(again), **kw)
+        redo = sb.run(program, entry, [tagged[i] for i in again], [3 * _GT_TIME] * len(again), **kw)
         for i, o in zip(again, redo, strict=True):
             outs[i] = o
     return outs
