@@ -12,7 +12,7 @@ from bayespass.simulate import true_passk
 from bayespass.stats.kernels import bb_logpmf
 
 
-@pytest.mark.parametrize("m", [3, 30])  # the product path (small n) and the gammaln path
+@pytest.mark.parametrize("m", [3, 30])  # small and larger n (rising-factorial tables up to max n)
 def test_gradient_matches_finite_differences(m):
     g = np.random.default_rng(m)
     n = np.full((3, 40), m)

@@ -163,3 +163,16 @@ def test_bb_loglik_pairs_equals_bb_loglik():
     assert got.shape == (3, 4, 7, 7)
     want = bb_loglik(a[..., None, :], b[..., None, :], n[:, None].astype(float), c[:, None].astype(float))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_rising_log_table_matches_gammaln_and_digamma():
+    from scipy.special import digamma, gammaln
+
+    from bayespass.stats.kernels import rising_log_table
+
+    x = np.random.default_rng(4).gamma(1.2, 1.0, (3, 6))
+    lg, dg = rising_log_table(x, 40, digamma=True)
+    m = np.arange(41)[:, None]
+    np.testing.assert_allclose(lg, gammaln(x[:, None, :] + m) - gammaln(x[:, None, :]), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dg, digamma(x[:, None, :] + m) - digamma(x[:, None, :]), rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(rising_log_table(x, 40), lg)

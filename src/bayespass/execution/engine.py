@@ -31,9 +31,8 @@ def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
     codes = [suite.program(t, solution=r.get("solution") if isinstance(r.get("solution"), str) else None,
                            completion=r.get("completion") if isinstance(r.get("completion"), str) else None)
              for t, r in zip(table["task"], table.to_dict("records"), strict=True)]
-    hashes: dict[str, str] = {}  # by exact text: real runs repeat programs verbatim (tokenizing is the cost)
-    return table.assign(code=codes, code_hash=[hashes[c] if c in hashes else hashes.setdefault(c, code_hash(c))
-                                               for c in codes])
+    hashes = {c: code_hash(c) for c in set(codes)}  # once per exact text: real runs repeat programs verbatim
+    return table.assign(code=codes, code_hash=[hashes[c] for c in codes])
 
 
 def _encoded_len(v) -> int:

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy.special import digamma, expit, gammaln, logsumexp
+from scipy.special import expit, logsumexp
 
-from ..stats.kernels import bb_loglik, bb_loglik_pairs, passk_bb_predictive
+from ..stats.kernels import bb_loglik, bb_loglik_pairs, passk_bb_predictive, rising_log_table
 from .base import Model, pt_backend, register
 
 KNOTS = np.linspace(-10.0, 10.0, 13)
@@ -75,56 +75,26 @@ def _lik(alpha, phi, d: _Data, x) -> np.ndarray:
     return np.where(n > 0, bb_loglik(a, b, n, c), 0.0), mu, a, b
 
 
-def _rising(a, m, mmax):
-    """``log Gamma(a + m) - log Gamma(a)`` and ``psi(a + m) - psi(a)`` for small integer m <= mmax (sums)."""
-    shape = np.broadcast_shapes(a.shape, m.shape)
-    prod, dg = np.ones(shape), np.zeros(shape)
-    for i in range(int(mmax)):  # one log of the product (<= 16 factors, each < e^13: no overflow)
-        on = m > i
-        t = a + i
-        prod *= np.where(on, t, 1.0)
-        dg += np.where(on, 1.0 / t, 0.0)
-    return np.log(prod), dg
-
-
 def _rising_table(a2: np.ndarray, m: np.ndarray, mmax: int):
     """``log Gamma(a + m) - log Gamma(a)`` and ``psi(a + m) - psi(a)`` gathered per (config, task).
 
-    ``a2`` (J, G) does not depend on the task, so both are tabulated once per config and node for every
-    m in 0..mmax (cumulative sums over the rising factorial's factors) and then looked up by ``m`` (J, U):
-    the cost is one gather per call instead of mmax passes over (J, U, G).
+    ``a2`` (J, G) does not depend on the task, so both are tabulated once per config and node
+    (:func:`~bayespass.stats.kernels.rising_log_table`) and then looked up by ``m`` (J, U): one gather
+    per call instead of a pass of special functions over (J, U, G).
     """
-    t = a2[:, None, :] + np.arange(mmax)[None, :, None]  # (J, mmax, G)
-    zero = np.zeros((a2.shape[0], 1, a2.shape[1]))
-    lg = np.concatenate([zero, np.cumsum(np.log(t), axis=1)], axis=1)
-    dg = np.concatenate([zero, np.cumsum(1.0 / t, axis=1)], axis=1)
+    lg, dg = rising_log_table(a2, mmax, digamma=True)  # (J, mmax + 1, G)
     j = np.arange(a2.shape[0])[:, None]
     return lg[j, m], dg[j, m]
 
 
-def _bb_parts(a, b, n, c, small: bool):
-    """Log BB (without the binomial coefficient) and d/da, d/db.
-
-    Tabulated per (config, node) when a and b do not depend on the task (any n: sums of logs, no
-    overflow); otherwise rising products for small n, else gammaln.
-    """
-    if a.shape[1] == 1:  # a, b: (J, 1, G), the same for every task
-        mmax = int(n.max())
-        ci, ni = c[:, :, 0].astype(np.intp), n[:, :, 0].astype(np.intp)
-        la, da = _rising_table(a[:, 0], ci, mmax)
-        lb, db = _rising_table(b[:, 0], ni - ci, mmax)
-        lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
-        return la + lb - lab, da - dab, db - dab
-    if small:
-        mmax = float(n.max())
-        la, da = _rising(a, c, mmax)
-        lb, db = _rising(b, n - c, mmax)
-        lab, dab = _rising(a + b, n, mmax)
-        return la + lb - lab, da - dab, db - dab
-    ab, nab = a + b, a + b + n
-    ll = gammaln(a + c) + gammaln(b + n - c) - gammaln(nab) - gammaln(a) - gammaln(b) + gammaln(ab)
-    return ll, digamma(c + a) - digamma(a) + digamma(ab) - digamma(nab), \
-        digamma(n - c + b) - digamma(b) + digamma(ab) - digamma(nab)
+def _bb_parts(a, b, n, c):
+    """Log BB (without the binomial coefficient) and d/da, d/db for a, b (J, 1, G), the same for every task."""
+    mmax = int(n.max())
+    ci, ni = c[:, :, 0].astype(np.intp), n[:, :, 0].astype(np.intp)
+    la, da = _rising_table(a[:, 0], ci, mmax)
+    lb, db = _rising_table(b[:, 0], ni - ci, mmax)
+    lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
+    return la + lb - lab, da - dab, db - dab
 
 
 def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = False):
@@ -141,7 +111,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
     with np.errstate(all="ignore"):
-        ll, dA, dB = _bb_parts(a, b, n, c, small=float(d.n.max()) <= 16)
+        ll, dA, dB = _bb_parts(a, b, n, c)
     ll = np.where(seen, ll, 0.0)
     log_g = _log_g(beta, d.hat)
     s = ll.sum(0) + log_g[None, :]  # (U, G)

@@ -46,23 +46,33 @@ def bb_loglik(a, b, n, c, xp=NP):
     return _log_binom_xp(n, c, xp) + _betaln_xp(a + c, b + n - c, xp) - _betaln_xp(a, b, xp)
 
 
+def rising_log_table(x, mmax: int, *, digamma: bool = False):
+    """``log Gamma(x + m) - log Gamma(x)`` for every integer m in 0..mmax, shape (..., mmax + 1, G) from x (..., G).
+
+    Cumulative sums of the logs of the rising factorial's factors: exact to rounding for any m, no
+    overflow.  With ``digamma=True`` also ``psi(x + m) - psi(x)`` (cumulative sums of 1 / factor).
+    """
+    x = np.asarray(x, float)
+    t = x[..., None, :] + np.arange(int(mmax), dtype=float)[:, None]  # (..., mmax, G)
+    zero = np.zeros(x.shape[:-1] + (1, x.shape[-1]))
+    lg = np.concatenate([zero, np.cumsum(np.log(t), axis=-2)], axis=-2)
+    if not digamma:
+        return lg
+    return lg, np.concatenate([zero, np.cumsum(1.0 / t, axis=-2)], axis=-2)
+
+
 def bb_loglik_pairs(a, b, n, c):
     """:func:`bb_loglik` for many (n, c) pairs sharing the same a, b: shape (..., P, G) from a, b (..., G).
 
     ``log B(a + c, b + n - c) - log B(a, b)`` is a sum of logs of rising factorials, tabulated once for
-    every m up to max(n) (cumulative sums over the factors) and looked up per pair, so the cost does not
-    grow with the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to
-    rounding (tests/stats/test_kernels.py).
+    every m up to max(n) (:func:`rising_log_table`) and looked up per pair, so the cost does not grow with
+    the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to rounding
+    (tests/stats/test_kernels.py).
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
     n, c = np.asarray(n, np.intp), np.asarray(c, np.intp)
-    steps = np.arange(int(n.max()) if n.size else 0, dtype=float)
-
-    def table(x):
-        t = np.log(x[..., None, :] + steps[:, None])  # (..., M, G)
-        return np.concatenate([np.zeros(x.shape[:-1] + (1, x.shape[-1])), np.cumsum(t, axis=-2)], axis=-2)
-
-    ta, tb, tab = table(a), table(b), table(a + b)
+    mmax = int(n.max()) if n.size else 0
+    ta, tb, tab = rising_log_table(a, mmax), rising_log_table(b, mmax), rising_log_table(a + b, mmax)
     return _log_binom_xp(n.astype(float), c.astype(float), NP)[:, None] + ta[..., c, :] + tb[..., n - c, :] \
         - tab[..., n, :]
 

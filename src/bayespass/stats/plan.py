@@ -35,12 +35,7 @@ def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
     out = np.zeros(n.shape)
     for j in range(n.shape[0]):
         cand = np.clip(model.draw_p(theta[j], pool, rng), 0.0, 1.0)  # the fitted population
-        with np.errstate(divide="ignore"):
-            logp, log1p = np.log(cand), np.log1p(-cand)
-        lw = c[j][:, None] * logp[None, :] + (n[j] - c[j])[:, None] * log1p[None, :]  # (task, pool)
-        lw = np.where(np.isnan(lw), -np.inf, lw)
-        w = np.exp(lw - lw.max(1, keepdims=True))
-        cdf = np.cumsum(w, axis=1)
+        cdf = np.cumsum(_weights_on(cand, n[j], c[j]), axis=1)  # (task, pool)
         u = rng.random(n.shape[1]) * cdf[:, -1]
         out[j] = cand[np.minimum((cdf < u[:, None]).sum(1), pool - 1)]
     return out
@@ -127,11 +122,16 @@ def _task_weights(idata, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_dra
     flat = post["theta"].isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
     pick = flat[rng.choice(flat.shape[0], size=min(n_draws, flat.shape[0]), replace=False)]
     cand = np.clip(model.draw_p(pick, pool, rng).ravel(), 0.0, 1.0)
+    return cand, _weights_on(cand, n, c)
+
+
+def _weights_on(cand: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Each task's posterior weights (task, pool) on candidate p's drawn from its prior: the binomial likelihood."""
     with np.errstate(divide="ignore", invalid="ignore"):
         lw = c[:, None] * np.log(cand)[None, :] + (n - c)[:, None] * np.log1p(-cand)[None, :]
     lw = np.where(np.isnan(lw), -np.inf, lw)
     w = np.exp(lw - lw.max(1, keepdims=True))
-    return cand, w / w.sum(1, keepdims=True)
+    return w / w.sum(1, keepdims=True)
 
 
 def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.ndarray:
