@@ -410,6 +410,14 @@ def run_cmd(
     workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Small settings: 30 tasks, K=5, 2 temperatures, short "
                                                        "MCMC (under 2 minutes).")] = False,
+    until_width: Annotated[float | None, typer.Option(help="Generate in rounds (K per task first, then where "
+                                                           "the band shrinks most) until the band of "
+                                                           "pass@WIDTH_K is at most this wide, e.g. 0.05.")] = None,
+    max_samples: Annotated[int | None, typer.Option(help="With --until-width: stop after this many samples in "
+                                                         "all (default: 10x the first round).")] = None,
+    width_k: Annotated[int, typer.Option(help="With --until-width: the k whose band is narrowed.")] = 10,
+    round_size: Annotated[int | None, typer.Option(help="With --until-width: samples per round (default: one "
+                                                        "per config and task).")] = None,
 ) -> None:
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import RunConfig, run
@@ -421,18 +429,24 @@ def run_cmd(
     kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=_coder_of(model, samples, endpoint),
               samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
               alpha=alpha, seed=seed, workers=workers, endpoint=endpoint, api=api, concurrency=concurrency,
-              api_key_env=api_key_env, max_retries=max_retries, timeout=timeout)
+              api_key_env=api_key_env, max_retries=max_retries, timeout=timeout, until_width=until_width,
+              max_samples=max_samples, width_k=width_k, round_size=round_size)
     try:
         cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
     except (ValueError, TypeError) as err:
-        fail(str(err).replace("alpha", "--alpha").replace("tasks must", "--tasks must"))
+        fail(_as_option(str(err)))
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
+    _print_run(_run_or_fail(run, out, cfg), out, alpha)
+
+
+def _run_or_fail(run, out: Path, cfg) -> dict:
+    """Run the pipeline; bad input, a broken sandbox or endpoint end the command with a clear message."""
     from .execution.sandbox import SandboxError
     from .generate.endpoint import EndpointError
 
     try:
-        tables = run(out, cfg, echo=lambda m: typer.echo(m, err=True))
+        return run(out, cfg, echo=lambda m: typer.echo(m, err=True))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))
     except EndpointError as err:
@@ -441,7 +455,14 @@ def run_cmd(
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
                    "run the same command again to resume", err=True)
         raise typer.Exit(130) from None
-    _print_run(tables, out, alpha)
+
+
+def _as_option(msg: str) -> str:
+    """Name a RunConfig field in an error message as the command-line option that sets it."""
+    msg = msg.replace("alpha", "--alpha")
+    for name in ("tasks", "until_width", "max_samples", "width_k", "round_size"):
+        msg = msg.replace(f"{name} must", f"--{name.replace('_', '-')} must")
+    return msg
 
 
 def _print_run(tables: dict, out: Path, alpha: float) -> None:
@@ -473,6 +494,8 @@ def _print_run(tables: dict, out: Path, alpha: float) -> None:
     if "incoherence" in tables:
         _print_table("Incoherence", tables["incoherence"])
     _print_table("Metrics", tables["metrics"])
+    if "rounds" in tables:
+        _print_table("Rounds of generation (widest band of pass@k per round)", tables["rounds"])
     meta = json.loads((out / "run.json").read_text())
     typer.echo(f"\nwrote {out}/report.html (total {meta.get('timings', {}).get('total', '?')} s)")
 

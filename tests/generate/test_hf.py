@@ -117,3 +117,19 @@ def test_kill_and_resume_gives_the_same_file(tiny, tmp_path):
     subprocess.run(_cli(tiny, part), check=True, env=env, capture_output=True, timeout=600)
     assert part.read_bytes() == full.read_bytes()
     assert len([json.loads(x) for x in full.read_text().splitlines()]) == 36
+
+
+def test_run_until_width_with_a_real_coder_draws_new_samples_each_round(tiny, tmp_path):
+    from bayespass.pipeline import RunConfig, run
+
+    cfg = RunConfig(coder=str(tiny), k=2, temperatures=(0.8,), tasks=4, max_new_tokens=16, until_width=1e-9,
+                    max_samples=16, models=("bb",), main_model="bb", methods=("eb",), fuzz_n=0, n_splits=10)
+    run(tmp_path / "r", cfg, echo=None)
+    recs = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
+    rounds = json.loads((tmp_path / "r" / "rounds.json").read_text())["rounds"]
+    assert [r["samples"] for r in rounds] == [8, 12, 16] and rounds[-1]["stop"] == "max_samples (16) drawn"
+    assert len(recs) == 16 and {r["model"] for r in recs} == {str(tiny)}
+    # each extra sample of a task is drawn with its own seed (the j-th sample's), never a repeat of an earlier call
+    for task in {r["task_id"] for r in recs}:
+        seeds = [r["seed"] for r in recs if r["task_id"] == task]
+        assert len(seeds) >= 2 and len(set(seeds[2:])) == len(seeds[2:]) and seeds[0] not in seeds[2:]

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import bayespass as bp
 from bayespass.simulate import simulate_counts
@@ -108,6 +109,14 @@ def test_allocate_pair_and_errors():
     a = bp.allocate(fit, k=5, budget=30, step=3, pair=("a", "z"))
     assert a.n_more.sel(config="b").sum() == 0 and int(a.n_more.sum()) == 30
     assert set(np.unique(a.n_more.values)) <= {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30}
+    big = bp.allocate(fit, k=5, budget=5000, pair=("a", "z"))  # more than the units the pair can take
+    assert big.n_more.sel(config="b").sum() == 0 and big.n_more.sel(config=["a", "z"]).sum() > 30
+    cap = fit.constant_data["n"] + xr.where(fit.constant_data["task"] == fit.constant_data["task"][0], 0, 2)
+    capped = bp.allocate(fit, k=5, budget=5000, max_n=cap)
+    assert (capped.n_more + fit.constant_data["n"] <= cap).all()
+    assert int(capped.n_more.sum()) == 3 * 39 * 2 and (capped.n_more.isel(task=0) == 0).all()
+    with pytest.raises(ValueError, match="max_n must be an xarray.DataArray over \\(config, task\\)"):
+        bp.allocate(fit, k=5, budget=10, max_n=np.ones((3, 40)))
     with pytest.raises(ValueError, match="pair must be two different configs"):
         bp.allocate(fit, k=5, budget=10, pair=("a", "nope"))
     with pytest.raises(ValueError, match="budget"):

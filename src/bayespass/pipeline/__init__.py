@@ -12,6 +12,7 @@ Run directory::
 
     run.json              settings, the stages completed (with the key of their settings), timings
     samples.jsonl         generated (or imported) samples, evalplus format
+    rounds.json           with until_width: each round's targets per config and task, band widths, why it stopped
     truth.nc              synthetic coder only: true p_i per config
     verdicts.sqlite       execution store (resume)
     samples.nc            executed samples (config x task x sample x test)

@@ -45,6 +45,10 @@ class RunConfig:
     seed: int = 42
     workers: int | None = None
     passk_k: tuple = (1, 5, 10, 50, 100)
+    until_width: float | None = None  # generate in rounds until the band of pass@width_k is this wide
+    max_samples: int | None = None  # with until_width: samples in all (default 10x the first round)
+    width_k: int = 10  # with until_width: the k whose band is narrowed
+    round_size: int | None = None  # with until_width: samples per round (default one per config and task)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -81,6 +85,19 @@ class RunConfig:
             raise ValueError(f"temperatures must be non-negative numbers; got {self.temperatures!r}")
         for k in self.passk_k:
             check_positive_int(int(k), name="passk_k")
+        self._check_rounds()
+
+    def _check_rounds(self) -> None:
+        from ..validate import check_positive_int
+
+        check_positive_int(self.width_k, name="width_k")
+        for name in ("max_samples", "round_size"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name=name)
+        if self.until_width is not None and (isinstance(self.until_width, bool)
+                                             or not isinstance(self.until_width, int | float)
+                                             or not 0 < self.until_width < 1):
+            raise ValueError(f"until_width must be a band width in (0, 1), e.g. 0.05; got {self.until_width!r}")
 
     @classmethod
     def quick(cls, **kw) -> RunConfig:
@@ -97,7 +114,7 @@ class RunConfig:
 
 
 GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed",
-       "max_mutants", "api")
+       "max_mutants", "api", "until_width", "max_samples", "width_k", "round_size")
 
 
 INTERRUPTED = threading.Event()

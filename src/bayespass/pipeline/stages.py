@@ -6,7 +6,7 @@ Each stage declares the settings it depends on, its output files and what it doe
 Stage         settings              outputs (in the run directory)
 -----------   -------------------   ------------------------------------------------
 suite         (always)              -
-generate      GEN                   samples.jsonl (+ truth.nc for the synthetic coder)
+generate      GEN                   samples.jsonl (+ truth.nc for the synthetic coder; rounds.json with until_width)
 execute       GEN                   samples.nc, verdicts.sqlite
 counts        (always)              counts.nc, counts.csv
 fit:<m>-<e>   GEN, draws, models    fits/<m>-<e>.nc          (one stage per fit)
@@ -89,6 +89,13 @@ def _suite(ctx: Context) -> None:
 
 
 def _generate_stage(ctx: Context) -> None:
+    if ctx.cfg.until_width is not None:
+        from .adaptive import generate_until_width
+
+        say(ctx.echo, f"  generating in rounds until the band of pass@{ctx.cfg.width_k} is at most "
+                      f"{ctx.cfg.until_width:g} wide")
+        generate_until_width(ctx)
+        return
     ctx.recs, _ = _generate(ctx.cfg, ctx.suite, ctx.out, ctx.echo)
 
 

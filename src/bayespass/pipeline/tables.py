@@ -87,5 +87,9 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
             post["cmp"] = compare_configs(ctx.counts, k=cfg.passk_k, model="shared", seed=cfg.seed)
         tables["leaderboard"] = leaderboard(post["cmp"])
         tables["prob_better"] = prob_better_table(post["cmp"])
+    from .adaptive import rounds_table
+
+    if (rounds := rounds_table(ctx.out)) is not None:
+        tables["rounds"] = rounds
     tables["metrics"] = metric_table(samples, idata=ctx.idatas.get(main), k=[x for x in (1, 5, 10) if x <= cfg.k])
     return tables, post

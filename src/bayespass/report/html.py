@@ -26,6 +26,10 @@ _SECTIONS = [
     ("passk", "pass@k with credible intervals",
      "Unbiased estimator where k <= n, Bayesian posterior mean with its {ci}% equal-tailed interval for every fit"
      " (any k, also k > n), and the synthetic truth when the coder is synthetic."),
+    ("rounds", "Rounds of generation (--until-width)",
+     "Samples drawn in rounds: K per task first, then each round's samples go to the tasks (and configs) where"
+     " they shrink the {ci}% band of pass@k most (bayespass.allocate); the widest band after each round, and"
+     " why the rounds stopped."),
     ("leaderboard", "Which config is better: leaderboard",
      "Configs by expected rank of their pass@k (rank 1 = best) under the joint model 'shared' (task difficulty"
      " shared by the configs): posterior mean with its {ci}%"

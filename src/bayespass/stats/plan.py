@@ -150,7 +150,7 @@ def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.n
     return (p_y * (ef_y - (w @ f)[:, None]) ** 2).sum(1)
 
 
-def allocate(fit, *, k, budget: int, step: int = 1, pair=None, n_draws: int = 20, pool: int = 500,
+def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_draws: int = 20, pool: int = 500,
              seed: int = 0) -> xr.Dataset:
     """Say which tasks (and configs) to sample next so the pass@k band, or the one of A - B, shrinks fastest.
 
@@ -175,6 +175,9 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, n_draws: int = 20
     pair : (str, str), optional
         Shrink the uncertainty of pass@k[A] - pass@k[B] (only those configs get samples); default: every
         config's band.
+    max_n : xarray.DataArray, optional
+        Most samples a (config, task) can have in all (e.g. the replayed samples on disk); units beyond it
+        are never given, so fewer than ``budget`` samples may be given out.
     n_draws, pool : int
         Hyperparameter draws and population draws per hyperparameter draw (the candidate p's).
     seed : int
@@ -202,22 +205,37 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, n_draws: int = 20
     c = fit.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     rng = np.random.default_rng(seed)
     units = max(1, min(budget // step, 16))
-    gains = np.zeros(n.shape + (units,))  # marginal reduction of the u-th unit
+    gains = np.full(n.shape + (units,), -1.0)  # marginal reduction of the u-th unit (-1: never given)
     for j in chosen:
         cand, w = _task_weights(fit, model, j, n[j], c[j], rng, n_draws, pool)
         vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
                                                       for u in range(1, units + 1)])
         scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2
         gains[j] = np.maximum(np.diff(vr, axis=1), 0.0) * scale * (n[j] > 0)[:, None]
+    if max_n is not None:
+        cap = _cap(max_n, configs, fit.observed_data.task.values)
+        gains[n[:, :, None] + step * np.arange(1, units + 1) > cap[:, :, None]] = -1.0
     order = np.argsort(-gains, axis=None, kind="stable")[: budget // step]
+    order = order[gains.ravel()[order] >= 0]
     jj, tt, _ = np.unravel_index(order, gains.shape)
     n_more = np.zeros(n.shape, np.int64)
     np.add.at(n_more, (jj, tt), step)
-    return xr.Dataset({"n_more": (("config", "task"), n_more), "gain": (("config", "task"), gains[..., 0])},
+    return xr.Dataset({"n_more": (("config", "task"), n_more),
+                       "gain": (("config", "task"), np.maximum(gains[..., 0], 0.0))},
                       coords={"config": configs, "task": fit.observed_data.task.values},
                       attrs={"k": int(kk[0]), "budget": int(budget), "step": int(step),
                              "pair": "" if pair is None else f"{pair[0]} - {pair[1]}",
                              "expected_variance_reduction": float(gains.ravel()[order].sum())})
+
+
+def _cap(max_n, configs, tasks) -> np.ndarray:
+    """Return ``max_n`` as a (config, task) array aligned with the fit."""
+    if not isinstance(max_n, xr.DataArray) or set(max_n.dims) != {"config", "task"}:
+        raise ValueError(f"max_n must be an xarray.DataArray over (config, task); got {type(max_n).__name__}")
+    try:
+        return max_n.sel(config=configs, task=tasks).transpose("config", "task").values
+    except KeyError as err:
+        raise ValueError(f"max_n must cover every config and task of the fit: {err}") from None
 
 
 def _check_pair(pair, configs: list) -> list[int]:

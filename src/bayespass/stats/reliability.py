@@ -198,12 +198,18 @@ def reliability(samples, *, alpha: float | None = None, calib_fraction: float | 
     return ds
 
 
+def _mean(x: np.ndarray) -> float:
+    """Return the mean over the splits where a value exists (NaN where none does, e.g. a handful of tasks)."""
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
 def reliability_table(rel: xr.Dataset) -> pd.DataFrame:
     """One row per config: reliability level (Wilson interval at ``ci_prob``), coverage, set size, savings."""
     rows = []
     for cfg in rel.config.values:
         r = rel.sel(config=cfg)
-        m = lambda v, r=r: float(np.nanmean(r[v].values))  # noqa: E731
+        m = lambda v, r=r: _mean(r[v].values)  # noqa: E731
         rows.append({"config": cfg, "n_tasks": int(r["n_tasks"]), "level": float(r["level"]),
                      "level_lo": float(r["level_lower"]), "level_hi": float(r["level_upper"]),
                      "coverage": m("coverage"), "coverage_sd": float(np.nanstd(r["coverage"].values)),

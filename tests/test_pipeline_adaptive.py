@@ -1,0 +1,131 @@
+"""``bayespass run --until-width``: generation in rounds steered by :func:`bayespass.allocate`."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import bayespass as bp
+from bayespass.pipeline import RunConfig, run
+
+FAST = dict(models=("bb",), main_model="bb", methods=("eb",), fuzz_n=0, n_splits=10, max_mutants=10)
+
+
+def _cells(path):
+    from bayespass.execution.samples_io import _config_of
+
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    return recs, Counter((_config_of(r, "samples"), r["task_id"]) for r in recs)
+
+
+def _band(rundir, k):
+    import arviz as az
+
+    from bayespass.pipeline.adaptive import band_width
+
+    return band_width(az.from_netcdf(str(rundir / "fits" / "bb-eb.nc")), k)
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("adaptive") / "run"
+    cfg = RunConfig(k=3, temperatures=(0.6, 1.2), tasks=24, until_width=0.2, max_samples=600, width_k=10, **FAST)
+    return out, cfg, run(out, cfg, echo=None)
+
+
+def test_rounds_stop_when_the_band_is_narrow_enough(synthetic_run):
+    out, cfg, tables = synthetic_run
+    state = json.loads((out / "rounds.json").read_text())
+    rounds = state["rounds"]
+    assert len(rounds) >= 2 and rounds[-1]["stop"] == "reached"
+    assert rounds[0]["widest"] > cfg.until_width >= rounds[-1]["widest"]
+    assert all(r["stop"] is None for r in rounds[:-1]) and all(r["widest"] > cfg.until_width for r in rounds[:-1])
+    # the run's own main fit (refitted by the fit stage) has the band the last round measured
+    final = _band(out, cfg.width_k)
+    assert max(final.values()) == pytest.approx(rounds[-1]["widest"], rel=1e-9)
+    assert max(final.values()) <= cfg.until_width
+    # every round's samples are in samples.jsonl and counted: n per (config, task) equals the targets
+    recs, have = _cells(out / "samples.jsonl")
+    targets = {tuple(key.split("\t")): n for key, n in state["targets"].items()}
+    assert dict(have) == targets and rounds[-1]["samples"] == len(recs)
+    counts = bp.read_counts(out / "counts.nc")
+    for (conf, task), n in targets.items():
+        assert int(counts.n.sel(config=conf, task=task)) == n
+    assert list(tables["rounds"]["samples"]) == [r["samples"] for r in rounds]
+
+
+def test_the_extra_samples_go_where_the_band_is_decided(synthetic_run):
+    out, cfg, _ = synthetic_run
+    counts = bp.read_counts(out / "counts.nc")
+    n, c = counts.n.values, counts.c.values
+    assert n.min() == cfg.k and n.max() > cfg.k  # not uniform
+    # at k = 10, a task that passed every one of its first K samples decides little; the allocation
+    # gives its samples to tasks with failures (the all-fail and mixed tasks)
+    first_all_pass = n == c
+    extra = n - cfg.k
+    assert extra[~first_all_pass].mean() > extra[first_all_pass].mean()
+
+
+def test_a_larger_budget_resumes_the_rounds_without_redrawing(synthetic_run, tmp_path):
+    import shutil
+
+    out, cfg, _ = synthetic_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    before = (copy / "samples.jsonl").read_text()
+    narrower = RunConfig(**{**cfg.__dict__, "until_width": 0.12, "max_samples": 700})
+    run(copy, narrower, echo=None)
+    after = (copy / "samples.jsonl").read_text()
+    assert after.startswith(before) and len(after) > len(before)  # earlier samples are kept, not redrawn
+    rounds = json.loads((copy / "rounds.json").read_text())["rounds"]
+    assert rounds[-1]["stop"] in ("reached", "max_samples (700) drawn")
+    assert rounds[-1]["samples"] <= 700 + 48 and max(_band(copy, 10).values()) == pytest.approx(
+        rounds[-1]["widest"], rel=1e-9)
+
+
+def test_replayed_samples_are_drawn_in_file_order_until_they_run_out(tmp_path):
+    from bayespass.generate.hf import write_samples
+    from bayespass.generate.synthetic import SyntheticCoder
+
+    suite = bp.load_suite("humaneval")
+    tasks = list(suite.tasks)[:12]
+    coder = SyntheticCoder(suite, tasks=tasks, max_mutants=10)
+    pool = [{"task_id": r["task_id"], "solution": r["solution"], "model": "mine", "temperature": 0.8}
+            for r in coder.generate(k=6, temperature=0.8, seed=5)]
+    path = write_samples(pool, tmp_path / "mine.jsonl")
+    cfg = RunConfig(coder="samples", samples=str(path), k=2, until_width=0.01, max_samples=500, **FAST)
+    run(tmp_path / "r", cfg, echo=None)
+    recs, have = _cells(tmp_path / "r" / "samples.jsonl")
+    rounds = json.loads((tmp_path / "r" / "rounds.json").read_text())["rounds"]
+    assert "exhausted" in rounds[-1]["stop"] and len(rounds) >= 2
+    assert len(recs) == len(pool) and set(have.values()) == {6}  # the target is out of reach: all are drawn
+    for task in tasks:  # a task's drawn samples are the first n of its pool, in file order
+        drawn = [r["solution"] for r in recs if r["task_id"] == task]
+        assert drawn == [r["solution"] for r in pool if r["task_id"] == task][: len(drawn)]
+
+
+def test_bad_round_settings_are_refused_before_any_work(tmp_path):
+    for kw, msg in ((dict(until_width=1.5), "until_width must be a band width in \\(0, 1\\)"),
+                    (dict(until_width=0.1, max_samples=0), "max_samples"),
+                    (dict(until_width=0.1, width_k=0), "width_k")):
+        with pytest.raises(ValueError, match=msg):
+            RunConfig(**kw)
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--until-width", "2", "--out",
+                          str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and "--until-width must be a band width in (0, 1)" in res.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_band_width_is_the_eti_width_of_passk_curve():
+    from bayespass.pipeline.adaptive import band_width
+
+    counts = bp.make_counts(np.full((2, 30), 5), np.tile(np.arange(6), (2, 5)), config=["a", "b"])
+    idata = bp.fit(counts, "bb", "eb", seed=1)
+    eti = bp.passk_curve(idata, [7])["eti"].sel(k=7)
+    w = band_width(idata, 7)
+    assert w["a"] == pytest.approx(float(eti.sel(config="a", ci_bound="upper") - eti.sel(config="a",
+                                                                                        ci_bound="lower")))
+    assert set(w) == {"a", "b"}
