@@ -94,3 +94,27 @@ def test_metric_table_extends_inferencedata(run):
     assert list(got["reading"].values) == list(tab["reading"])
     with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
         metric_table(ds, extend_inferencedata=True)
+
+
+def test_metric_table_cons_at_the_fewest_samples_of_any_task(run):
+    from itertools import combinations
+
+    *_, ds = run
+    cut = ds.copy(deep=True)
+    first = cut.task.values[0]
+    gone = dict(task=first, sample=cut.sample.values[7:])  # one task keeps 7 of its 10 samples
+    for var in [v for v in cut.data_vars if cut[v].dtype == bool and {"task", "sample"} <= set(cut[v].dims)]:
+        cut[var].loc[gone] = False
+    tab = metric_table(cut, k=(1, 5))
+    assert "cons@7" in tab and np.isfinite(tab["cons@7"]).all()
+    counts = bp.to_counts(cut)
+    for j, cfg in enumerate(counts.config.values):
+        vals = []
+        for t in counts.task.values:
+            n, c = int(counts.n.sel(config=cfg, task=t)), int(counts.c.sel(config=cfg, task=t))
+            if n == 0:
+                continue
+            ok = [1] * c + [0] * (n - c)  # brute force: every 7 of the n samples, majority correct
+            combos = list(combinations(ok, 7))
+            vals.append(sum(sum(x) > 3.5 for x in combos) / len(combos))
+        assert tab["cons@7"].iloc[j] == pytest.approx(np.mean(vals), abs=1e-12)

@@ -48,7 +48,8 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
     pandas.DataFrame
         One row per config: ``pass@k`` (unbiased), ``bayes@k`` with
         ``bayes@k_lo``/``_hi`` (when a fit is given), ``avg@n``, ``cons@K``
-        (majority of the K samples correct), ``maj@K`` (the dominant
+        (majority of the K samples correct; K is the fewest samples of any task, so that every task's
+        cons@K is estimable when tasks have different n), ``maj@K`` (the dominant
         behaviour cluster's representative passes the gold tests) and
         ``reading`` (pass@K against cons@K).
     """
@@ -64,7 +65,7 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         idata = samples
     k = as_k(k)
     counts = to_counts(ds)
-    k_big = int(counts.n.max())
+    k_big = int(counts.n.where(counts.n > 0).min())  # K: every task has at least K samples (cons@K estimable)
     est = passk(counts, k, method="unbiased")
     cons = cons_at_k(counts, k_big)
     beh = behaviour(ds, signature=signature, probe_fraction=probe_fraction)
