@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+import xarray as xr
 from typer.testing import CliRunner
 
 from bayespass.cli import app
@@ -196,6 +197,7 @@ def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
         "gating": bp.gate(tree, n_splits=3, extend_inferencedata=True),
         "reliability": bp.reliability(tree, n_splits=3, extend_inferencedata=True),
         "incoherence": bp.incoherence(tree, n_mc=200, seed=1, extend_inferencedata=True),
+        "cv_elpd": bp.cv_elpd(tree, folds=5, extend_inferencedata=True),
     }
     for name, ds in results.items():
         assert name in tree.children
@@ -204,8 +206,11 @@ def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
             np.testing.assert_array_equal(xr_ds[v].values, ds[v].values)
     for name, ds in (("ppc", bp.ppc(idata, extend_inferencedata=True)),
                      ("passk_curve", bp.passk_curve(idata, [1, 10], extend_inferencedata=True)),
-                     ("improvability", bp.improvability(bb, extend_inferencedata=True))):
-        target = bb if name == "improvability" else idata
+                     ("improvability", bp.improvability(bb, extend_inferencedata=True)),
+                     ("loo_compare", xr.Dataset.from_dataframe(bp.compare(
+                         {"bb": bb, "zoibb": fits["zoibb-eb"]}, extend_inferencedata=True).rename_axis(
+                         index={"model": "candidate"})))):
+        target = bb if name in ("improvability", "loo_compare") else idata
         assert name in target.groups()
         np.testing.assert_array_equal(target[name][next(iter(ds.data_vars))].values,
                                       ds[next(iter(ds.data_vars))].values)

@@ -80,6 +80,20 @@ def test_loo_prefers_zoibb_with_structural_zeros_and_bb_on_beta():
     assert cv.best.item() == "zoibb"
     assert cv.elpd.dims == ("config", "candidate") and list(cv.candidate.values) == ["bb", "zoibb"]
     assert float(cv.elpd_diff.sel(candidate="zoibb").item()) == 0.0
+    # extend_inferencedata: the same numbers attached to the fits / the fit they were computed from
+    again = bp.compare(fits, extend_inferencedata=True)
+    for d in fits.values():
+        got = d["loo_compare"].sel(config=ds_b.config.item())
+        for m in ("bb", "zoibb"):
+            assert float(got["elpd_loo"].sel(candidate=m)) == again.loc[(ds_b.config.item(), m), "elpd_loo"]
+    fit_z = bp.fit(ds_z, "bb", "eb", seed=0)
+    cv2 = bp.cv_elpd(fit_z, folds=10, seed=0, extend_inferencedata=True)  # a fit: its own counts
+    np.testing.assert_array_equal(cv2.elpd.values, cv.elpd.values)
+    np.testing.assert_array_equal(fit_z["cv_elpd"].elpd.values, cv.elpd.values)
+    with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
+        bp.cv_elpd(ds_z, extend_inferencedata=True)
+    with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
+        bp.compare({"a": ds_z, "b": ds_z}, extend_inferencedata=True)
 
 
 def test_ppc_calm_when_well_specified_and_flags_structural_zeros():

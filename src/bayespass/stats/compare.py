@@ -23,7 +23,7 @@ def _weighted_se(values: np.ndarray, weight: np.ndarray) -> float:
     return float(np.sqrt(total * var))
 
 
-def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
+def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool = False) -> pd.DataFrame:
     """Compare fits by PSIS-LOO with Pareto-k diagnostics surfaced.
 
     Parameters
@@ -35,6 +35,9 @@ def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
     per_config : bool
         Compare within each config (the choice of model differs per config);
         otherwise over all (config, task) pairs.
+    extend_inferencedata : bool
+        Also attach the table, as a Dataset over ``(config, candidate)``, as group ``loo_compare`` of every
+        fit compared.
 
     Returns
     -------
@@ -44,10 +47,14 @@ def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
         plus ``pareto_k_max`` and ``n_bad_k`` (tasks with k > 0.7), indexed by
         (config, model).
     """
+    from .attach import attach, check_target
     from .loo import pointwise_loo, stacking_weights
 
     if not isinstance(idatas, dict) or len(idatas) < 2:
         raise ValueError("idatas must be a dict of at least two named InferenceData fits")
+    if extend_inferencedata:
+        for d in idatas.values():
+            check_target(d)
     names = list(idatas)
     pw = {name: pointwise_loo(d) for name, d in idatas.items()}
     first = next(iter(idatas.values()))
@@ -75,7 +82,12 @@ def compare(idatas: dict, *, per_config: bool = True) -> pd.DataFrame:
         table["warning"] = table["n_bad_k"] > 0
         table.index = pd.MultiIndex.from_product([[label], table.pop("model")], names=["config", "model"])
         frames.append(table)
-    return pd.concat(frames)
+    out = pd.concat(frames)
+    if extend_inferencedata:
+        ds = xr.Dataset.from_dataframe(out.rename_axis(index={"model": "candidate"}))
+        for d in idatas.values():
+            attach(d, "loo_compare", ds)
+    return out
 
 
 def _eb_params(n, c, w, prior):
@@ -85,8 +97,12 @@ def _eb_params(n, c, w, prior):
     return p["a"], p["b"], p["pi0"], p["pi1"]
 
 
-def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed=0) -> xr.Dataset:
+def cv_elpd(counts, models=("bb", "zoibb"), *, folds: int = 10, seed=0,
+            extend_inferencedata: bool = False) -> xr.Dataset:
     """K-fold cross-validated ELPD of EB fits, per config (tasks are the folds' units).
+
+    ``counts`` is a counts Dataset, a fit (its observed counts) or a run tree (its ``counts`` node); with
+    ``extend_inferencedata=True`` (a fit or a run tree) the result is attached as group ``cv_elpd``.
 
     For each fold, hyperparameters are fitted by evidence maximisation on the
     other folds' tasks and the held-out tasks are scored by their marginal
@@ -100,7 +116,12 @@ def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed
         ``elpd_diff`` (vs the best model of the config), ``dse`` (s.e. of the
         paired difference), and ``best`` (over ``config``).
     """
-    counts = validate_counts(counts)
+    from .attach import attach, check_target
+
+    target = counts
+    if extend_inferencedata:
+        check_target(target)
+    counts = _counts_of(counts)
     models = list(models)
     for m in models:
         check_choice(m, ("bb", "zoibb"), name="models")
@@ -138,7 +159,25 @@ def cv_elpd(counts: xr.Dataset, models=("bb", "zoibb"), *, folds: int = 10, seed
         diff[j] = d.sum(1)
         dse[j] = np.sqrt(obs.size * d.var(1, ddof=1))
     dims = ("config", "candidate")
-    return xr.Dataset({"elpd": (dims, elpd), "se": (dims, se), "elpd_diff": (dims, diff), "dse": (dims, dse),
-                       "best": ("config", best)},
-                      coords={"config": counts.config.values, "candidate": models},
-                      attrs={"folds": folds, "seed": str(seed)})
+    ds = xr.Dataset({"elpd": (dims, elpd), "se": (dims, se), "elpd_diff": (dims, diff), "dse": (dims, dse),
+                     "best": ("config", best)},
+                    coords={"config": counts.config.values, "candidate": models},
+                    attrs={"folds": folds, "seed": str(seed)})
+    if extend_inferencedata:
+        attach(target, "cv_elpd", ds)
+    return ds
+
+
+def _counts_of(data) -> xr.Dataset:
+    """Return the counts of a counts Dataset, a fit (observed c, constant n) or a run tree."""
+    if isinstance(data, xr.Dataset):
+        return validate_counts(data)
+    if isinstance(data, xr.DataTree) and "counts" in data.children:
+        return validate_counts(data["counts"].to_dataset())
+    if hasattr(data, "groups") and "observed_data" in data.groups() and "constant_data" in data.groups():
+        from ..data.counts import make_counts
+
+        n = data.constant_data["n"].transpose("config", "task")
+        return make_counts(n.values, data.observed_data["c"].transpose("config", "task").values,
+                           task=n.task.values, config=n.config.values)
+    raise TypeError(f"counts must be a counts Dataset, a fit (InferenceData) or a run tree; got {type(data).__name__}")
