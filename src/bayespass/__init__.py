@@ -53,6 +53,8 @@ _LAZY = {
     "load_run": "pipeline",
     "RunConfig": "pipeline",
     "gate": "stats.gating",
+    "CRCGate": "stats.gating",
+    "ConformalReliability": "stats.reliability",
     "reliability": "stats.reliability",
     "incoherence": "stats.incoherence",
     "metric_table": "stats.metrics",

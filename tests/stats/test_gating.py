@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from bayespass.stats.behaviour import behaviour
-from bayespass.stats.gating import crc_threshold, gate, gate_diagnostics, gate_table, risk_coverage
+from bayespass.stats.gating import CRCGate, crc_threshold, gate, gate_diagnostics, gate_table, risk_coverage
 from bayespass.stats.reliability import hoeffding_stop, reliability, wilson
 
 P, F = 1, 2
@@ -106,6 +106,43 @@ def test_collapse_guard_and_risk_coverage(make_samples):
     assert set(tab.rule) == {"pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"}
 
 
+def test_crc_gate_estimator_calibrates_on_some_tasks_and_evaluates_on_others(make_samples):
+    rng = np.random.default_rng(8)
+    t, k = 80, 8
+    p = rng.beta(0.7, 0.7, (2, t, 1, 1))
+    v = np.where(rng.random((2, t, k, 6)) < p, P, F)
+    ds = make_samples(v, logprob=rng.normal(size=(2, t, k)))
+    beh = behaviour(ds)
+    calib, test = list(ds.task.values[:50]), list(ds.task.values[50:])
+    g = CRCGate(alpha=0.2)
+    with pytest.raises(ValueError, match="not calibrated yet"):
+        g.predict(ds)
+    assert g.calibrate(ds, tasks=calib) is g and "threshold_=" in repr(g)
+    for c in range(2):  # the learned threshold is CRC's on the calibration tasks only
+        sc = beh.f_max.values[c, :50]
+        assert g.threshold_.values[c] == crc_threshold(sc, ~beh.dominant_correct.values[c, :50], 0.2)
+        assert int(g.n_calib_.values[c]) == 50
+    pred = g.predict(ds, tasks=test)
+    assert not pred.accept.values[:, :50].any()  # only the tasks asked for
+    accept = beh.f_max.values[:, 50:] >= g.threshold_.values[:, None]
+    np.testing.assert_array_equal(pred.accept.values[:, 50:], accept)
+    ev = g.evaluate(ds, tasks=test)
+    wrong = ~beh.dominant_correct.values[:, 50:]
+    np.testing.assert_allclose(ev.silent.values, (accept & wrong).sum(1) / 30)
+    np.testing.assert_allclose(ev.abstention.values, 1 - accept.sum(1) / 30)
+    # a behaviour dataset is read as is; the logprob score deploys sample 0
+    assert CRCGate(alpha=0.2).calibrate(beh, calib).threshold_.equals(g.threshold_)
+    lp = CRCGate(alpha=0.2, score="logprob").calibrate(ds, calib)
+    assert lp.threshold_.values[0] == crc_threshold(ds.mean_logprob.values[0, :50, 0],
+                                                    ~beh.first_correct.values[0, :50], 0.2)
+    with pytest.raises(ValueError, match="tasks not in the samples"):
+        g.evaluate(ds, tasks=["nope"])
+    with pytest.raises(ValueError, match="score='x' is not supported"):
+        CRCGate(score="x")
+    with pytest.raises(ValueError, match="needs samples with mean_logprob"):
+        CRCGate(score="logprob").calibrate(make_samples(v))
+
+
 def test_hoeffding_stop_and_wilson():
     assert hoeffding_stop([0] * 10, 0.1) == 10  # never stops this early
     t = hoeffding_stop([0] * 100, 0.1)
@@ -138,3 +175,35 @@ def test_reliability_by_hand(make_samples):
     assert list(r.score.values[0, :12]) == [1.0] * 12
     assert np.all(r.score.values[0, 12:16] == 2) and np.all(np.isinf(r.score.values[0, 16:]))
     assert float(r.level[0]) == pytest.approx(12 / 21)
+
+
+def test_conformal_reliability_estimator_by_hand(make_samples):
+    from bayespass.stats.reliability import ConformalReliability, conformal_qhat
+
+    # tasks 0-11: mode correct (score 1); 12-15: second class correct (score 2); 16-19: none (inf)
+    v = np.full((1, 20, 4, 2), F)
+    v[0, :12, :3] = P
+    v[0, 12:16, 3] = P
+    ds = make_samples(v)
+    tasks = list(ds.task.values)
+    cal = tasks[:8] + tasks[12:14] + tasks[16:17]  # 11 tasks: scores 1 x8, 2 x2, inf x1
+    r = ConformalReliability(alpha=0.2)
+    with pytest.raises(ValueError, match="not calibrated yet"):
+        r.evaluate(ds)
+    assert r.calibrate(ds, tasks=cal) is r
+    # ceil(12 * 0.8) = 10th smallest of [1]*8 + [2, 2] + [inf] is 2
+    assert float(r.qhat_[0]) == 2.0 == conformal_qhat(np.array([1.0] * 8 + [2, 2, np.inf]), 0.2)
+    assert float(r.level_[0]) == pytest.approx(8 / 12) and int(r.n_calib_[0]) == 11
+    lo, hi = wilson(8, 11)
+    assert float(r.level_lower_[0]) == pytest.approx(lo) and float(r.level_upper_[0]) == pytest.approx(hi)
+    test = [t for t in tasks if t not in cal]  # 4 mode-correct, 2 second-class, 3 unsolvable
+    ev = r.evaluate(ds, tasks=test)
+    assert float(ev.coverage[0]) == pytest.approx(6 / 9) and float(ev.cond_coverage[0]) == 1.0
+    assert float(ev.mode_coverage[0]) == pytest.approx(4 / 9)
+    pred = r.predict(ds, tasks=test)
+    # set size = min(qhat, classes): 2 classes everywhere here (3 x P + 1 x F, or all F = 1 class)
+    want = np.array([min(2, int(behaviour(ds).n_clusters.sel(task=t)[0])) for t in test])
+    np.testing.assert_array_equal(pred.set_size.sel(task=test).values[0], want)
+    assert float(ev.set_size[0]) == pytest.approx(want.mean())
+    # alpha so small that the quantile is beyond the calibration set: every class is in the set
+    assert np.isinf(float(ConformalReliability(alpha=0.01).calibrate(ds, tasks=cal).qhat_[0]))

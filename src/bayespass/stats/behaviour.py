@@ -20,7 +20,7 @@ from ..data.suites import split_indices
 from ..defaults import resolve
 from ..validate import check_choice
 
-__all__ = ["as_samples", "behaviour", "SIGNATURES", "probe_gold_masks"]
+__all__ = ["as_samples", "behaviour", "task_mask", "SIGNATURES", "probe_gold_masks"]
 
 SIGNATURES = ("verdict", "digest", "coarse")
 _PASS = 1
@@ -52,6 +52,22 @@ def probe_gold_masks(ds: xr.Dataset, probe_fraction: float = 0.5) -> tuple[np.nd
         p, g = split_indices(int(n), probe_fraction)
         probe[i, p], gold[i, g] = True, True
     return probe, gold
+
+
+def task_mask(sc: xr.DataArray, tasks, observed: np.ndarray) -> np.ndarray:
+    """(config, task) mask of observed tasks among ``tasks`` (task ids, or a boolean (config, task) array)."""
+    if tasks is None:
+        return observed
+    if isinstance(tasks, np.ndarray | xr.DataArray) and np.asarray(tasks).dtype == bool:
+        mask = np.asarray(tasks)
+        if mask.shape != sc.shape:
+            raise ValueError(f"a boolean tasks mask must have shape (config, task) = {sc.shape}; got {mask.shape}")
+        return mask & observed
+    tasks = [str(t) for t in tasks]
+    unknown = sorted(set(tasks) - set(map(str, sc.task.values)))
+    if unknown:
+        raise ValueError(f"tasks not in the samples: {unknown[:5]}")
+    return np.isin(sc.task.values.astype(str), tasks)[None, :] & observed
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

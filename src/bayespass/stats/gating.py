@@ -23,10 +23,10 @@ import xarray as xr
 
 from ..validate import check_choice, check_prob
 from .attach import attach, check_target
-from .behaviour import behaviour
+from .behaviour import behaviour, task_mask
 
-__all__ = ["crc_threshold", "gate", "gate_table", "gate_diagnostics", "risk_coverage", "plot_risk_coverage",
-           "METHODS"]
+__all__ = ["CRCGate", "crc_threshold", "gate", "gate_table", "gate_diagnostics", "risk_coverage",
+           "plot_risk_coverage", "METHODS"]
 
 METHODS = ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC")
 VARIANTS = ("crc", "conservative")
@@ -91,11 +91,111 @@ def _metrics(accept: np.ndarray, correct: np.ndarray) -> tuple:
     return 1 - ans / m, eff, sil, acc
 
 
+class CRCGate:
+    """A conformal-risk-control gate as an estimator: ``calibrate`` on some tasks, ``predict``/``evaluate`` others.
+
+    Scores: ``"behaviour"`` (the share of the largest behaviour cluster, the dominant representative is
+    deployed) or ``"logprob"`` (sample 0's mean token log-probability, sample 0 is deployed). Learned
+    values end in ``_`` (``threshold_`` per config, ``n_calib_``), as in MAPIE and scikit-learn.
+
+    Parameters
+    ----------
+    alpha : float, optional
+        Target silent-failure rate (default ``rcParams["gating.alpha"]``).
+    score : {"behaviour", "logprob"}
+    variant : {"crc", "conservative"}
+    signature, probe_fraction
+        Passed to :func:`bayespass.stats.behaviour.behaviour`.
+    diversity_floor, cluster_penalty : float
+        See :func:`gate`.
+
+    Examples
+    --------
+    >>> g = CRCGate(alpha=0.1).calibrate(samples, tasks=calib)   # doctest: +SKIP
+    >>> g.threshold_, g.evaluate(samples, tasks=test)             # doctest: +SKIP
+    """
+
+    def __init__(self, *, alpha: float | None = None, score: str = "behaviour", variant: str = "crc",
+                 signature: str = "verdict", probe_fraction: float | None = None, diversity_floor: float = 0.0,
+                 cluster_penalty: float = 0.0):
+        from ..defaults import resolve
+
+        self.alpha = check_prob(resolve(alpha, "gating.alpha"), name="alpha")
+        self.score = check_choice(score, ("behaviour", "logprob"), name="score")
+        self.variant = check_choice(variant, VARIANTS, name="variant")
+        self.signature, self.probe_fraction = signature, resolve(probe_fraction, "behaviour.probe_fraction")
+        if not 0 <= diversity_floor <= 1:
+            raise ValueError(f"diversity_floor must be in [0, 1]; got {diversity_floor!r}")
+        if cluster_penalty < 0:
+            raise ValueError(f"cluster_penalty must be >= 0; got {cluster_penalty!r}")
+        self.diversity_floor, self.cluster_penalty = diversity_floor, cluster_penalty
+
+    def __repr__(self) -> str:
+        fitted = f", threshold_={np.round(self.threshold_.values, 4).tolist()}" if hasattr(self, "threshold_") else ""
+        return f"CRCGate(alpha={self.alpha}, score={self.score!r}, variant={self.variant!r}{fitted})"
+
+    def behaviour(self, samples) -> xr.Dataset:
+        """Return the behaviour dataset the gate reads (executed samples, or a :func:`behaviour` result as is)."""
+        if isinstance(samples, xr.Dataset) and "f_max" in samples:
+            return samples
+        return behaviour(samples, signature=self.signature, probe_fraction=self.probe_fraction)
+
+    def scores(self, samples) -> tuple[xr.DataArray, xr.DataArray]:
+        """Return the (config, task) score and whether the program the gate would deploy is correct."""
+        beh = self.behaviour(samples)
+        if self.score == "behaviour":
+            sc, ok = _scores(beh, self.diversity_floor, self.cluster_penalty), beh["dominant_correct"].values
+        else:
+            if "first_mean_logprob" not in beh:
+                raise ValueError("score='logprob' needs samples with mean_logprob")
+            sc, ok = np.where(beh["n"].values > 0, beh["first_mean_logprob"].values, -np.inf), \
+                beh["first_correct"].values
+        coords = {"config": beh.config.values, "task": beh.task.values}
+        return (xr.DataArray(sc, dims=("config", "task"), coords=coords),
+                xr.DataArray(ok, dims=("config", "task"), coords=coords))
+
+    def calibrate(self, samples, tasks=None) -> CRCGate:
+        """Learn ``threshold_`` per config on the calibration tasks (all observed tasks by default); return self."""
+        sc, ok = self.scores(samples)
+        mask = task_mask(sc, tasks, self.behaviour(samples)["n"].values > 0)
+        lam = []
+        for c in range(sc.sizes["config"]):
+            m = mask[c]
+            if np.isnan(sc.values[c, m]).any():
+                raise ValueError(f"config {str(sc.config.values[c])!r}: a calibration task has no {self.score} score")
+            lam.append(crc_threshold(sc.values[c, m], ~ok.values[c, m], self.alpha, variant=self.variant))
+        self.threshold_ = xr.DataArray(lam, dims="config", coords={"config": sc.config.values})
+        self.n_calib_ = xr.DataArray(mask.sum(1), dims="config", coords={"config": sc.config.values})
+        return self
+
+    def predict(self, samples, tasks=None) -> xr.Dataset:
+        """Return per (config, task) the ``score`` and whether the gate answers (``accept``)."""
+        if not hasattr(self, "threshold_"):
+            raise ValueError("this CRCGate is not calibrated yet: call calibrate(samples, tasks) first")
+        sc, _ = self.scores(samples)
+        mask = task_mask(sc, tasks, self.behaviour(samples)["n"].values > 0)
+        accept = (sc >= self.threshold_.sel(config=sc.config)) & mask
+        return xr.Dataset({"score": sc, "accept": accept, "in_tasks": (("config", "task"), mask)})
+
+    def evaluate(self, samples, tasks=None) -> xr.Dataset:
+        """Return per config the abstention, effective pass-rate, silent-failure rate and accuracy on ``tasks``."""
+        pred = self.predict(samples, tasks)
+        _, ok = self.scores(samples)
+        rows = [_metrics(pred.accept.values[c][pred.in_tasks.values[c]], ok.values[c][pred.in_tasks.values[c]])
+                for c in range(pred.sizes["config"])]
+        return xr.Dataset({name: ("config", [float(r[i]) for r in rows]) for i, name in
+                           enumerate(("abstention", "effective", "silent", "accuracy"))} |
+                          {"threshold": self.threshold_}, coords={"config": pred.config.values})
+
+
 def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = None, n_splits: int | None = None,
          seed: int | None = None, signature: str = "verdict", probe_fraction: float | None = None, variant: str = "crc",
          diversity_floor: float = 0.0, cluster_penalty: float = 0.0, extend_inferencedata: bool = False,
          ) -> xr.Dataset:
     """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
+
+    Each split calibrates a :class:`CRCGate` per score on the calibration tasks and evaluates it on the
+    rest.
 
     Parameters
     ----------
@@ -138,56 +238,56 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
 
     if extend_inferencedata:
         check_target(samples)
-    alpha, calib_fraction = resolve(alpha, "gating.alpha"), resolve(calib_fraction, "gating.calib_fraction")
+    calib_fraction = resolve(calib_fraction, "gating.calib_fraction")
     n_splits = resolve(n_splits, "gating.n_splits")
-    probe_fraction = resolve(probe_fraction, "behaviour.probe_fraction")
-    if diversity_floor < 0 or diversity_floor > 1:
-        raise ValueError(f"diversity_floor must be in [0, 1]; got {diversity_floor!r}")
-    if cluster_penalty < 0:
-        raise ValueError(f"cluster_penalty must be >= 0; got {cluster_penalty!r}")
-    beh = behaviour(samples, signature=signature, probe_fraction=probe_fraction)
+    gates = {s: CRCGate(alpha=alpha, score=s, variant=variant, signature=signature, probe_fraction=probe_fraction,
+                        diversity_floor=diversity_floor, cluster_penalty=cluster_penalty)
+             for s in ("logprob", "behaviour")}
+    beh = gates["behaviour"].behaviour(samples)
     seed = rcParams["stats.seed"] if seed is None else seed
-    rng = np.random.default_rng(seed)
-    n_cfg = beh.sizes["config"]
-    out = {v: np.full((n_cfg, len(METHODS), n_splits), np.nan)
+    cal, test = _split_masks(beh, calib_fraction, n_splits, np.random.default_rng(seed))
+    out = {v: np.full((beh.sizes["config"], len(METHODS), n_splits), np.nan)
            for v in ("threshold", "abstention", "effective", "silent", "accuracy")}
-    score_b = _scores(beh, diversity_floor, cluster_penalty)
+    for j, name in enumerate(("first_correct", "any_correct")):  # the rules that always answer
+        for c in range(beh.sizes["config"]):
+            corr = beh[name].values[c]
+            res = [_metrics(np.ones(test[s, c].sum(), bool), corr[test[s, c]]) for s in range(n_splits)]
+            for i, v in enumerate(("abstention", "effective", "silent", "accuracy")):
+                out[v][c, j] = [r[i] for r in res]
     has_lp = "first_mean_logprob" in beh
-    score_l = beh["first_mean_logprob"].values if has_lp else None
-    for c in range(n_cfg):
-        tasks = np.flatnonzero(beh["n"].values[c] > 0)
-        m = tasks.size
-        n_cal = int(round(calib_fraction * m))
-        if n_cal < 1 or n_cal >= m:
-            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
-        splits = np.stack([rng.permutation(tasks) for _ in range(n_splits)])
-        cal, test = splits[:, :n_cal], splits[:, n_cal:]
-        first = beh["first_correct"].values[c]
-        dom = beh["dominant_correct"].values[c]
-        anyc = beh["any_correct"].values[c]
-        always = np.ones(test.shape, bool)
-        for j, (corr, acc_t) in enumerate(((first, always), (anyc, always))):
-            res = _metrics(acc_t, corr[test])
-            for name, val in zip(("abstention", "effective", "silent", "accuracy"), res, strict=True):
-                out[name][c, j] = val
-        for j, (score, corr) in ((2, (score_l[c] if has_lp else None, first)), (3, (score_b[c], dom))):
-            if score is None or np.isnan(score[tasks]).any():
-                continue
-            lam = np.array([crc_threshold(score[ci], ~corr[ci], alpha, variant=variant) for ci in cal])
-            accept = score[test] >= lam[:, None]
-            res = _metrics(accept, corr[test])
-            out["threshold"][c, j] = lam
-            for name, val in zip(("abstention", "effective", "silent", "accuracy"), res, strict=True):
-                out[name][c, j] = val
+    for j, key in ((2, "logprob"), (3, "behaviour")):
+        if key == "logprob" and (not has_lp or np.isnan(beh["first_mean_logprob"].values[beh["n"].values > 0]).any()):
+            continue
+        for s in range(n_splits):
+            ev = gates[key].calibrate(beh, cal[s]).evaluate(beh, test[s])
+            for v in out:
+                out[v][:, j, s] = ev[v].values
     dims = ("config", "rule", "split")
     ds = xr.Dataset({k: (dims, v) for k, v in out.items()},
                     coords={"config": beh.config.values, "rule": list(METHODS), "split": np.arange(n_splits)})
-    ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, variant=variant,
-                    signature=signature, probe_fraction=probe_fraction, diversity_floor=diversity_floor,
+    g = gates["behaviour"]
+    ds.attrs.update(alpha=g.alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, variant=variant,
+                    signature=signature, probe_fraction=g.probe_fraction, diversity_floor=diversity_floor,
                     cluster_penalty=cluster_penalty, has_logprob=int(has_lp))
     if extend_inferencedata:
         attach(samples, "gating", ds)
     return ds
+
+
+def _split_masks(beh: xr.Dataset, calib_fraction: float, n_splits: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Random calibration/test masks (split, config, task) over each config's observed tasks."""
+    n_cfg, n_task = beh.sizes["config"], beh.sizes["task"]
+    cal = np.zeros((n_splits, n_cfg, n_task), bool)
+    test = np.zeros_like(cal)
+    for c in range(n_cfg):
+        tasks = np.flatnonzero(beh["n"].values[c] > 0)
+        n_cal = int(round(calib_fraction * tasks.size))
+        if n_cal < 1 or n_cal >= tasks.size:
+            raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {tasks.size} tasks")
+        for s in range(n_splits):
+            perm = rng.permutation(tasks)
+            cal[s, c, perm[:n_cal]], test[s, c, perm[n_cal:]] = True, True
+    return cal, test
 
 
 def gate_table(gated: xr.Dataset) -> pd.DataFrame:

@@ -28,9 +28,10 @@ import xarray as xr
 
 from ..validate import check_prob
 from .attach import attach, check_target
-from .behaviour import behaviour
+from .behaviour import behaviour, task_mask
 
-__all__ = ["reliability", "reliability_table", "hoeffding_stop", "wilson", "plot_set_size"]
+__all__ = ["ConformalReliability", "conformal_qhat", "reliability", "reliability_table", "hoeffding_stop", "wilson",
+           "plot_set_size"]
 
 
 def wilson(k, n, z: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -94,6 +95,96 @@ def _all_task_scores(lab, corr, rng, delta):
     return score, score_seq, n_cls, ent, used
 
 
+def conformal_qhat(scores: np.ndarray, alpha: float) -> float:
+    """Return the split-conformal quantile: the ceil((n + 1)(1 - alpha))-th smallest score (inf if beyond n)."""
+    n = len(scores)
+    rank = int(np.ceil((n + 1) * (1 - alpha)))
+    return float(np.sort(scores)[rank - 1]) if rank <= n else np.inf
+
+
+class ConformalReliability:
+    """Conformal prediction sets over behaviour classes as an estimator (MAPIE-style).
+
+    ``calibrate`` learns, per config, ``qhat_`` (the set size that covers a correct class with
+    probability >= 1 - alpha on a new task) and the reliability level ``level_`` (share of calibration
+    tasks whose most frequent class is correct, over n + 1) with its Wilson bounds; ``predict`` gives each
+    task's set size, ``evaluate`` the coverage and set size on held-out tasks.  A task's score is the rank
+    (by frequency, ties at random with ``seed``) of its first correct behaviour class (inf if none).
+    """
+
+    def __init__(self, *, alpha: float | None = None, signature: str = "verdict",
+                 probe_fraction: float | None = None, seed: int | None = None):
+        from ..defaults import rcParams, resolve
+
+        self.alpha = check_prob(resolve(alpha, "reliability.alpha"), name="alpha")
+        self.signature, self.probe_fraction = signature, resolve(probe_fraction, "behaviour.probe_fraction")
+        self.seed = rcParams["stats.seed"] if seed is None else seed
+
+    def __repr__(self) -> str:
+        fitted = f", qhat_={self.qhat_.values.tolist()}" if hasattr(self, "qhat_") else ""
+        return f"ConformalReliability(alpha={self.alpha}{fitted})"
+
+    def scores(self, samples) -> xr.Dataset:
+        """Return per (config, task) ``score``, ``n_classes`` and ``observed`` from the samples' behaviour."""
+        beh = samples if isinstance(samples, xr.Dataset) and "cluster" in samples else behaviour(
+            samples, signature=self.signature, probe_fraction=self.probe_fraction)
+        lab, corr = beh["cluster"].values, beh["gold_correct"].values
+        rng = np.random.default_rng(self.seed)
+        score = np.full(lab.shape[:2], np.inf)
+        n_cls = np.zeros(lab.shape[:2], int)
+        for c, t in zip(*np.nonzero((lab >= 0).any(-1)), strict=True):
+            idx = np.flatnonzero(lab[c, t] >= 0)
+            score[c, t], n_cls[c, t], _ = _task_scores(lab[c, t, idx], corr[c, t, idx], rng)
+        dims = ("config", "task")
+        return xr.Dataset({"score": (dims, score), "n_classes": (dims, n_cls), "observed": (dims, beh["n"].values > 0)},
+                          coords={"config": beh.config.values, "task": beh.task.values})
+
+    def calibrate(self, samples, tasks=None) -> ConformalReliability:
+        """Learn ``qhat_``, ``level_`` (with ``level_lower_``/``level_upper_``) and ``n_calib_``; return self."""
+        sc = self.scores(samples)
+        mask = task_mask(sc.score, tasks, sc.observed.values)
+        q, top, n = [], [], mask.sum(1)
+        for c in range(sc.sizes["config"]):
+            vals = sc.score.values[c, mask[c]]
+            q.append(conformal_qhat(vals, self.alpha))
+            top.append(int((vals == 1).sum()))
+        lo, hi = wilson(np.array(top), n)
+        coords = {"config": sc.config.values}
+        self.qhat_ = xr.DataArray(q, dims="config", coords=coords)
+        self.level_ = xr.DataArray(np.array(top) / (n + 1), dims="config", coords=coords)
+        self.level_lower_ = xr.DataArray(lo, dims="config", coords=coords)
+        self.level_upper_ = xr.DataArray(hi, dims="config", coords=coords)
+        self.n_calib_ = xr.DataArray(n, dims="config", coords=coords)
+        return self
+
+    def predict(self, samples, tasks=None) -> xr.Dataset:
+        """Return per (config, task) the prediction ``set_size`` (the ``qhat_`` most frequent classes, at most all)."""
+        if not hasattr(self, "qhat_"):
+            raise ValueError("this ConformalReliability is not calibrated yet: call calibrate(samples, tasks) first")
+        sc = self.scores(samples)
+        mask = task_mask(sc.score, tasks, sc.observed.values)
+        size = np.minimum(self.qhat_.values[:, None], sc.n_classes.values)
+        return xr.Dataset({"set_size": (("config", "task"), np.where(mask, size, np.nan)),
+                           "covered": (("config", "task"), mask & (sc.score.values <= self.qhat_.values[:, None])),
+                           "in_tasks": (("config", "task"), mask)}, coords=sc.coords)
+
+    def evaluate(self, samples, tasks=None) -> xr.Dataset:
+        """Return per config ``coverage``, ``set_size``, ``cond_coverage`` (solvable tasks), ``mode_coverage``."""
+        pred, sc = self.predict(samples, tasks), self.scores(samples)
+        out = {v: [] for v in ("coverage", "set_size", "cond_coverage", "mode_coverage")}
+        for c in range(pred.sizes["config"]):
+            m = pred.in_tasks.values[c]
+            st = sc.score.values[c, m]
+            solvable = np.isfinite(st)
+            out["coverage"].append(float(np.mean(st <= self.qhat_.values[c])))
+            out["set_size"].append(float(np.mean(pred.set_size.values[c, m])))
+            out["cond_coverage"].append(float(np.mean(st[solvable] <= self.qhat_.values[c])) if solvable.any()
+                                        else np.nan)
+            out["mode_coverage"].append(float(np.mean(st == 1)))
+        return xr.Dataset({k: ("config", v) for k, v in out.items()} | {"qhat": self.qhat_},
+                          coords={"config": pred.config.values})
+
+
 def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, rng):
     """Coverage, set size and reliability over random calibration/test splits, and the full-data level."""
     n_cfg = n.shape[0]
@@ -108,12 +199,11 @@ def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, 
             raise ValueError(f"calib_fraction={calib_fraction} leaves an empty split for {m} tasks")
         top = int((score[c, tasks] == 1).sum())
         level[:, c] = top / (m + 1), *wilson(top, m)
-        rank = int(np.ceil((n_cal + 1) * (1 - alpha)))
         for s in range(n_splits):
             perm = rng.permutation(tasks)
             cal, test = perm[:n_cal], perm[n_cal:]
             for suf, sc in (("", score[c]), ("_seq", score_seq[c])):
-                q = np.sort(sc[cal])[rank - 1] if rank <= n_cal else np.inf
+                q = conformal_qhat(sc[cal], alpha)
                 st = sc[test]
                 solvable = np.isfinite(st)
                 out[f"qhat{suf}"][c, s] = q
