@@ -62,7 +62,12 @@ def test_evalplus_suites_canonical_pass_base_and_plus(name, file, n):
     assert {t: e["dropped"] for t, e in suite.expected.items() if e["dropped"]} == {}
     assert all(len(e["values"]) == len(suite.tasks[t].inputs) for t, e in suite.expected.items())
     ds = engine.execute(canonical_samples(suite), suite, progress=False)
-    assert bool(ds.correct.all()) and bool(ds.base_correct.all())
+    failing = {}
+    for t in ds.task.values[~(ds.correct.values[0, :, 0] & ds.base_correct.values[0, :, 0])]:
+        v, d = ds.verdict.sel(task=t).values[0, 0], ds.duration.sel(task=t).values[0, 0]
+        bad = np.flatnonzero((v != 1) & (v >= 0))
+        failing[str(t)] = [(int(i), int(v[i]), round(float(d[i]), 3)) for i in bad[:5]]
+    assert failing == {}, f"canonical solutions failing (test, verdict code, seconds): {failing}"
     assert int((ds.is_plus == 1).sum()) > 0
 
 
