@@ -20,7 +20,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from .config import atomic_netcdf, say
+from .config import say
 
 __all__ = ["generate_until_width", "band_width"]
 
@@ -56,7 +56,9 @@ class _Source:
             self.cells = sorted(self.pool)
             self.temperature = {}
             return
-        self.coder = _generating_coder(cfg, ctx.suite, tasks, ctx.echo)
+        from .config import make_coder
+
+        self.coder = make_coder(cfg, ctx.suite, tasks, ctx.echo)
         name = getattr(self.coder, "model_id", self.coder.name)
         self.temperature = {config_label(name, T, None): float(T) for T in cfg.temperatures}
         if cfg.coder == "synthetic":
@@ -91,23 +93,6 @@ class _Source:
         if self.coder.name == "synthetic":
             return self.coder.generate(k=more, temperature=T, seed=seed, tasks=[task])
         return self.coder.generate(self.suite, more, temperature=T, seed=seed, tasks=[task])
-
-
-def _generating_coder(cfg, suite, tasks, echo):
-    if cfg.coder == "synthetic":
-        from ..generate.synthetic import SyntheticCoder
-
-        return SyntheticCoder(suite, seed=0, tasks=tasks, max_mutants=cfg.max_mutants, workers=cfg.workers,
-                              progress=echo is not None)
-    if cfg.endpoint is not None:
-        from ..generate.endpoint import OpenAICompatibleCoder
-
-        return OpenAICompatibleCoder(cfg.endpoint, cfg.coder, api=cfg.api, concurrency=cfg.concurrency,
-                                     max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p,
-                                     api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout)
-    from ..generate.hf import HFCoder
-
-    return HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
 
 
 def _read(path: Path) -> list[dict]:
@@ -208,7 +193,9 @@ def generate_until_width(ctx) -> None:
         state["targets"] = nxt
     ctx.recs = recs
     if source.coder.name == "synthetic":
-        _write_truth(source.coder, cfg, out)
+        from .config import write_truth
+
+        write_truth(source.coder, cfg, out)
 
 
 def _stop_reason(width: dict, target: float, n: int, max_samples: int) -> str | None:
@@ -236,14 +223,6 @@ def _next_targets(idata, targets: dict, source: _Source, cfg, left: int) -> dict
         added += new - nxt[cell]
         nxt[cell] = new
     return nxt if added else None
-
-
-def _write_truth(coder, cfg, out: Path) -> None:
-    import xarray as xr
-
-    truth = xr.concat([coder.truth(T)["p_true"] for T in cfg.temperatures], dim="temperature")
-    truth = truth.assign_coords(temperature=list(cfg.temperatures))
-    atomic_netcdf(truth.to_dataset(), out / "truth.nc")
 
 
 def rounds_table(out: Path):

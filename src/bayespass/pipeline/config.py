@@ -9,7 +9,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED"]
+__all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED", "make_coder", "write_truth"]
 
 
 @dataclass
@@ -166,3 +166,28 @@ def say(echo, msg: str) -> None:
         echo(msg)
 
 
+def make_coder(cfg: RunConfig, suite, tasks, echo):
+    """Return the coder of a run: synthetic, a served endpoint or a transformers model."""
+    if cfg.coder == "synthetic":
+        from ..generate.synthetic import SyntheticCoder
+
+        return SyntheticCoder(suite, seed=0, tasks=tasks, max_mutants=cfg.max_mutants, workers=cfg.workers,
+                              progress=echo is not None)
+    if cfg.endpoint is not None:
+        from ..generate.endpoint import OpenAICompatibleCoder
+
+        return OpenAICompatibleCoder(cfg.endpoint, cfg.coder, api=cfg.api, concurrency=cfg.concurrency,
+                                     max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p,
+                                     api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout)
+    from ..generate.hf import HFCoder
+
+    return HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
+
+
+def write_truth(coder, cfg: RunConfig, out: Path) -> None:
+    """Write the synthetic coder's true p per task and temperature to ``truth.nc``."""
+    import xarray as xr
+
+    truth = xr.concat([coder.truth(T)["p_true"] for T in cfg.temperatures], dim="temperature")
+    truth = truth.assign_coords(temperature=list(cfg.temperatures))
+    atomic_netcdf(truth.to_dataset(), out / "truth.nc")

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import GEN, RunConfig, State, atomic_netcdf, say
+from .config import GEN, RunConfig, State, atomic_netcdf, make_coder, say, write_truth
 
 __all__ = ["Stage", "Context", "stages", "truth_passk"]
 
@@ -235,8 +235,6 @@ def stages(cfg: RunConfig) -> list[Stage]:
 
 def _generate(cfg: RunConfig, suite, out: Path, echo):
     """Write samples.jsonl (append-only, resumable) and, for the synthetic coder, truth.nc."""
-    import xarray as xr
-
     path = out / "samples.jsonl"
     tasks = list(suite.tasks)[: cfg.tasks] if cfg.tasks else None
     if cfg.coder == "samples":
@@ -254,14 +252,9 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
         os.replace(tmp, path)
         return recs, None
     if cfg.coder == "synthetic":
-        from ..generate.synthetic import SyntheticCoder
-
-        coder = SyntheticCoder(suite, seed=0, tasks=tasks, max_mutants=cfg.max_mutants, workers=cfg.workers,
-                               progress=echo is not None)
+        coder = make_coder(cfg, suite, tasks, echo)
         recs = [r for T in cfg.temperatures for r in coder.generate(k=cfg.k, temperature=T, seed=cfg.seed)]
-        truth = xr.concat([coder.truth(T)["p_true"] for T in cfg.temperatures], dim="temperature")
-        truth = truth.assign_coords(temperature=list(cfg.temperatures))
-        atomic_netcdf(truth.to_dataset(), out / "truth.nc")
+        write_truth(coder, cfg, out)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
             for r in recs:
@@ -270,17 +263,7 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
         return recs, coder.run_dir
     from ..generate.hf import generate_to_jsonl
 
-    if cfg.endpoint is not None:
-        from ..generate.endpoint import OpenAICompatibleCoder
-
-        coder = OpenAICompatibleCoder(cfg.endpoint, cfg.coder, api=cfg.api, concurrency=cfg.concurrency,
-                                      max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p,
-                                      api_key_env=cfg.api_key_env, max_retries=cfg.max_retries,
-                                      timeout=cfg.timeout)
-    else:
-        from ..generate.hf import HFCoder
-
-        coder = HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
+    coder = make_coder(cfg, suite, tasks, echo)
     for T in cfg.temperatures:
         generate_to_jsonl(coder, suite, path, k=cfg.k, temperature=T, seed=cfg.seed, tasks=tasks,
                           progress=echo is not None)
