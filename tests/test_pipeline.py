@@ -40,9 +40,11 @@ def rundir(tmp_path_factory):
 
 def test_run_prints_tables_and_writes_the_run_directory(rundir):
     out, stdout = rundir
-    for title in ("pass@k", "LOO comparison", "Which config is better", "P(rank=1)", "PPC p-values",
-                  "Gating at alpha = 0.1", "Reliability level", "Incoherence", "Metrics"):
-        assert title in stdout
+    for title in ("pass@k (unbiased; main fit auto-eb", "Model comparison (PSIS-LOO", "Which config is better",
+                  "Posterior predictive checks", "Gating at alpha = 0.1", "Reliability level",
+                  "Incoherence", "Metrics"):
+        assert f"== {title}" in stdout, title
+    assert "P(rank=1)" in stdout
     for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
         assert rule in stdout
     for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",
@@ -57,7 +59,7 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     assert {"samples", "fuzz_samples", "counts", "fits", "tables"} <= set(tree.children)
     main = tree.attrs["main_fit"]
     # the default main fit stacks the candidates; the weights are printed, stored and sum to one per config
-    assert main == "auto-eb" and "stacking weights of the main fit" in stdout
+    assert main == "auto-eb" and "== Stacking weights of the candidate models" in stdout
     from bayespass.models.fit import stacking_weights_of
 
     weights = stacking_weights_of(fits_of(tree)[main])

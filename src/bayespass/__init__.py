@@ -58,6 +58,7 @@ _LAZY = {
     "reliability": "stats.reliability",
     "incoherence": "stats.incoherence",
     "metric_table": "stats.metrics",
+    "Table": "results",
 }
 
 _ALIASES = {"stack": "stack_fits"}

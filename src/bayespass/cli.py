@@ -23,11 +23,6 @@ FORMATS = ("table", "json", "csv")
 
 
 
-def _weights_line(title: str, weights: dict) -> str:
-    """One line per config: the stacking weight of each candidate model."""
-    return title + ":\n" + "\n".join(f"  {cfg}: " + ", ".join(f"{m} {w:.2f}" for m, w in ws.items())
-                                      for cfg, ws in weights.items())
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"bayespass {__version__}")
@@ -49,14 +44,17 @@ def fail(message: str) -> None:
 
 
 def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
-    """Print a DataFrame as an aligned table, JSON records or CSV."""
+    """Print a table as text (a :class:`~bayespass.Table` brings its title), JSON records or CSV (every column)."""
+    from .results import Table
+
     if fmt == "json":
         typer.echo(df.to_json(orient="records", indent=2))
     elif fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
+    elif isinstance(df, Table):
+        typer.echo(df.to_text(floatfmt=floatfmt))
     else:
-        typer.echo(df.to_string(index=False, float_format=lambda v: floatfmt.format(v),
-                                na_rep="—"))
+        typer.echo(df.to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—"))
 
 
 @app.command()
@@ -109,7 +107,6 @@ def fit_cmd(
 ) -> None:
     """Fit a model of per-task success probability and save InferenceData; print pass@k with bands."""
     from .data.io import read_counts
-    from .defaults import rcParams
     from .models.fit import fit
     from .stats.curve import curve_table, passk_curve
 
@@ -123,14 +120,11 @@ def fit_cmd(
     post = idata.posterior.attrs
     typer.echo(f"wrote {out} (model={post['bayespass_model']}, method={post['bayespass_method']}, "
                f"convergence: {post.get('convergence', '')})")
-    from .models.fit import stacking_weights_of
+    from .models.fit import stacking_table
 
-    weights = stacking_weights_of(idata)
-    if weights:
-        typer.echo(_weights_line("stacking weights", weights))
-    curve = passk_curve(idata, [1, 10, 100])
-    typer.echo(f"pass@k: posterior mean and {rcParams['stats.ci_prob']:.0%} equal-tailed interval")
-    emit(curve_table(curve), "table")
+    if (weights := stacking_table(idata)) is not None:
+        typer.echo(str(weights) + "\n")
+    emit(curve_table(passk_curve(idata, [1, 10, 100])), "table")
 
 
 def _check_out(out: Path) -> None:
@@ -164,13 +158,10 @@ def curve(
         res = passk_curve(idata, k, ci_prob=ci_prob)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
-    from .models.fit import stacking_weights_of
+    from .models.fit import stacking_table
 
-    post = idata.posterior.attrs
-    typer.echo(f"model {post.get('bayespass_model', '?')} by {post.get('bayespass_method', '?')}", err=True)
-    weights = stacking_weights_of(idata)
-    if weights:
-        typer.echo(_weights_line("stacking weights", weights), err=True)
+    if (weights := stacking_table(idata)) is not None:
+        typer.echo(str(weights), err=True)
     emit(curve_table(res, hdi=True), format)
     if plot is not None:
         import numpy as np
@@ -224,8 +215,8 @@ def compare_cmd(
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws",
                err=True)
     if pair_list is None:
-        _print_table(f"Leaderboard ({cmp.attrs['ci_prob']:.0%} bands; rank 1 = best)", leaderboard(cmp), format)
-    _print_table("P(pass@k of config > config_b)", prob_better_table(cmp), format)
+        _print_table(leaderboard(cmp), format)
+    _print_table(prob_better_table(cmp), format)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list)
 
@@ -272,8 +263,10 @@ def allocate_cmd(
     typer.echo(f"{int(a.n_more.sum())} samples to {len(top)} (config, task) pairs for pass@{k}"
                f"{' of ' + a.attrs['pair'] if a.attrs['pair'] else ''}; expected variance reduction "
                f"{a.attrs['expected_variance_reduction']:.3g}", err=True)
-    _print_table("Sample next (top 20; gain: expected reduction of the variance of the dataset pass@k)",
-                 top.head(20).assign(gain=[f"{g:.2e}" for g in top.head(20).gain]), "table")
+    from .results import Table
+
+    _print_table(Table.of(top.head(20).assign(gain=[f"{g:.2e}" for g in top.head(20).gain]),
+                          "Sample next (top 20; gain: expected reduction of the variance of the dataset pass@k)"))
     if out is not None:
         df.to_csv(out, index=False)
         typer.echo(f"wrote {out}", err=True)
@@ -359,18 +352,10 @@ def execute_cmd(
     emit(rows, "table")
 
 
-def _print_table(title: str, df, fmt: str = "table") -> None:
-    typer.echo(f"\n== {title} ==")
-    emit(df, fmt)
-
-
-def _passk_view(df, main: str | None):
-    cols = ["config", "k", "unbiased"]
-    if main and main in df:
-        cols += [main, f"{main}_lo", f"{main}_hi"]
-    if "truth" in df:
-        cols.append("truth")
-    return df[cols]
+def _print_table(table, fmt: str = "table") -> None:
+    """Print a :class:`~bayespass.Table` after a blank line (it brings its own title)."""
+    typer.echo("")
+    emit(table, fmt)
 
 
 def _coder_of(model, samples, endpoint) -> str:
@@ -437,7 +422,7 @@ def run_cmd(
         fail(_as_option(str(err)))
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
-    _print_run(_run_or_fail(run, out, cfg), out, alpha)
+    _print_run(_run_or_fail(run, out, cfg), out)
 
 
 def _run_or_fail(run, out: Path, cfg) -> dict:
@@ -465,37 +450,15 @@ def _as_option(msg: str) -> str:
     return msg
 
 
-def _print_run(tables: dict, out: Path, alpha: float) -> None:
-    """Print the tables of a run (what 'bayespass run' shows)."""
+def _print_run(tables: dict, out: Path) -> None:
+    """Print the tables of a run (what 'bayespass run' shows), in the report's order; each brings its title."""
     import json
 
-    from .defaults import rcParams
+    from .report.html import SECTION_ORDER
 
-    main = tables["passk"].attrs.get("main")
-    _print_table(f"pass@k (unbiased; main fit {main}: posterior mean and {rcParams['stats.ci_prob']:.0%} "
-                 "interval; truth when known)", _passk_view(tables["passk"], main))
-    weights = tables["passk"].attrs.get("stacking_weights")
-    if weights:
-        typer.echo(_weights_line("stacking weights of the main fit", weights))
-    for key, title in (("loo_eb", "LOO comparison (EB fits)"), ("loo_mcmc", "LOO comparison (MCMC fits)")):
-        if key in tables:
-            cols = [c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff", "se", "dse", "weight",
-                                "pareto_k_max") if c in tables[key]]
-            _print_table(title, tables[key][cols])
-    if "leaderboard" in tables:
-        _print_table(f"Which config is better (joint model 'shared'; {rcParams['stats.ci_prob']:.0%} bands, "
-                     "rank 1 = best)",
-                     tables["leaderboard"])
-    _print_table("PPC p-values", tables["ppc"])
-    _print_table(f"Gating at alpha = {alpha:g} (mean over splits)",
-                 tables["gating"][["config", "rule", "abstention", "effective", "silent", "accuracy"]])
-    _print_table("Reliability level", tables["reliability"][["config", "n_tasks", "level", "level_lo", "level_hi",
-                                                              "coverage", "set_size", "saved"]])
-    if "incoherence" in tables:
-        _print_table("Incoherence", tables["incoherence"])
-    _print_table("Metrics", tables["metrics"])
-    if "rounds" in tables:
-        _print_table("Rounds of generation (widest band of pass@k per round)", tables["rounds"])
+    for key in SECTION_ORDER:
+        if key in tables and key not in ("prob_better", "gating_diagnostics") and len(tables[key]):
+            _print_table(tables[key])
     meta = json.loads((out / "run.json").read_text())
     typer.echo(f"\nwrote {out}/report.html (total {meta.get('timings', {}).get('total', '?')} s)")
 
@@ -536,7 +499,7 @@ def gate_cmd(
         fail(str(err))
     emit(gate_table(g), format)
     if format == "table":
-        _print_table("Behaviour diagnostics", gate_diagnostics(samples, signature=signature))
+        _print_table(gate_diagnostics(samples, signature=signature))
     if plot is not None:
         ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
         _save_png(ax, plot, dpi=110)

@@ -164,7 +164,7 @@ def test_cli_compare(tmp_path, three):
                           "eb", "--k", "1,5", "--plot", str(tmp_path / "cmp")], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "Leaderboard" in res.stdout and "P(rank=1)" in res.stdout and "strong" in res.stdout
+    assert "leaderboard (model bb; 90% bands" in res.stdout and "P(rank=1)" in res.stdout and "strong" in res.stdout
     for name in ("forest", "prob_better", "diff"):
         assert (tmp_path / f"cmp-{name}.png").stat().st_size > 5000
     bad = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--pairs", "strong"],

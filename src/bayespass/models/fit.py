@@ -21,6 +21,8 @@ from .predictive import default_k_grid, passk_draws, replicate_counts
 if TYPE_CHECKING:  # pragma: no cover
     import arviz as az
 
+    from ..results import Table
+
 __all__ = ["fit", "stack_fits", "convergence_report", "loglik_draws"]
 
 METHODS = ("mcmc", "eb")
@@ -329,6 +331,21 @@ def stacking_weights_of(idata) -> dict | None:
     w = post["stacking_weight"].transpose("config", "model")
     return {str(c): {str(m): float(x) for m, x in zip(w.model.values, row, strict=True)}
             for c, row in zip(w.config.values, w.values, strict=True)}
+
+
+def stacking_table(idata) -> Table | None:
+    """Return the stacking weights of a stacked fit as a :class:`~bayespass.Table` (config x model), or None."""
+    import pandas as pd
+
+    from ..results import Table
+
+    weights = stacking_weights_of(idata)
+    if not weights:
+        return None
+    df = pd.DataFrame([{"config": cfg, **ws} for cfg, ws in weights.items()])
+    return Table.of(df, "Stacking weights of the candidate models (model auto)",
+                    note="The fit stacks the candidate models by their PSIS-LOO predictive density (Bayesian "
+                    "stacking); its posterior is the mixture of theirs in these proportions, per config.")
 
 
 def convergence_report(idata, model=None) -> dict:

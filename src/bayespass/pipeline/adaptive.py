@@ -19,8 +19,12 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import say
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..results import Table
 
 __all__ = ["generate_until_width", "band_width"]
 
@@ -225,13 +229,19 @@ def _next_targets(idata, targets: dict, source: _Source, cfg, left: int) -> dict
     return nxt if added else None
 
 
-def rounds_table(out: Path):
+def rounds_table(out: Path) -> Table | None:
     """Return the rounds of an adaptive run as a table (round, samples, widest band, stop), or None."""
     import pandas as pd
 
     path = Path(out) / ROUNDS
     if not path.exists():
         return None
+    from ..results import Table
+
     rows = json.loads(path.read_text())["rounds"]
-    return pd.DataFrame([{k: v for k, v in r.items() if k != "width"} for r in rows])
+    return Table.of(pd.DataFrame([{k: v for k, v in r.items() if k != "width"} for r in rows]),
+                    "Rounds of generation (--until-width; widest band of pass@k per round)",
+                    note="Samples drawn in rounds: K per task first, then each round's samples go to the tasks (and "
+                    "configs) where they shrink the band of pass@k most (bayespass.allocate); the widest band after "
+                    "each round, and why the rounds stopped.")
 

@@ -7,11 +7,17 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..results import Table
+
 __all__ = ["all_tables", "passk_table"]
 
 
-def passk_table(counts, idatas: dict, k, truth=None) -> pd.DataFrame:
-    """pass@k per config and k: unbiased estimate, each fit's mean and interval, truth when known."""
+def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None) -> Table:
+    """pass@k per config and k: unbiased estimate, each fit's mean and interval, truth when known.
+
+    Printed: the unbiased estimate, the ``main`` fit's mean and interval and the truth; every fit's
+    columns are in the frame (``to_dataframe``, the CSV and the report).
+    """
     from ..defaults import rcParams
     from ..stats.curve import passk_curve
     from ..stats.passk import passk
@@ -25,8 +31,14 @@ def passk_table(counts, idatas: dict, k, truth=None) -> pd.DataFrame:
     if truth is not None:
         frames.append(truth.to_dataframe(name="truth")[["truth"]])
     df = pd.concat(frames, axis=1).reset_index()
-    df.attrs["ci_prob"] = rcParams["stats.ci_prob"]
-    return df
+    ci = rcParams["stats.ci_prob"]
+    df.attrs.update(ci_prob=ci, main=main)
+    brief = ["config", "k", "unbiased"] + ([main, f"{main}_lo", f"{main}_hi"] if main in idatas else []) + ["truth"]
+    return Table.of(df, f"pass@k (unbiased; main fit {main}: posterior mean and {ci:.0%} equal-tailed interval; "
+                    "truth when known)",
+                    note=f"Unbiased estimator where k <= n, Bayesian posterior mean with its {ci:.0%} equal-tailed "
+                    "interval for every fit (columns NAME, NAME_lo, NAME_hi; any k, also k > n), and the synthetic "
+                    "truth when the coder is synthetic.", brief=brief)
 
 
 def _ppc_table(idatas: dict) -> pd.DataFrame:
@@ -38,7 +50,8 @@ def _ppc_table(idatas: dict) -> pd.DataFrame:
         p.columns.name = None
         p.insert(0, "fit", name)
         rows.append(p.reset_index())
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return Table.of(pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(), "Posterior predictive checks",
+                    note="Mid-p values per statistic and fit; values near 0 or 1 flag a misfit.")
 
 
 def _loo_tables(cfg, idatas: dict) -> dict:
@@ -50,7 +63,11 @@ def _loo_tables(cfg, idatas: dict) -> dict:
         if len(pair) >= 2:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                out[f"loo_{method}"] = compare(pair).reset_index()
+                df = compare(pair).reset_index()
+            name = "empirical Bayes" if method == "eb" else "MCMC"
+            out[f"loo_{method}"] = Table.of(df, f"Model comparison (PSIS-LOO, {name} fits)",
+                                            brief=[c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff",
+                                                               "se", "dse", "weight", "pareto_k_max") if c in df])
     return out
 
 
@@ -63,12 +80,12 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
 
     cfg, samples, main = ctx.cfg, ctx.samples, ctx.main
     tables = {"passk": passk_table(ctx.counts, ctx.idatas, cfg.passk_k,
-                                   truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)))}
-    tables["passk"].attrs["main"] = main
+                                   truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)), main=main)}
     if main in ctx.idatas:
-        from ..models.fit import stacking_weights_of
+        from ..models.fit import stacking_table
 
-        tables["passk"].attrs["stacking_weights"] = stacking_weights_of(ctx.idatas[main])
+        if (weights := stacking_table(ctx.idatas[main])) is not None:
+            tables["stacking"] = weights
     tables["ppc"] = _ppc_table(ctx.idatas)
     tables |= _loo_tables(cfg, ctx.idatas)
     post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed),

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .._version import __version__
+from ..results import Table
 
 __all__ = ["write_report"]
 
@@ -22,36 +23,11 @@ img{max-width:100%;border:1px solid #eee;margin:.4em 0}.note{color:#555;font-siz
 code{background:#f4f4f4;padding:0 .2em}
 """
 
-_SECTIONS = [
-    ("passk", "pass@k with credible intervals",
-     "Unbiased estimator where k <= n, Bayesian posterior mean with its {ci}% equal-tailed interval for every fit"
-     " (any k, also k > n), and the synthetic truth when the coder is synthetic."),
-    ("rounds", "Rounds of generation (--until-width)",
-     "Samples drawn in rounds: K per task first, then each round's samples go to the tasks (and configs) where"
-     " they shrink the {ci}% band of pass@k most (bayespass.allocate); the widest band after each round, and"
-     " why the rounds stopped."),
-    ("leaderboard", "Which config is better: leaderboard",
-     "Configs by expected rank of their pass@k (rank 1 = best) under the joint model 'shared' (task difficulty"
-     " shared by the configs): posterior mean with its {ci}%"
-     " band, the central {ci}% interval of the rank, P(best), and the unbiased estimate where every task has"
-     " n >= k. The matrix shows P(pass@k of row > column) from the same posterior draws."),
-    ("prob_better", "P(better) for every pair of configs", "Posterior probability and difference with its band."),
-    ("metrics", "Metric table", "avg@n, cons@K (majority of the K samples correct), maj@K (the dominant behaviour"
-     " cluster passes the gold tests) and how to read pass@K against cons@K."),
-    ("ppc", "Posterior predictive checks", "Mid-p values per statistic; values near 0 or 1 flag a misfit."),
-    ("loo_eb", "Model comparison (PSIS-LOO, empirical Bayes)", ""),
-    ("loo_mcmc", "Model comparison (PSIS-LOO, MCMC)", ""),
-    ("gating", "Deployment gating at the target silent-failure rate",
-     "Mean over random calibration/test splits. Behaviour-CRC answers a task iff its largest behaviour cluster"
-     " holds at least a share lambda of the K samples (lambda chosen by conformal risk control)."),
-    ("gating_diagnostics", "Behaviour diagnostics of the K-sample bundles", ""),
-    ("reliability", "Conformal reliability level",
-     "Level = share of calibration tasks whose most frequent behaviour class is correct, over n+1 (Wilson {ci}%"
-     " bounds); coverage and set size of the conformal sets; samples saved by Hoeffding sequential stopping."),
-    ("incoherence", "Incoherence on fuzzed inputs (oracle-free lower bound on error)",
-     "I = P(two sampled programs disagree on a fuzzed input), E = P(a sampled program disagrees with the"
-     " canonical solution); I <= 2E always, so I > 0 certifies an error without a reference solution."),
-]
+# the order of the report's sections; each table brings its own title and caption (bayespass.Table)
+SECTION_ORDER = ("passk", "stacking", "rounds", "leaderboard", "prob_better", "metrics", "ppc", "loo_eb", "loo_mcmc",
+          "gating", "gating_diagnostics", "reliability", "incoherence")
+_SECTION_FIGS = {"passk": ["passk"], "ppc": ["ppc"], "gating": ["risk_coverage"], "reliability": ["set_size"],
+                 "incoherence": ["incoherence"], "leaderboard": ["forest", "prob_better"]}
 
 _FIGS = [("passk", "pass@k curves"), ("ppc", "Posterior predictive check"), ("forest", "pass@k forest plot"),
          ("prob_better", "P(better) matrix"),
@@ -67,39 +43,26 @@ def _img(path: Path, alt: str) -> str:
 def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, samples=None, main=None,
                  timings=None) -> Path:
     """Write the report; every table and figure of the run, settings and timings."""
-    from ..defaults import rcParams
-
     path = Path(path)
-    ci_prob = rcParams["stats.ci_prob"]
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bayespass run report</title>"
              f"<style>{_CSS}</style></head><body>",
              "<h1>bayespass run report</h1>",
              f"<p class=note>bayespass {__version__}; suite <code>{html.escape(cfg.suite)}</code>; coder "
              f"<code>{html.escape(str(cfg.coder))}</code>; K = {cfg.k}; temperatures "
              f"{', '.join(map(str, cfg.temperatures))}; main fit <code>{html.escape(str(main))}</code>.</p>"]
-    weights = tables["passk"].attrs.get("stacking_weights") if "passk" in tables else None
-    if weights:
-        rows = "".join(f"<tr><td>{html.escape(c)}</td>" + "".join(f"<td>{w:.2f}</td>" for w in ws.values())
-                       + "</tr>" for c, ws in weights.items())
-        head = "".join(f"<th>{html.escape(m)}</th>" for m in next(iter(weights.values())))
-        parts.append("<p class=note>The main fit stacks the candidate models by their PSIS-LOO predictive "
-                     "density (Bayesian stacking); the weights per config:</p>"
-                     f"<table><tr><th>config</th>{head}</tr>{rows}</table>")
     if samples is not None:
         parts.append(f"<p class=note>{samples.sizes['task']} tasks, {int(samples.exists.sum())} samples, "
                      f"{samples.attrs.get('n_unique_programs', '?')} distinct programs, sandbox layer "
                      f"<code>{html.escape(str(samples.attrs.get('sandbox_layer', '?')))}</code>.</p>")
     figs_done = set()
-    for key, title, note in _SECTIONS:
-        if key not in tables or tables[key] is None or len(tables[key]) == 0:
+    for key in [k for k in SECTION_ORDER if k in tables] + [k for k in tables if k not in SECTION_ORDER]:
+        table = tables[key]
+        if table is None or len(table) == 0:
             continue
-        parts.append(f"<h2>{html.escape(title)}</h2>")
-        if note:
-            parts.append(f"<p class=note>{html.escape(note.format(ci=round(100 * ci_prob)))}</p>")
-        parts.append(tables[key].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="—", border=0))
-        fig_keys = {"passk": ["passk"], "ppc": ["ppc"], "gating": ["risk_coverage"], "reliability": ["set_size"],
-                    "incoherence": ["incoherence"], "leaderboard": ["forest", "prob_better"]}.get(key, [])
-        for fk in fig_keys:
+        if not isinstance(table, Table):  # a plain DataFrame: its key is its title
+            table = Table.of(table, key)
+        parts.append(table.to_html_section())
+        for fk in _SECTION_FIGS.get(key, []):
             if fk in figures:
                 parts.append(_img(figures[fk], dict(_FIGS)[fk]))
                 figs_done.add(fk)

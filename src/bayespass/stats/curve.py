@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
 from ..defaults import rcParams
+from ..results import Table
 from ..validate import as_k, check_prob
 from .attach import attach
 
@@ -72,7 +72,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     return out
 
 
-def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> pd.DataFrame:
+def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> Table:
     """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
 
     Columns ``config, k, mean, "90% lower", "90% upper"`` (ETI; with ``hdi=True``
@@ -84,7 +84,11 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> pd.DataFrame:
         wide = curve[band].to_dataframe().unstack("ci_bound")[band]
         label = f"{prob:.0%}" if band == "eti" else f"{prob:.0%} HDI"
         df = df.join(wide.rename(columns={"lower": f"{label} lower", "upper": f"{label} upper"}))
-    return df.reset_index()
+    model = curve.attrs.get("model") or "?"
+    by = f" by {curve.attrs['method']}" if curve.attrs.get("method") else ""
+    bands = f"{prob:.0%} equal-tailed interval" + (f" and {prob:.0%} HDI" if hdi else "")
+    return Table.of(df.reset_index(), f"pass@k of model {model}{by}: posterior mean and {bands}",
+                    note="Any k, also k > samples per task: the posterior predictive of the dataset pass@k.")
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,

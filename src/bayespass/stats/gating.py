@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..results import Table
 from ..validate import check_choice, check_prob
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
@@ -290,7 +291,7 @@ def _split_masks(beh: xr.Dataset, calib_fraction: float, n_splits: int, rng) -> 
     return cal, test
 
 
-def gate_table(gated: xr.Dataset) -> pd.DataFrame:
+def gate_table(gated: xr.Dataset) -> Table:
     """Mean and standard deviation over splits of each rule's metrics, one row per (config, rule)."""
     rows = []
     for cfg in gated.config.values:
@@ -305,10 +306,15 @@ def gate_table(gated: xr.Dataset) -> pd.DataFrame:
             lam = cell["threshold"].values
             row["threshold_median"] = np.median(lam[~np.isnan(lam)]) if (~np.isnan(lam)).any() else np.nan
             rows.append(row)
-    return pd.DataFrame(rows)
+    a = gated.attrs
+    return Table.of(pd.DataFrame(rows), f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
+                    f"{a.get('n_splits', '?')} calibration/test splits)",
+                    note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
+                    "lambda of the K samples (lambda chosen by conformal risk control); silent = answered and "
+                    "wrong, effective = answered and right; _sd = standard deviation over the splits.")
 
 
-def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> pd.DataFrame:
+def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> Table:
     """Per-config behaviour diagnostics of the K-sample bundles.
 
     Columns: split rate (>= 2 clusters), mean clusters, mean f_max, dominant-correct
@@ -328,7 +334,10 @@ def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: flo
                      "stable_wrong": np.mean(pick("stable_wrong")), "fragile": np.mean(pick("fragile")),
                      "mean_f_pass": np.mean(pick("f_pass")),
                      "collapsed": np.mean((pick("n_programs") == 1) & (pick("n") > 1))})
-    return pd.DataFrame(rows)
+    return Table.of(pd.DataFrame(rows), f"Behaviour diagnostics of the K-sample bundles ({signature} signatures)",
+                    note="split_rate: tasks with >= 2 behaviour clusters; f_max: share of the largest cluster; "
+                    "stable_wrong: one cluster, and it is wrong; fragile: the dominant cluster passes the base "
+                    "tests but fails a plus test; collapsed: all K samples one program text.")
 
 
 def risk_coverage(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> xr.Dataset:

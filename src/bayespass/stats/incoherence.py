@@ -28,6 +28,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from ..results import Table
 from ..validate import check_positive_int, check_prob
 from .attach import attach, check_target
 from .behaviour import as_samples
@@ -165,7 +166,7 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int | None = None, delta: f
     return ds
 
 
-def incoherence_summary(inc: xr.Dataset) -> pd.DataFrame:
+def incoherence_summary(inc: xr.Dataset) -> Table:
     """Dataset-level summary per config.
 
     Columns: mean error, mean incoherence, Spearman rho(I, E) over tasks,
@@ -193,7 +194,10 @@ def incoherence_summary(inc: xr.Dataset) -> pd.DataFrame:
         x, y = df["pass1"].to_numpy(float), df["zero_incoherence"].to_numpy(float)
         df.attrs["rank_agreement"] = (float(stats.spearmanr(x, y).statistic) if np.ptp(x) > 0 and np.ptp(y) > 0
                                       else np.nan)  # undefined when either is constant across configs
-    return df
+    return Table.of(df, "Incoherence on fuzzed inputs (oracle-free lower bound on error)",
+                    note="I = P(two sampled programs disagree on a fuzzed input), E = P(a sampled program disagrees "
+                    "with the canonical solution); I <= 2E always, so I > 0 certifies an error without a reference "
+                    "solution.")
 
 
 def plot_incoherence(inc: xr.Dataset, *, ax=None):

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..results import Table
 from ..validate import as_k
 from .behaviour import as_samples, behaviour
 
@@ -27,7 +28,7 @@ def interpret(pass_k: float, cons_k: float, level: float = 0.5) -> str:
 
 
 def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict",
-                 probe_fraction: float | None = None, extend_inferencedata: bool = False) -> pd.DataFrame:
+                 probe_fraction: float | None = None, extend_inferencedata: bool = False) -> Table:
     """pass@k (unbiased and Bayesian), avg@n, cons@K, maj@K of behaviour clusters, and the reading.
 
     Parameters
@@ -91,4 +92,6 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
     table = pd.DataFrame(rows)
     if extend_inferencedata:
         attach(samples, "metric_table", xr.Dataset.from_dataframe(table.set_index("config")))
-    return table
+    return Table.of(table, "Metrics", note=f"avg@n; cons@{k_big} (the majority of {k_big} samples correct); "
+                    f"maj@{k_big} (the dominant behaviour cluster passes the gold tests); bayes@k with its band "
+                    "from the fit; and how to read pass@K against cons@K.")

@@ -32,6 +32,7 @@ import xarray as xr
 from scipy.special import ndtr, ndtri
 
 from ..defaults import rcParams
+from ..results import Table
 from ..validate import as_k, check_prob
 from . import kernels
 
@@ -212,7 +213,7 @@ def _pairs(pairs, configs):
     return list(dict.fromkeys(a for a, _ in pairs)), list(dict.fromkeys(b for _, b in pairs))
 
 
-def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> pd.DataFrame:
+def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> Table:
     """Leaderboard from :func:`compare_configs`: per k, configs by expected rank.
 
     Columns: ``k``, ``config``, ``passk``, ``lower``, ``upper`` (band), ``expected_rank``, ``rank_lo``,
@@ -244,10 +245,14 @@ def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> p
                             if rank_probs else {})})
     df = pd.DataFrame(rows).sort_values(["k", "expected_rank"], kind="stable").reset_index(drop=True)
     df.attrs["ci_prob"] = prob
-    return df
+    ci, model = f"{prob:.0%}", cmp.attrs.get("model") or "?"
+    return Table.of(df, f"Which config is better: leaderboard (model {model}; {ci} bands, rank 1 = best)",
+                    note=f"Configs by expected rank of their pass@k (rank 1 = best): posterior mean with its {ci} "
+                    f"band (lower, upper), the central {ci} interval of the rank (rank_lo, rank_hi), P(best) and the "
+                    "unbiased estimate (naive) where every task has n >= k.")
 
 
-def prob_better_table(cmp: xr.Dataset, k=None) -> pd.DataFrame:
+def prob_better_table(cmp: xr.Dataset, k=None) -> Table:
     """P(pass@k of config > config_b) as a long table (k, config, config_b, prob_better, diff, band)."""
     ks = cmp.k.values if k is None else as_k(k)
     sub = cmp.sel(k=ks)
@@ -256,7 +261,11 @@ def prob_better_table(cmp: xr.Dataset, k=None) -> pd.DataFrame:
     df = df.join(band.rename(columns={"lower": "diff_lower", "upper": "diff_upper"})).reset_index()
     df = df[df["config"] != df["config_b"]]
     cols = ["k", "config", "config_b", "prob_better", "diff", "diff_lower", "diff_upper"]
-    return df[cols].sort_values(["k", "config", "config_b"], kind="stable").reset_index(drop=True)
+    ci = f"{float(cmp.attrs.get('ci_prob', rcParams['stats.ci_prob'])):.0%}"
+    return Table.of(df[cols].sort_values(["k", "config", "config_b"], kind="stable").reset_index(drop=True),
+                    "P(pass@k of config > config_b)",
+                    note=f"Posterior probability that config beats config_b, and the difference of their pass@k "
+                    f"with its {ci} band (diff_lower, diff_upper), from the same posterior draws.")
 
 
 def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:

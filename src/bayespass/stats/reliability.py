@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..defaults import rcParams
+from ..results import Table
 from ..validate import check_prob
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
@@ -294,7 +296,7 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def reliability_table(rel: xr.Dataset) -> pd.DataFrame:
+def reliability_table(rel: xr.Dataset) -> Table:
     """One row per config: reliability level (Wilson interval at ``ci_prob``), coverage, set size, savings."""
     rows = []
     for cfg in rel.config.values:
@@ -306,7 +308,13 @@ def reliability_table(rel: xr.Dataset) -> pd.DataFrame:
                      "set_size": m("set_size"), "cond_coverage": m("cond_coverage"),
                      "mode_coverage": m("mode_coverage"), "coverage_seq": m("coverage_seq"),
                      "mode_coverage_seq": m("mode_coverage_seq"), "saved": float(r["saved"])})
-    return pd.DataFrame(rows)
+    ci = round(100 * float(rel.attrs.get("ci_prob", rcParams["stats.ci_prob"])))
+    return Table.of(pd.DataFrame(rows), f"Reliability level (Wilson {ci}% bounds) at alpha = "
+                    f"{rel.attrs.get('alpha', float('nan')):g}",
+                    note=f"Level = share of calibration tasks whose most frequent behaviour class is correct, over "
+                    f"n+1 (Wilson {ci}% bounds level_lo, level_hi); coverage and set size of the conformal sets; "
+                    "samples saved by Hoeffding sequential stopping.",
+                    brief=("config", "n_tasks", "level", "level_lo", "level_hi", "coverage", "set_size", "saved"))
 
 
 def plot_set_size(rel: xr.Dataset, *, ax=None):

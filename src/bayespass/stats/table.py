@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
 import xarray as xr
 
+from ..results import Table
 from .passk import avg_at_n, passk
 
 __all__ = ["estimate_table"]
@@ -14,7 +14,7 @@ __all__ = ["estimate_table"]
 
 def estimate_table(counts: xr.Dataset, k: Sequence[int] | str = (1, 10, 100), *,
                    method: Sequence[str] | str = ("naive", "unbiased", "bb", "zoibb", "linmix"),
-                   ) -> pd.DataFrame:
+                   ) -> Table:
     """One row per (config, method), one ``pass@k`` column per k, plus ``avg@n`` and ``tasks``."""
     est = passk(counts, k, method=method if not isinstance(method, str) else method.split(","))
     if "estimator" not in est.dims:
@@ -32,4 +32,6 @@ def estimate_table(counts: xr.Dataset, k: Sequence[int] | str = (1, 10, 100), *,
     avg = avg_at_n(counts).to_series()
     df.insert(2, "avg@n", df["config"].map(avg))
     df.insert(2, "tasks", df["config"].map((counts.n > 0).sum("task").to_series()))
-    return df.reset_index(drop=True)
+    return Table.of(df.reset_index(drop=True), "Closed-form pass@k estimates",
+                    note="naive: share of tasks solved within k (k <= n); unbiased: Chen et al. (k <= n); bb, zoibb, "
+                    "linmix: closed forms under a fitted prior (any k; NaN where only the mean is identified).")

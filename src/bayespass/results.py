@@ -1,0 +1,81 @@
+"""Tables of results that print themselves.
+
+Every table function of bayespass (:func:`~bayespass.stats.curve.curve_table`,
+:func:`~bayespass.stats.gating.gate_table`, the leaderboard, the tables of a
+run, ...) returns a :class:`Table`: a :class:`pandas.DataFrame` that also
+carries its title, a caption and the columns a terminal shows. ``print(table)``
+shows the title and those columns; :meth:`Table.to_dataframe` is the whole
+frame (what ``--format csv/json`` writes); :meth:`Table.to_html_section` is the
+report's section. The CLI and the HTML report only call these, so a table reads
+the same everywhere and its wording (the interval's probability, say) is set
+where the numbers are made.
+
+>>> import bayespass as bp
+>>> t = bp.Table.of(pd.DataFrame({"k": [1, 10], "mean": [0.5, 0.75]}), "pass@k", note="A toy.")
+>>> print(t)
+== pass@k ==
+ k   mean
+ 1 0.5000
+10 0.7500
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import pandas as pd
+
+__all__ = ["Table"]
+
+
+class Table(pd.DataFrame):
+    """A DataFrame with a ``title``, a ``note`` (caption) and ``brief``: the columns ``print`` shows (None: all)."""
+
+    _metadata = ["title", "note", "brief"]
+    title: str = ""
+    note: str = ""
+    brief: tuple | None = None
+
+    @property
+    def _constructor(self):
+        return Table
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, title: str, *, note: str = "", brief: Sequence[str] | None = None) -> Table:
+        """Wrap ``frame`` (not copied more than pandas does) with its title, caption and summary columns."""
+        out = cls(frame)
+        out.attrs.update(frame.attrs)
+        out.title, out.note = str(title), str(note)
+        out.brief = None if brief is None else tuple(brief)
+        return out
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """Return every column as a plain DataFrame (what CSV and JSON output hold)."""
+        df = pd.DataFrame(self)
+        df.attrs = dict(self.attrs)
+        return df
+
+    def summary(self) -> pd.DataFrame:
+        """Return the columns a terminal shows (``brief``, in that order, those present)."""
+        df = pd.DataFrame(self)
+        if self.brief is None:
+            return df
+        return df[[c for c in self.brief if c in df.columns]]
+
+    def to_text(self, *, floatfmt: str = "{:.4f}", title: bool = True) -> str:
+        """Return the title line and the summary columns as aligned text."""
+        body = self.summary().to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—")
+        return f"== {self.title} ==\n{body}" if title and self.title else body
+
+    def to_html_section(self, *, floatfmt: str = "{:.3f}") -> str:
+        """Return an HTML section: the title as a heading, the caption, every column."""
+        parts = [f"<h2>{html.escape(self.title)}</h2>"] if self.title else []
+        if self.note:
+            parts.append(f"<p class=note>{html.escape(self.note)}</p>")
+        parts.append(pd.DataFrame(self).to_html(index=False, float_format=lambda v: floatfmt.format(v),
+                                                na_rep="—", border=0))
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.to_text()

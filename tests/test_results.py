@@ -1,0 +1,85 @@
+"""bayespass.Table: tables that print themselves, and the wording that follows rcParams["stats.ci_prob"]."""
+
+import warnings
+from html import escape
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayespass as bp
+from bayespass.results import Table
+from bayespass.simulate import draw_zoib, simulate_counts
+
+
+def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
+    df = pd.DataFrame({"config": ["a", "b"], "k": [1, 1], "mean": [0.25, 0.5], "detail": [1.0, 2.0]})
+    t = Table.of(df, "pass@k <toy>", note="A & B.", brief=("config", "mean", "absent"))
+    text = str(t)
+    assert text.splitlines()[0] == "== pass@k <toy> =="
+    assert "mean" in text and "detail" not in text and "0.2500" in text
+    assert list(t.to_dataframe().columns) == ["config", "k", "mean", "detail"]
+    assert type(t.to_dataframe()) is pd.DataFrame
+    sub = t[t["mean"] > 0.3]  # pandas operations keep the title and caption
+    assert isinstance(sub, Table) and sub.title == "pass@k <toy>" and len(sub) == 1
+    html = t.to_html_section()
+    assert "<h2>pass@k &lt;toy&gt;</h2>" in html and "A &amp; B." in html and "detail" in html
+    assert "==" not in Table.of(df, "").to_text()  # no title line without a title
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    counts = simulate_counts(draw_zoib((2, 80), 0.7, 1.3, 0.2, 0.1, seed=3), 6, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return counts, bp.fit(counts, "bb", "eb", seed=1)
+
+
+def _samples(seed=0):
+    from tests.stats.conftest import samples_ds
+
+    rng = np.random.default_rng(seed)
+    ok = rng.random((2, 40, 1, 1)) < rng.random((2, 40, 1, 1))  # per-task success rate
+    verdict = np.where(rng.random((2, 40, 6, 3)) < 0.5 + 0.4 * ok, 1, 0)
+    return samples_ds(verdict)
+
+
+def _tables(counts, idata):
+    from bayespass.pipeline.tables import passk_table
+    from bayespass.stats.ranking import prob_better_table
+    from bayespass.stats.reliability import reliability_table
+
+    cmp = bp.compare_configs(idata, k=[1, 10])
+    return {"passk": passk_table(counts, {"bb-eb": idata}, [1, 10], main="bb-eb"),
+            "leaderboard": bp.leaderboard(cmp), "prob_better": prob_better_table(cmp),
+            "reliability": reliability_table(bp.reliability(_samples(), n_splits=5, seed=0))}
+
+
+def test_every_table_title_caption_and_the_report_follow_ci_prob(fitted, tmp_path):
+    from bayespass.pipeline import RunConfig
+    from bayespass.report.html import write_report
+
+    counts, idata = fitted
+    with bp.rc_context({"stats.ci_prob": 0.8}):
+        curve = bp.curve_table(bp.passk_curve(idata, [1, 10]))
+        tables = _tables(counts, idata)
+        html = write_report(tmp_path / "r.html", cfg=RunConfig(), tables=tables, figures={}).read_text()
+    assert "80% equal-tailed interval" in curve.title and "80% lower" in curve.columns
+    for key in ("passk", "leaderboard", "reliability"):
+        assert "80%" in tables[key].title, (key, tables[key].title)
+    assert "80%" in tables["prob_better"].note
+    assert "80%" in html and "Wilson 80%" in html and "90%" not in html
+    for t in tables.values():  # every section of the report is the table's own title
+        assert f"<h2>{escape(t.title)}</h2>" in html
+    default = _tables(counts, idata)
+    assert all("80%" not in t.title and "80%" not in t.note for t in default.values())
+
+
+def test_the_passk_table_prints_the_main_fit_and_keeps_every_fit(fitted):
+    from bayespass.pipeline.tables import passk_table
+
+    counts, idata = fitted
+    t = passk_table(counts, {"bb-eb": idata, "other": idata}, [1, 10], main="bb-eb")
+    assert {"other", "other_lo", "other_hi"} <= set(t.to_dataframe().columns)
+    assert "other_lo" not in str(t) and "bb-eb_lo" in str(t)
+    assert t.attrs["main"] == "bb-eb" and t.attrs["ci_prob"] == 0.9
