@@ -1,0 +1,50 @@
+"""The NumPy HMC sampler of method="eb" on targets with known moments."""
+
+import numpy as np
+from numpy.testing import assert_allclose
+
+from bayespass.models import hmc
+
+# two configs with different scales and correlations: the sampler adapts a step size and mass matrix per config
+MEAN = np.array([[1.0, -2.0], [0.0, 5.0]])
+COV = np.array([[[1.0, 0.6], [0.6, 1.0]], [[0.01, -0.003], [-0.003, 4.0]]])
+PREC = np.linalg.inv(COV)
+
+
+def gaussian(th):
+    """Log density and gradient of each config's Gaussian, for theta (chains, config, 2)."""
+    d = th - MEAN
+    g = -np.einsum("cij,...cj->...ci", PREC, d)
+    return 0.5 * np.sum(d * g, -1), g
+
+
+def test_draws_have_the_target_mean_and_covariance():
+    res = hmc.sample(gaussian, MEAN + 3.0, chains=8, warmup=300, draws=400, rng=1)
+    assert res.draws.shape == (8, 400, 2, 2)
+    assert_allclose(res.mode, MEAN, atol=1e-4)  # the MAP start
+    x = res.draws.reshape(-1, 2, 2)
+    for j in range(2):
+        sd = np.sqrt(np.diag(COV[j]))
+        # 3200 correlated draws: allow ~5 Monte-Carlo standard errors at an ESS of ~600
+        assert np.all(np.abs(x[:, j].mean(0) - MEAN[j]) < 5 * sd / np.sqrt(600)), j
+        assert_allclose(np.cov(x[:, j].T), COV[j], rtol=0.2, atol=0.2 * np.outer(sd, sd).max())
+    assert np.all(res.divergences == 0)
+    assert np.all((res.acceptance > 0.6) & (res.acceptance < 0.97))  # dual averaging towards 0.8
+
+
+def test_bounds_keep_the_map_start_inside():
+    bounds = np.array([[-0.5, 0.5], [-10.0, 10.0]])
+    mode = hmc.map_point(gaussian, np.zeros((2, 2)), bounds=bounds)
+    assert np.all(mode[:, 0] <= 0.5 + 1e-12) and np.all(mode[:, 0] >= -0.5 - 1e-12)
+    assert_allclose(mode[0, 0], 0.5, atol=1e-6)  # the unconstrained optimum (1.0) is outside: at the bound
+
+
+def test_a_draw_outside_the_support_is_rejected_not_kept():
+    def half_normal(th):  # support x > 0 only
+        lp = np.where(th[..., 0] > 0, -0.5 * th[..., 0] ** 2, -np.inf)
+        return lp, np.where(th > 0, -th, 0.0)
+
+    res = hmc.sample(half_normal, np.array([[1.0]]), chains=4, warmup=200, draws=300, rng=0)
+    x = res.draws.ravel()
+    assert np.all(x > 0)
+    assert abs(x.mean() - np.sqrt(2 / np.pi)) < 0.1  # the half-normal mean
