@@ -157,8 +157,9 @@ class CRCGate:
 
     def calibrate(self, samples, tasks=None) -> CRCGate:
         """Learn ``threshold_`` per config on the calibration tasks (all observed tasks by default); return self."""
-        sc, ok = self.scores(samples)
-        mask = task_mask(sc, tasks, self.behaviour(samples)["n"].values > 0)
+        beh = self.behaviour(samples)  # once: the behaviour of raw samples is the costly part
+        sc, ok = self.scores(beh)
+        mask = task_mask(sc, tasks, beh["n"].values > 0)
         lam = []
         for c in range(sc.sizes["config"]):
             m = mask[c]
@@ -173,15 +174,17 @@ class CRCGate:
         """Return per (config, task) the ``score`` and whether the gate answers (``accept``)."""
         if not hasattr(self, "threshold_"):
             raise ValueError("this CRCGate is not calibrated yet: call calibrate(samples, tasks) first")
-        sc, _ = self.scores(samples)
-        mask = task_mask(sc, tasks, self.behaviour(samples)["n"].values > 0)
+        beh = self.behaviour(samples)
+        sc, _ = self.scores(beh)
+        mask = task_mask(sc, tasks, beh["n"].values > 0)
         accept = (sc >= self.threshold_.sel(config=sc.config)) & mask
         return xr.Dataset({"score": sc, "accept": accept, "in_tasks": (("config", "task"), mask)})
 
     def evaluate(self, samples, tasks=None) -> xr.Dataset:
         """Return per config the abstention, effective pass-rate, silent-failure rate and accuracy on ``tasks``."""
-        pred = self.predict(samples, tasks)
-        _, ok = self.scores(samples)
+        beh = self.behaviour(samples)
+        pred = self.predict(beh, tasks)
+        _, ok = self.scores(beh)
         rows = [_metrics(pred.accept.values[c][pred.in_tasks.values[c]], ok.values[c][pred.in_tasks.values[c]])
                 for c in range(pred.sizes["config"])]
         return xr.Dataset({name: ("config", [float(r[i]) for r in rows]) for i, name in

@@ -127,7 +127,12 @@ class ConformalReliability:
         return f"ConformalReliability(alpha={self.alpha}{fitted})"
 
     def scores(self, samples) -> xr.Dataset:
-        """Return per (config, task) ``score``, ``n_classes`` and ``observed`` from the samples' behaviour."""
+        """Return per (config, task) ``score``, ``n_classes`` and ``observed`` from the samples' behaviour.
+
+        Given such a scores dataset, return it as is (so evaluate computes the behaviour once).
+        """
+        if isinstance(samples, xr.Dataset) and {"score", "n_classes", "observed"} <= set(samples.data_vars):
+            return samples
         beh = samples if isinstance(samples, xr.Dataset) and "cluster" in samples else behaviour(
             samples, signature=self.signature, probe_fraction=self.probe_fraction)
         lab, corr = beh["cluster"].values, beh["gold_correct"].values
@@ -172,7 +177,8 @@ class ConformalReliability:
 
     def evaluate(self, samples, tasks=None) -> xr.Dataset:
         """Return per config ``coverage``, ``set_size``, ``cond_coverage`` (solvable tasks), ``mode_coverage``."""
-        pred, sc = self.predict(samples, tasks), self.scores(samples)
+        sc = self.scores(samples)  # once: the behaviour of raw samples is the costly part
+        pred = self.predict(sc, tasks)
         out = {v: [] for v in ("coverage", "set_size", "cond_coverage", "mode_coverage")}
         for c in range(pred.sizes["config"]):
             m = pred.in_tasks.values[c]
