@@ -45,14 +45,22 @@ class ZOIBB(Model):
     def logp_grad(self, theta, aux, w):
         """Analytic gradient: responsibilities of the three components times their gradients."""
         n, c = aux["n"], aux["c"]
-        lp = self.logp(theta, aux, w)
         t = theta[..., None, :]
         _, _, a, b = beta_params(t, NP)
         pi = masses(t, NP)
         with np.errstate(all="ignore"):
-            bb = np.exp(bb_loglik(a, b, n, c, NP))
-            comps = np.stack([pi[..., 0] * bb, np.where(c == 0, pi[..., 1], 0.0), np.where(c == n, pi[..., 2], 0.0)])
-            resp = comps / comps.sum(0)
+            # the components' log terms once: the log-likelihood (as in zoibb_loglik, by log-sum-exp) and the
+            # responsibilities come from the same Beta-Binomial evaluation
+            logs = np.stack([np.log(pi[..., 0]) + bb_loglik(a, b, n, c, NP),
+                             np.where(c == 0, np.log(pi[..., 1]), -np.inf),
+                             np.where(c == n, np.log(pi[..., 2]), -np.inf)])
+            top = logs.max(0)
+            ex = np.exp(logs - top)
+            total = ex.sum(0)
+            resp = ex / total
+            ll = top + np.log(total)
+            lp = self.logprior(theta, NP) + np.sum(np.where(w > 0, w * ll, 0.0), axis=-1)
+        lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         g_mu, g_k = bb_grad(theta, n, c, w * np.nan_to_num(resp[0]))
         p_mu, p_k = beta_prior_grad(theta)
         pm = pi[..., 0, :]  # (..., 3)
