@@ -100,11 +100,16 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         raise ValueError(f"model={model!r} supports method='mcmc' only (its task difficulties are "
                          "latent); use method='mcmc', model='shared' (the same model with the difficulties "
                          "integrated out, which has method='eb'), or a per-config model")
+    return _fit_model(counts, m, method, k, kw)
+
+
+def _fit_model(counts, m, method, k, kw, *, extras: bool = True):
+    """Sample one model and finish its InferenceData (``extras=False``: no replicates, no pass@k group)."""
     if m.joint and method == "eb":
         idata = _fit_joint_eb(counts, m, **kw)
     else:
         idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
-    return _finish(idata, counts, m, method, seed, k)
+    return _finish(idata, counts, m, method, kw["seed"], k, extras=extras)
 
 
 def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
@@ -252,7 +257,7 @@ def _fan_out(per_pair: np.ndarray, data: PairData, n: np.ndarray) -> np.ndarray:
     return np.where(task_slot >= 0, out, 0.0)
 
 
-def _finish(idata, counts, m, method, seed, k):
+def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
     cfg_coords = {name: ("config", counts[name].values) for name in ("model", "temperature", "benchmark")}
     obs = xr.Dataset({"c": counts.c}).assign_coords(cfg_coords)
     const = xr.Dataset({"n": counts.n}).assign_coords(cfg_coords)
@@ -268,6 +273,9 @@ def _finish(idata, counts, m, method, seed, k):
     if "log_likelihood" in idata.groups():
         del idata["log_likelihood"]
     idata.add_groups({"log_likelihood": _log_likelihood(idata, counts, m)})
+    if not extras:  # a candidate of the stack: its posterior and log-likelihood are all the stack reads
+        _gate(idata, m, method)
+        return idata
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
     extra = {"posterior_predictive": replicate_counts(idata, seed=seed).to_dataset(),
              "passk": passk_draws(idata, k_grid, max_draws=250, seed=seed)}
@@ -283,9 +291,9 @@ def _fit_auto(counts, method, candidates, k, kw):
     names = list(rcParams["stats.candidates"] if candidates is None else candidates)
     if len(names) < 2:
         raise ValueError(f"model='auto' stacks at least two candidates; got candidates={names!r}")
-    for name in names:
-        get_model(name)
-    fits = {name: fit(counts, name, method, k=k, **kw) for name in names}
+    models = [get_model(name) for name in names]  # every name checked before any work
+    # the candidates skip their own replicates and pass@k draws: the stack computes its own
+    fits = {m.name: _fit_model(counts, m, method, k, kw, extras=False) for m in models}
     return stack_fits(fits, counts, seed=kw["seed"], k=k)
 
 
