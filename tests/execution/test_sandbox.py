@@ -216,3 +216,20 @@ def test_candidate_imports_any_stdlib_module_but_sees_no_installed_packages(laye
     out = Sandbox(layer=layer).run(code, "f", [encode((2,))], [10.0])[0]
     assert out.status == "value", out
     assert out.value == ["L", [2, "e9", "2/3", ["L", []], False]]
+
+
+def test_a_result_read_late_keeps_the_childs_own_time_of_the_call():
+    # a busy supervisor reads two results in one go: the second would look instant by its clock alone,
+    # and a ground-truth time measured so would give candidates a limit far below the real cost
+    from bayespass.execution.sandbox import _Attempt, _Reader
+
+    att = _Attempt()
+    rd = _Reader(att, 0, 3, [5.0, 5.0, 0.5], 1.0, float("inf"), 10.0)
+    assert rd.message({"loaded": True, "c": 0.0}) is None
+    for i, t in enumerate([1.3, 1.4]):
+        assert rd.message({"i": i, "ok": True, "t": t, "c": 1.0, "v": 1}) is None
+    assert rd.message({"i": 2, "ok": False, "e": "ValueError", "t": 99.0, "c": 1.0}) is None
+    d = [att.outcomes[i].duration for i in range(3)]
+    assert d[0] >= 1.3 and d[1] >= 1.4
+    assert d[2] == 0.5  # a child's claim is capped at its test's limit (it cannot exceed what was allowed)
+    assert _Reader(_Attempt(), 0, 1, [5.0], 1.0, float("inf"), 10.0).message({"i": 0}) is None  # not loaded: noise

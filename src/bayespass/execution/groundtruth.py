@@ -22,6 +22,10 @@ from .sandbox import HARNESS_VERSION, Limits, Sandbox
 __all__ = ["load_suite", "ground_truth", "expected_outputs", "measure_speed", "load_factor", "recorder_program"]
 
 _GT_TIME = 20.0  # generous wall limit for trusted canonical solutions
+#: how ground-truth times are measured (in the cache file's name): "t2" = never below the child's own time of
+#: the call (earlier caches could hold a near-zero time for a slow test read late by a busy supervisor)
+_TIMES_FORMAT = "t2"
+
 #: statuses of a ground-truth test that a re-run may fix (never cached as dropped)
 TRANSIENT = ("timeout", "crash")
 
@@ -85,7 +89,7 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
     crashed after a re-run are never cached: the next call computes them again
     (a busy machine must not lose tests for good).
     """
-    path = cache_dir() / f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}.json"
+    path = cache_dir() / f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}-{_TIMES_FORMAT}.json"
     cached = json.loads(path.read_text()) if use_cache and path.exists() else None
     if cached is not None:
         suite.expected, suite.speed_ref = cached["tasks"], cached["speed_ref"]

@@ -726,7 +726,12 @@ class _Reader:
         if msg.get("i") != self.nxt or msg.get("ok") not in (True, False):
             return None  # results are accepted in order, each index once; anything else is noise
         now = time.monotonic()
-        dur = now - self.t_start  # wall clock from the call to the last byte, as the limit counts
+        # wall clock from the call to the last byte, as the limit counts; at least the child's own time of the
+        # call ("t", capped at the limit): when the supervisor is slow to read (a busy machine, a pool thread
+        # waiting for the GIL), two results can arrive in one read and the second would look instant. Ground-
+        # truth times, which set the candidates' limits, must never be underestimated that way.
+        child_t = min(_num(msg.get("t")), self.factor * self.limits[self.nxt])
+        dur = max(now - self.t_start, child_t)
         att.cpu_before = _num(msg.get("c"))
         if msg.get("ok") is True:
             o = Outcome("value", value=msg.get("v"), duration=dur)
