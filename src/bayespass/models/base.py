@@ -148,7 +148,11 @@ class Model:
     def logp(self, theta, aux: dict, w) -> np.ndarray:
         """Log posterior density (up to a constant), NumPy; theta (B, config, P) -> (B, config)."""
         with np.errstate(all="ignore"):
-            ll = self.loglik(theta[..., None, :], aux, NP)
+            return self.logp_of(theta, self.loglik(theta[..., None, :], aux, NP), w)
+
+    def logp_of(self, theta, ll, w) -> np.ndarray:
+        """Log posterior from the pointwise log-likelihood ``ll`` (B, config, U): the one place that weighs it."""
+        with np.errstate(all="ignore"):
             out = self.logprior(theta, NP) + np.sum(np.where(w > 0, w * ll, 0.0), axis=-1)
         return np.where(np.isfinite(out) & self.inside(theta), out, -np.inf)
 

@@ -54,13 +54,9 @@ class ZOIBB(Model):
             logs = np.stack([np.log(pi[..., 0]) + bb_loglik(a, b, n, c, NP),
                              np.where(c == 0, np.log(pi[..., 1]), -np.inf),
                              np.where(c == n, np.log(pi[..., 2]), -np.inf)])
-            top = logs.max(0)
-            ex = np.exp(logs - top)
-            total = ex.sum(0)
-            resp = ex / total
-            ll = top + np.log(total)
-            lp = self.logprior(theta, NP) + np.sum(np.where(w > 0, w * ll, 0.0), axis=-1)
-        lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
+            ll = NP.logsumexp(logs, axis=0)
+            resp = np.exp(logs - ll)
+        lp = self.logp_of(theta, ll, w)
         g_mu, g_k = bb_grad(theta, n, c, w * np.nan_to_num(resp[0]))
         p_mu, p_k = beta_prior_grad(theta)
         pm = pi[..., 0, :]  # (..., 3)

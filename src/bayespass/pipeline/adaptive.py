@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import say
+from .config import GEN, make_coder, say, write_truth
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results import Table
@@ -60,8 +60,6 @@ class _Source:
             self.cells = sorted(self.pool)
             self.temperature = {}
             return
-        from .config import make_coder
-
         self.coder = make_coder(cfg, ctx.suite, tasks, ctx.echo)
         name = getattr(self.coder, "model_id", self.coder.name)
         self.temperature = {config_label(name, T, None): float(T) for T in cfg.temperatures}
@@ -143,8 +141,6 @@ def _top_up(source: _Source, path: Path, targets: dict, recs: list[dict]) -> lis
 
 def _load_rounds(out: Path, source: _Source, cfg) -> dict:
     """Return the rounds so far (targets of the round in progress), or a first round of ``k`` per task."""
-    from .config import GEN
-
     base = cfg.key(*(f for f in GEN if f not in ADAPTIVE))
     path = out / ROUNDS
     if path.exists():
@@ -197,8 +193,6 @@ def generate_until_width(ctx) -> None:
         state["targets"] = nxt
     ctx.recs = recs
     if source.coder.name == "synthetic":
-        from .config import write_truth
-
         write_truth(source.coder, cfg, out)
 
 

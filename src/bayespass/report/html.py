@@ -25,7 +25,7 @@ code{background:#f4f4f4;padding:0 .2em}
 
 # the order of the report's sections; each table brings its own title and caption (bayespass.Table)
 SECTION_ORDER = ("passk", "stacking", "rounds", "leaderboard", "prob_better", "metrics", "ppc", "loo_eb", "loo_mcmc",
-          "gating", "gating_diagnostics", "reliability", "incoherence")
+                 "gating", "gating_diagnostics", "reliability", "incoherence")
 _SECTION_FIGS = {"passk": ["passk"], "ppc": ["ppc"], "gating": ["risk_coverage"], "reliability": ["set_size"],
                  "incoherence": ["incoherence"], "leaderboard": ["forest", "prob_better"]}
 

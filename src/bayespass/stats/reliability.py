@@ -41,8 +41,6 @@ def wilson(k, n, z: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     if z is None:
         from scipy.stats import norm
 
-        from ..defaults import rcParams
-
         z = float(norm.ppf((1 + rcParams["stats.ci_prob"]) / 2))
     k, n = np.asarray(k, float), np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
