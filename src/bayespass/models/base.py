@@ -142,8 +142,10 @@ class Model:
 
     def inside(self, theta) -> np.ndarray:
         """Mask of draws inside :meth:`bounds`, shape ``batch``."""
-        b = self.bounds()
-        return np.all((theta >= b[:, 0]) & (theta <= b[:, 1]), axis=-1)
+        b = self.__dict__.get("_bounds")
+        if b is None:  # the samplers ask thousands of times: keep the (P, 2) array
+            b = self.__dict__["_bounds"] = np.asarray(self.bounds(), float)
+        return ((theta >= b[:, 0]) & (theta <= b[:, 1])).all(axis=-1)
 
     def logp(self, theta, aux: dict, w) -> np.ndarray:
         """Log posterior density (up to a constant), NumPy; theta (B, config, P) -> (B, config)."""

@@ -7,11 +7,11 @@ with ``kappa = a + b``; ``theta = (logit mu, log kappa)``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, expit
+from scipy.special import betaln, digamma, expit
 
 from ..stats import kernels
 from ..stats.kernels import bb_loglik
-from .base import NP, Model, PairData, register
+from .base import NP, Model, PairData, log_binom, register
 
 LOG_KAPPA_MU, LOG_KAPPA_SD = float(np.log(2.0)), 1.5
 
@@ -29,12 +29,62 @@ def beta_logprior(theta, xp):
     return xp.log(mu) + xp.log1p(-mu) - 0.5 * xp.square((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD)
 
 
-def bb_grad(theta, n, c, w):
-    """Gradient of ``sum_u w_u bb_loglik`` wrt (logit mu, log kappa); theta (..., P), n/c/w (config, U)."""
+#: below this many (draw x pair) cells the Beta-Binomial terms come from scipy directly; above, from tables
+_TABLE_MIN_CELLS = 4096
+
+
+def pair_arrays(data: PairData) -> dict:
+    """Return the pairs' arrays of the fast path: ``n``, ``c``, ``lb = log C(n, c)``, integer copies if integral."""
+    out = {"n": data.n, "c": data.c, "lb": log_binom(data.n, data.c)}
+    if np.array_equal(data.n, np.round(data.n)) and np.array_equal(data.c, np.round(data.c)):
+        out["ni"], out["ci"] = data.n.astype(np.intp), data.c.astype(np.intp)
+    return out
+
+
+def _rising(x, mmax: int):
+    """``log Gamma(x + m) - log Gamma(x)`` and ``psi(x + m) - psi(x)``, m = 0..mmax: x (..., 1) -> (..., mmax + 1)."""
+    t = x + np.arange(mmax, dtype=float)
+    lg, dg = np.zeros(t.shape[:-1] + (mmax + 1,)), np.zeros(t.shape[:-1] + (mmax + 1,))
+    np.cumsum(np.log(t), axis=-1, out=lg[..., 1:])
+    np.cumsum(1.0 / t, axis=-1, out=dg[..., 1:])
+    return lg, dg
+
+
+def bb_terms(a, b, aux):
+    """Beta-Binomial log-pmf of every pair and its derivatives in a and b: a, b (..., 1) -> three (..., U).
+
+    Many pairs: the log-gamma and digamma differences are looked up per pair in tables of rising
+    factorials over m = 0..max n (sums of log(x + i) and 1 / (x + i), exact to rounding), far
+    cheaper than betaln and digamma per pair; few pairs or non-integer counts: scipy directly.
+    """
+    n, c, lb = aux["n"], aux["c"], aux["lb"]
+    shape = np.broadcast_shapes(a.shape, n.shape)
+    mmax = int(n.max()) if n.size else 0
+    if "ni" not in aux or np.prod(shape) < _TABLE_MIN_CELLS or mmax > 4 * n.shape[-1]:
+        dab = digamma(a + b) - digamma(a + b + n)
+        ll = lb + betaln(a + c, b + n - c) - betaln(a, b)
+        return ll, digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
+    ni, ci = aux["ni"], aux["ci"]
+    (la, da), (lb_, db), (lab, dab) = _rising(a, mmax), _rising(b, mmax), _rising(a + b, mmax)
+
+    def at(table, idx):
+        return np.take_along_axis(table, np.broadcast_to(idx, shape), axis=-1)
+
+    d_n = at(dab, ni)
+    return (lb + at(la, ci) + at(lb_, ni - ci) - at(lab, ni), at(da, ci) - d_n, at(db, ni - ci) - d_n)
+
+
+def bb_grad(theta, n, c, w, terms=None):
+    """Gradient of ``sum_u w_u bb_loglik`` wrt (logit mu, log kappa); theta (..., P), n/c/w (config, U).
+
+    ``terms``: the derivatives ``(da, db)`` in a and b per pair if already computed (:func:`bb_terms`).
+    """
     mu, kappa, a, b = beta_params(theta[..., None, :], NP)
-    dab = digamma(a + b) - digamma(a + b + n)
-    da = digamma(a + c) - digamma(a) + dab
-    db = digamma(b + n - c) - digamma(b) + dab
+    if terms is None:
+        dab = digamma(a + b) - digamma(a + b + n)
+        da, db = digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
+    else:
+        da, db = terms
     g_mu = np.sum(w * (da * a * (1 - mu) - db * b * mu), axis=-1)
     g_k = np.sum(w * (da * a + db * b), axis=-1)
     return g_mu, g_k
@@ -77,9 +127,22 @@ class BB(Model):
         _, _, a, b = beta_params(theta, xp)
         return bb_loglik(a, b, aux["n"], aux["c"], xp)
 
+    def prepare(self, data):
+        return pair_arrays(data)
+
     def logp_grad(self, theta, aux, w):
-        lp = self.logp(theta, aux, w)
-        g_mu, g_k = bb_grad(theta, aux["n"], aux["c"], w)
+        n, c = aux["n"], aux["c"]
+        if "lb" not in aux:
+            aux = {**aux, "lb": log_binom(n, c)}
+        mu, kappa = expit(theta[..., 0]), np.exp(theta[..., 1])
+        a, b = (mu * kappa)[..., None], ((1 - mu) * kappa)[..., None]
+        ww = np.where(w > 0, w, 0.0)
+        with np.errstate(all="ignore"):
+            ll, da, db = bb_terms(a, b, aux)
+            lp = (np.sum(ww * ll, -1) + np.log(mu) + np.log1p(-mu)
+                  - 0.5 * ((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD) ** 2)
+        lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
+        g_mu, g_k = bb_grad(theta, n, c, ww, (da, db))
         p_mu, p_k = beta_prior_grad(theta)
         grad = np.stack([g_mu + p_mu, g_k + p_k], axis=-1)
         return lp, np.where(np.isfinite(grad), grad, 0.0)

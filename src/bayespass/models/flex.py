@@ -144,10 +144,10 @@ class Flex(Model):
         mu, kappa, a, b, pi, h, g = self._parts(theta, _np())
         lik = aux["L"]  # (config, U, J+2)
         with np.errstate(all="ignore"):
-            den = np.einsum("...j,...uj->...u", g, lik)
+            den = (lik @ g[..., None])[..., 0]
             ll = np.sum(np.where(w > 0, w * np.log(den), 0.0), axis=-1)
             ratio = np.where(w > 0, w / den, 0.0)
-            S = np.einsum("...u,...uj->...j", ratio, lik)  # d ll / d g_j
+            S = (ratio[..., None, :] @ lik)[..., 0, :]  # d ll / d g_j
         Si = S[..., 1:-1]
         sh = np.sum(Si * h, -1, keepdims=True)
         df = pi[..., :1] * h * (Si - sh)  # d ll / d f_j (interior)
