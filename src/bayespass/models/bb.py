@@ -60,18 +60,18 @@ def bb_terms(a, b, aux):
     n, c, lb = aux["n"], aux["c"], aux["lb"]
     shape = np.broadcast_shapes(a.shape, n.shape)
     mmax = int(n.max()) if n.size else 0
-    if "ni" not in aux or np.prod(shape) < _TABLE_MIN_CELLS or mmax > 4 * n.shape[-1]:
+    if ("ni" not in aux or np.prod(shape) < _TABLE_MIN_CELLS or mmax > 4 * n.shape[-1]
+            or a.shape[:-1] != shape[:-1] or b.shape[:-1] != shape[:-1]):
         dab = digamma(a + b) - digamma(a + b + n)
         ll = lb + betaln(a + c, b + n - c) - betaln(a, b)
         return ll, digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
-    ni, ci = aux["ni"], aux["ci"]
     (la, da), (lb_, db), (lab, dab) = _rising(a, mmax), _rising(b, mmax), _rising(a + b, mmax)
-
-    def at(table, idx):
-        return np.take_along_axis(table, np.broadcast_to(idx, shape), axis=-1)
-
-    d_n = at(dab, ni)
-    return (lb + at(la, ci) + at(lb_, ni - ci) - at(lab, ni), at(da, ci) - d_n, at(db, ni - ci) - d_n)
+    # flat positions in the (..., mmax + 1) tables of each pair's c, n - c and n
+    row = (np.arange(int(np.prod(shape[:-1]))) * (mmax + 1)).reshape(shape[:-1] + (1,))
+    at_c, at_f, at_n = row + aux["ci"], row + (aux["ni"] - aux["ci"]), row + aux["ni"]
+    d_n = dab.ravel()[at_n]
+    return (lb + la.ravel()[at_c] + lb_.ravel()[at_f] - lab.ravel()[at_n],
+            da.ravel()[at_c] - d_n, db.ravel()[at_f] - d_n)
 
 
 def bb_grad(theta, n, c, w, terms=None):

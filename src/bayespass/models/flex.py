@@ -83,6 +83,8 @@ class Flex(Model):
         self.lam, self.vec = np.maximum(lam, 0.0), vec
         self.ridge = 1.0 / s["ridge_sd"] ** 2
         self.alpha = np.asarray(s["alpha"], float)
+        #: f = (a, b, scale * u) @ this: the log shape on the grid in one matmul (NumPy path)
+        self._f_rows = np.vstack([self.log_p, self.log_1mp, (self.basis @ self.vec).T])
 
     def bounds(self):
         b = np.tile([-10.0, 10.0], (self.n_params, 1))
@@ -102,8 +104,12 @@ class Flex(Model):
         z = xp.stack([xp.zeros_like(theta[..., 2]), theta[..., 2], theta[..., 3]], axis=-1)
         pi = xp.softmax(z, axis=-1)
         u = theta[..., 4:4 + self.K]
-        beta = xp.matmul(self._scale(theta[..., 4 + self.K], xp) * u, self.vec.T)
-        f = a[..., None] * self.log_p + b[..., None] * self.log_1mp + xp.matmul(beta, self.basis.T)
+        su = self._scale(theta[..., 4 + self.K], xp) * u
+        if xp.name == "numpy":
+            f = np.concatenate([a[..., None], b[..., None], su], -1) @ self._f_rows
+        else:
+            f = (a[..., None] * self.log_p + b[..., None] * self.log_1mp
+                 + xp.matmul(xp.matmul(su, self.vec.T), self.basis.T))
         h = xp.softmax(f, axis=-1)
         g = xp.concatenate([pi[..., 1:2], pi[..., 0:1] * h, pi[..., 2:3]], axis=-1)
         return mu, kappa, a, b, pi, h, g

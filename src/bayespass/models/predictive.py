@@ -66,14 +66,14 @@ _BLOCK_CELLS = 4_000_000  # (draws x pairs x k) cells computed at once
 def _pair_blocks(model, theta, data, k):
     """Per config: a generator of (q_k, q_2k, weights) over blocks of its distinct pairs."""
     n_draws = theta.shape[0] * theta.shape[1]
-    size = max(1, _BLOCK_CELLS // max(1, n_draws * k.size))
+    size = max(1, _BLOCK_CELLS // max(1, n_draws * 2 * k.size))
 
     def blocks(j, sel):
         nn, cc, ww = data.n[j, sel], data.c[j, sel], data.w[j, sel]
         for s in range(0, nn.size, size):
             sl = slice(s, s + size)
-            yield (_config_q(model, theta[:, :, j], nn[sl], cc[sl], k),
-                   _config_q(model, theta[:, :, j], nn[sl], cc[sl], 2 * k), ww[sl])
+            q = _config_q(model, theta[:, :, j], nn[sl], cc[sl], np.concatenate([k, 2 * k]))  # k and 2k at once
+            yield q[..., :k.size], q[..., k.size:], ww[sl]
 
     return [(j, blocks(j, data.w[j] > 0)) for j in range(data.n_config) if (data.w[j] > 0).any()]
 

@@ -196,11 +196,11 @@ def passk_zoibb_predictive(n, c, k, a, b, pi0, pi1):
     ``r = (1-pi0-pi1) BB(n|n)``.  With ``n = 0`` it is the prior value
     ``pi1 + (1-pi0-pi1) * BBpred``.
     """
-    n, c, k, a, b, pi0, pi1 = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (n, c, k, a, b, pi0, pi1))
-    )
-    lo, slope = _zoibb_affine(n, c, a, b, pi0, pi1)
-    return lo + slope * passk_bb_predictive(n, c, k, a, b)
+    n, c, k, a, b, pi0, pi1 = (np.asarray(x, dtype=float) for x in (n, c, k, a, b, pi0, pi1))
+    # the weights do not depend on k: computed without broadcasting over it
+    lo, slope = _zoibb_affine(*np.broadcast_arrays(n, c, a, b, pi0, pi1))
+    out = lo + slope * passk_bb_predictive(n, c, k, a, b)
+    return np.broadcast_to(out, np.broadcast_shapes(out.shape, k.shape)).copy()
 
 
 def linmix_weight(m, m_low=5.0, m_high=50.0):
