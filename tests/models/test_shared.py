@@ -29,6 +29,20 @@ def test_gradient_matches_finite_differences(m):
     assert np.max(np.abs(num - grad)) < 1e-3 * max(1.0, np.max(np.abs(num)))
 
 
+def test_sparse_table_products_equal_the_per_task_gathers():
+    """The fit's path (tables per count value, sparse products) against the per-task one (the scores')."""
+    g = np.random.default_rng(7)
+    n = g.integers(1, 12, (4, 60))  # unequal n per task and config
+    n[2, :8] = 0
+    c = g.binomial(n, g.beta(0.7, 0.9, (1, 60)))
+    d = _Data(n.astype(float), c.astype(float))
+    th = np.concatenate([g.normal(0, 1, 4), g.normal(2, 0.5, 4), g.normal(0, 1, KNOTS.size)])
+    total, grad = log_marginal(th, d)
+    total_s, scores = log_marginal(th, d, scores=True)
+    assert total == pytest.approx(total_s, rel=1e-12)
+    np.testing.assert_allclose(grad, d.w @ scores, rtol=1e-9, atol=1e-9)
+
+
 def test_marginal_likelihood_matches_quadrature():
     """The grid sum against scipy's adaptive quadrature of g(x) prod_j BB(c_j | n_j, x) dx per task."""
     g = np.random.default_rng(1)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from scipy import sparse
 from scipy.special import expit, logsumexp
 
 from ..stats.kernels import bb_loglik, bb_loglik_pairs, passk_bb_predictive, rising_log_table
@@ -56,6 +57,27 @@ class _Data:
         h = min(0.2, 2.4 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
         self.hat = _hat(self.x)
+        self._onehot = None
+
+    def onehot(self):
+        """Sparse indicators (J (max n + 1), U), with their transposes, of each (config, task)'s c, n - c and n.
+
+        They turn the gathers of per-config tables (J, max n + 1, G) at every (config, task) into sparse
+        matrix products: the log marginal and its gradient cost O(J (max n + 1) G) for the tables plus
+        products with J U nonzeros, instead of a dozen passes over dense (J, U, G) arrays.  Unobserved
+        (config, task) cells have no entry.
+        """
+        if self._onehot is None:
+            J, U = self.n.shape
+            size = J * (int(self.n.max()) + 1 if self.n.size else 1)
+            jj, uu = np.nonzero(self.n > 0)
+            ones = np.ones(jj.size)
+            self._onehot = []
+            for m in (self.c, self.n - self.c, self.n):
+                rows = jj * (size // J) + m[jj, uu].astype(np.intp)
+                o = sparse.csr_array((ones, (rows, uu)), shape=(size, U))
+                self._onehot.append((o, sparse.csr_array(o.T)))
+        return self._onehot
 
 
 def _split(theta: np.ndarray, J: int):
@@ -93,7 +115,11 @@ def _bb_parts(a, b, n, c):
     ci, ni = c[:, :, 0].astype(np.intp), n[:, :, 0].astype(np.intp)
     la, da = _rising_table(a[:, 0], ci, mmax)
     lb, db = _rising_table(b[:, 0], ni - ci, mmax)
-    lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
+    n_one = ni.max(1, keepdims=True)
+    if np.all((ni == n_one) | (ni == 0)):  # the usual design, n samples of every task: one row per config
+        lab, dab = _rising_table(a[:, 0] + b[:, 0], n_one, mmax)  # (J, 1, G), where n = 0 it is masked
+    else:
+        lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
     return la + lb - lab, da - dab, db - dab
 
 
@@ -107,6 +133,8 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     alpha, log_phi, beta = _split(theta, J)
     phi = np.exp(log_phi)
     mu = expit(alpha[:, None] - d.x[None, :])  # (J, G)
+    if not scores:
+        return _log_marginal_tables(phi, mu, beta, d, grad)
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
@@ -129,6 +157,31 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     r = r * d.w[:, None]
     g_alpha = np.einsum("jug,ug->j", d_alpha, r)
     g_lphi = np.einsum("jug,ug->j", d_lphi, r)
+    g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
+    return total, np.concatenate([g_alpha, g_lphi, g_beta])
+
+
+def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
+    """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products."""
+    oh = d.onehot()  # 3 x (J M, U) and (U, J M)
+    J, G = mu.shape
+    mmax = oh[0][0].shape[0] // J - 1
+    a, b = mu * phi[:, None], (1 - mu) * phi[:, None]
+    with np.errstate(all="ignore"):
+        tabs = [rising_log_table(x, mmax, digamma=True) for x in (a, b, a + b)]  # each (J, M, G) twice
+    lg = [t[0].reshape(J * (mmax + 1), G) for t in tabs]
+    log_g = _log_g(beta, d.hat)
+    s = oh[0][1] @ lg[0] + oh[1][1] @ lg[1] - oh[2][1] @ lg[2] + log_g[None, :]  # (U, G)
+    lse = logsumexp(s, axis=1)
+    total = float(d.w @ lse)
+    if not grad:
+        return total, None
+    r = np.exp(s - lse[:, None]) * d.w[:, None]  # weighted responsibilities (U, G)
+    rc, rf, rn = ((oh[i][0] @ r).reshape(J, mmax + 1, G) for i in range(3))  # r summed per count value
+    da, db, dab = (t[1] for t in tabs)
+    sa, sb, sab = (da * rc).sum(1), (db * rf).sum(1), (dab * rn).sum(1)  # (J, G)
+    g_alpha = phi * np.sum(mu * (1 - mu) * (sa - sb), 1)
+    g_lphi = phi * np.sum(mu * sa + (1 - mu) * sb - sab, 1)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
     return total, np.concatenate([g_alpha, g_lphi, g_beta])
 
