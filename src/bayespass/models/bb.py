@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import betaln, digamma, expit
 
 from ..stats import kernels
-from ..stats.kernels import bb_loglik
+from ..stats.kernels import bb_loglik, rising_log_table
 from .base import NP, Model, PairData, log_binom, register
 
 LOG_KAPPA_MU, LOG_KAPPA_SD = float(np.log(2.0)), 1.5
@@ -41,15 +41,6 @@ def pair_arrays(data: PairData) -> dict:
     return out
 
 
-def _rising(x, mmax: int):
-    """``log Gamma(x + m) - log Gamma(x)`` and ``psi(x + m) - psi(x)``, m = 0..mmax: x (..., 1) -> (..., mmax + 1)."""
-    t = x + np.arange(mmax, dtype=float)
-    lg, dg = np.zeros(t.shape[:-1] + (mmax + 1,)), np.zeros(t.shape[:-1] + (mmax + 1,))
-    np.cumsum(np.log(t), axis=-1, out=lg[..., 1:])
-    np.cumsum(1.0 / t, axis=-1, out=dg[..., 1:])
-    return lg, dg
-
-
 def bb_terms(a, b, aux):
     """Beta-Binomial log-pmf of every pair and its derivatives in a and b: a, b (..., 1) -> three (..., U).
 
@@ -65,8 +56,9 @@ def bb_terms(a, b, aux):
         dab = digamma(a + b) - digamma(a + b + n)
         ll = lb + betaln(a + c, b + n - c) - betaln(a, b)
         return ll, digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
-    (la, da), (lb_, db), (lab, dab) = _rising(a, mmax), _rising(b, mmax), _rising(a + b, mmax)
-    # flat positions in the (..., mmax + 1) tables of each pair's c, n - c and n
+    # (..., mmax + 1, 1) tables (a, b of shape (..., 1) are the kernel's (..., G) with one node)
+    (la, da), (lb_, db), (lab, dab) = (rising_log_table(x, mmax, digamma=True) for x in (a, b, a + b))
+    # flat positions in the tables of each pair's c, n - c and n
     row = (np.arange(int(np.prod(shape[:-1]))) * (mmax + 1)).reshape(shape[:-1] + (1,))
     at_c, at_f, at_n = row + aux["ci"], row + (aux["ni"] - aux["ci"]), row + aux["ni"]
     d_n = dab.ravel()[at_n]
