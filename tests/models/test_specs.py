@@ -7,9 +7,14 @@ from numpy.testing import assert_allclose
 from scipy import integrate, stats
 
 import bayespass as bp
-from bayespass.models.base import NP, PairData, get_model, pt_backend
+from bayespass.models.base import MODELS, NP, PairData, get_model, pt_backend
 
-PER_CONFIG = ["bb", "zoibb", "flex", "lnorm"]
+#: every registered per-config model (a new model file is checked here without editing this list)
+PER_CONFIG = [name for name in MODELS if not get_model(name).joint]
+
+
+def test_every_per_config_model_is_checked_here():
+    assert {"bb", "zoibb", "flex", "lnorm"} <= set(PER_CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,11 @@ class Model:
     Subclasses set ``name`` and ``coords`` (names of the unconstrained
     coordinates of ``theta``) and implement :meth:`logprior`, :meth:`loglik`,
     :meth:`q`, :meth:`draw_p`, :meth:`named` and :meth:`start`; :meth:`logp_grad`
-    defaults to central differences and is worth overriding for speed.
+    defaults to central differences and is worth overriding for speed.  An
+    override may write the density out for speed, but it must equal
+    ``logprior + sum(w * loglik)`` (the specification): ``tests/models/test_specs.py``
+    checks both its value and its gradient for every registered model, so a
+    prior changed in one place cannot split the fast path from PyMC unnoticed.
 
     Shapes: ``theta`` is ``batch + (P,)``; :meth:`loglik` is called with
     ``theta[..., None, :]`` and the arrays of :meth:`prepare` (config, U[, ...]),
