@@ -66,17 +66,12 @@ def bb_terms(a, b, aux):
             da.ravel()[at_c] - d_n, db.ravel()[at_f] - d_n)
 
 
-def bb_grad(theta, n, c, w, terms=None):
-    """Gradient of ``sum_u w_u bb_loglik`` wrt (logit mu, log kappa); theta (..., P), n/c/w (config, U).
+def bb_grad(theta, w, da, db):
+    """Gradient of ``sum_u w_u bb_loglik`` wrt (logit mu, log kappa); theta (..., P), w (config, U).
 
-    ``terms``: the derivatives ``(da, db)`` in a and b per pair if already computed (:func:`bb_terms`).
+    ``da``, ``db``: the pairs' derivatives of the log-pmf in a and b (:func:`bb_terms`).
     """
     mu, kappa, a, b = beta_params(theta[..., None, :], NP)
-    if terms is None:
-        dab = digamma(a + b) - digamma(a + b + n)
-        da, db = digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
-    else:
-        da, db = terms
     g_mu = np.sum(w * (da * a * (1 - mu) - db * b * mu), axis=-1)
     g_k = np.sum(w * (da * a + db * b), axis=-1)
     return g_mu, g_k
@@ -123,18 +118,13 @@ class BB(Model):
         return pair_arrays(data)
 
     def logp_grad(self, theta, aux, w):
-        n, c = aux["n"], aux["c"]
-        if "lb" not in aux:
-            aux = {**aux, "lb": log_binom(n, c)}
-        mu, kappa = expit(theta[..., 0]), np.exp(theta[..., 1])
-        a, b = (mu * kappa)[..., None], ((1 - mu) * kappa)[..., None]
+        _, _, a, b = beta_params(theta[..., None, :], NP)
         ww = np.where(w > 0, w, 0.0)
         with np.errstate(all="ignore"):
             ll, da, db = bb_terms(a, b, aux)
-            lp = (np.sum(ww * ll, -1) + np.log(mu) + np.log1p(-mu)
-                  - 0.5 * ((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD) ** 2)
+            lp = np.sum(ww * ll, -1) + beta_logprior(theta, NP)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
-        g_mu, g_k = bb_grad(theta, n, c, ww, (da, db))
+        g_mu, g_k = bb_grad(theta, ww, da, db)
         p_mu, p_k = beta_prior_grad(theta)
         grad = np.stack([g_mu + p_mu, g_k + p_k], axis=-1)
         return lp, np.where(np.isfinite(grad), grad, 0.0)

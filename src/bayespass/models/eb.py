@@ -17,7 +17,7 @@ from scipy.optimize import minimize
 from ..data.counts import validate_counts
 from ..stats.pairs import pair_table
 from ..validate import check_choice
-from .base import NP, get_model
+from .base import NP, PairData, get_model
 
 __all__ = ["fit_eb", "FitWarning"]
 
@@ -41,8 +41,8 @@ def theta_to_params(theta, prior: str) -> dict:
 
 def _objective(model, n, c, w):
     """Negative log marginal likelihood and its gradient for one config's pairs (the model's own)."""
-    aux = {"n": n[None], "c": c[None]}
     ww = w[None]
+    aux = model.prepare(PairData(n[None], c[None], ww))
 
     def f(x):
         th = x[None, None, :]

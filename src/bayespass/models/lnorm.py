@@ -18,7 +18,8 @@ from scipy.special import expit
 
 from .._xp import NP, log_binom
 from .base import Model, register
-from .zoibb import masses
+from .bb import pair_arrays
+from .zoibb import atoms_grad, atoms_logprior, inflate, log_masses, masses
 
 _NODES, _WEIGHTS = np.polynomial.hermite.hermgauss(48)
 _LOG_W = np.log(_WEIGHTS / np.sqrt(np.pi))
@@ -59,7 +60,7 @@ class LogitNormal(Model):
         return xp.logsumexp(comps, axis=-1)
 
     def prepare(self, data):
-        return {"n": data.n, "c": data.c, "lb": log_binom(data.n, data.c)}
+        return pair_arrays(data)
 
     def logp_grad(self, theta, aux, w):
         """Analytic gradient (checked against central differences in the tests).
@@ -70,14 +71,9 @@ class LogitNormal(Model):
         gradient needs (sums over the nodes of e, e p, e z, e p z).
         """
         n, c = aux["n"], aux["c"]
-        lb = aux["lb"] if "lb" in aux else log_binom(n, c)
         z = np.exp(theta[..., 1])[..., None] * (np.sqrt(2.0) * _NODES)  # (..., Q): x - m
         x = theta[..., 0][..., None] + z
-        z0, z1 = theta[..., 2], theta[..., 3]
-        top = np.maximum(np.maximum(z0, z1), 0.0)
-        norm = top + np.log(np.exp(-top) + np.exp(z0 - top) + np.exp(z1 - top))
-        log_pi = (-norm, z0 - norm, z1 - norm)  # log (pi_B, pi0, pi1)
-        p0, p1 = np.exp(log_pi[1]), np.exp(log_pi[2])
+        log_pi = log_masses(theta)
         ww = np.where(w > 0, w, 0.0)
         with np.errstate(all="ignore"):
             p = expit(x)
@@ -90,22 +86,12 @@ class LogitNormal(Model):
             tot = mom[..., 0]
             dx = c - n * mom[..., 1] / tot  # d inner / d m
             dxs = (c * mom[..., 2] - n * mom[..., 3]) / tot  # d inner / d log s
-            lint = log_pi[0][..., None] + top[..., 0] + np.log(tot) + lb
-            l0 = np.where(c == 0, log_pi[1][..., None], -np.inf)
-            l1 = np.where(c == n, log_pi[2][..., None], -np.inf)
-            top = np.maximum(np.maximum(lint, l0), l1)
-            ri, r0, r1 = np.exp(lint - top), np.exp(l0 - top), np.exp(l1 - top)
-            tot = ri + r0 + r1
-            ll = top + np.log(tot)
-            ri, r0, r1 = ww * ri / tot, ww * r0 / tot, ww * r1 / tot
+            ll, ri, r0, r1 = inflate(top[..., 0] + np.log(tot) + aux["lb"], log_pi, n, c)
             lp = (np.sum(ww * ll, -1) - 0.5 * (theta[..., 0] / M_SD) ** 2
-                  - 0.5 * ((theta[..., 1] - LOG_S_MU) / LOG_S_SD) ** 2
-                  + ALPHA[0] * log_pi[0] + ALPHA[1] * log_pi[1] + ALPHA[2] * log_pi[2])
-        tot_w = w.sum(-1)
-        grad = np.stack([np.sum(ri * dx, -1) - theta[..., 0] / M_SD**2,
-                         np.sum(ri * dxs, -1) - (theta[..., 1] - LOG_S_MU) / LOG_S_SD**2,
-                         np.sum(r0, -1) - tot_w * p0 + ALPHA[1] - ALPHA.sum() * p0,
-                         np.sum(r1, -1) - tot_w * p1 + ALPHA[2] - ALPHA.sum() * p1], -1)
+                  - 0.5 * ((theta[..., 1] - LOG_S_MU) / LOG_S_SD) ** 2 + atoms_logprior(log_pi, ALPHA))
+        grad = np.stack([np.sum(ww * ri * dx, -1) - theta[..., 0] / M_SD**2,
+                         np.sum(ww * ri * dxs, -1) - (theta[..., 1] - LOG_S_MU) / LOG_S_SD**2,
+                         *atoms_grad(r0, r1, ww, log_pi, ALPHA)], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
 

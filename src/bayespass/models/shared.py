@@ -115,11 +115,7 @@ def _bb_parts(a, b, n, c):
     ci, ni = c[:, :, 0].astype(np.intp), n[:, :, 0].astype(np.intp)
     la, da = _rising_table(a[:, 0], ci, mmax)
     lb, db = _rising_table(b[:, 0], ni - ci, mmax)
-    n_one = ni.max(1, keepdims=True)
-    if np.all((ni == n_one) | (ni == 0)):  # the usual design, n samples of every task: one row per config
-        lab, dab = _rising_table(a[:, 0] + b[:, 0], n_one, mmax)  # (J, 1, G), where n = 0 it is masked
-    else:
-        lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
+    lab, dab = _rising_table(a[:, 0] + b[:, 0], ni, mmax)
     return la + lb - lab, da - dab, db - dab
 
 

@@ -9,15 +9,12 @@ Priors: those of ``bb`` and ``(1 - pi0 - pi1, pi0, pi1) ~ Dirichlet(1, 1, 1)``;
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
 
-from .._xp import log_binom
 from ..stats import kernels
 from ..stats.kernels import zoibb_loglik
 from .base import NP, Model, register
 from .bb import (
     LOG_KAPPA_MU,
-    LOG_KAPPA_SD,
     bb_grad,
     bb_terms,
     beta_logprior,
@@ -28,11 +25,52 @@ from .bb import (
     pair_arrays,
 )
 
+#: Dirichlet prior of (pi_B, pi0, pi1)
+ALPHA = np.ones(3)
+
 
 def masses(theta, xp, first: int = 2):
     """``(pi_B, pi0, pi1)`` as ``softmax(0, z0, z1)`` of coordinates ``first``, ``first + 1``."""
     z = xp.stack([xp.zeros_like(theta[..., first]), theta[..., first], theta[..., first + 1]], axis=-1)
     return xp.softmax(z, axis=-1)
+
+
+def log_masses(theta, first: int = 2):
+    """``log (pi_B, pi0, pi1)`` of :func:`masses` (NumPy, stable), a tuple of three ``batch`` arrays."""
+    z0, z1 = theta[..., first], theta[..., first + 1]
+    top = np.maximum(np.maximum(z0, z1), 0.0)
+    norm = top + np.log(np.exp(-top) + np.exp(z0 - top) + np.exp(z1 - top))
+    return -norm, z0 - norm, z1 - norm
+
+
+def inflate(log_inner, log_pi, n, c):
+    """Mix a model's interior with atoms at p = 0 and 1, per pair (NumPy, the fast paths).
+
+    ``log_inner`` (..., U) is the interior's log-likelihood of each pair and ``log_pi`` the log masses
+    (:func:`log_masses`).  Returns the mixture's log-likelihood and the responsibilities of the interior,
+    the atom at 0 and the atom at 1, each (..., U).  Called inside the callers' ``np.errstate`` (a context
+    of its own would cost as much as the arithmetic on these small arrays).
+    """
+    li = log_pi[0][..., None] + log_inner
+    l0 = np.where(c == 0, log_pi[1][..., None], -np.inf)
+    l1 = np.where(c == n, log_pi[2][..., None], -np.inf)
+    top = np.maximum(np.maximum(li, l0), l1)
+    ri, r0, r1 = np.exp(li - top), np.exp(l0 - top), np.exp(l1 - top)
+    tot = ri + r0 + r1
+    return top + np.log(tot), ri / tot, r0 / tot, r1 / tot
+
+
+def atoms_logprior(log_pi, alpha):
+    """Dirichlet(``alpha``) log density of the masses (up to its constant), from their logs."""
+    return alpha[0] * log_pi[0] + alpha[1] * log_pi[1] + alpha[2] * log_pi[2]
+
+
+def atoms_grad(r0, r1, w, log_pi, alpha):
+    """Gradient in (z0, z1) of ``sum_u w_u loglik_u`` plus the Dirichlet(``alpha``) log prior of the masses."""
+    tot_w, a_sum = w.sum(-1), alpha[0] + alpha[1] + alpha[2]
+    p0, p1 = np.exp(log_pi[1]), np.exp(log_pi[2])
+    return (np.sum(w * r0, -1) - tot_w * p0 + alpha[1] - a_sum * p0,
+            np.sum(w * r1, -1) - tot_w * p1 + alpha[2] - a_sum * p1)
 
 
 @register
@@ -61,39 +99,20 @@ class ZOIBB(Model):
     def logp_grad(self, theta, aux, w):
         """Analytic gradient: responsibilities of the three components times their gradients.
 
-        Written out component by component (no stacking, one Beta-Binomial evaluation with the
-        pairs' log C(n, c) from :meth:`prepare`): the fast sampler calls it thousands of times on
-        small arrays, where NumPy's per-call overhead, not the arithmetic, is the cost.
+        Written out component by component (one Beta-Binomial evaluation, with the pairs' log C(n, c)
+        from :meth:`prepare`): the fast sampler calls it thousands of times on small arrays, where
+        NumPy's per-call overhead, not the arithmetic, is the cost.
         """
-        n, c = aux["n"], aux["c"]
-        if "lb" not in aux:
-            aux = {**aux, "lb": log_binom(n, c)}
-        mu, kappa = expit(theta[..., 0]), np.exp(theta[..., 1])
-        a, b = (mu * kappa)[..., None], ((1 - mu) * kappa)[..., None]
-        z0, z1 = theta[..., 2], theta[..., 3]
-        top = np.maximum(np.maximum(z0, z1), 0.0)
-        eb, e0, e1 = np.exp(-top), np.exp(z0 - top), np.exp(z1 - top)
-        norm = top + np.log(eb + e0 + e1)
-        log_pi = (-norm, z0 - norm, z1 - norm)  # log (pi_B, pi0, pi1)
-        p0, p1 = np.exp(log_pi[1]), np.exp(log_pi[2])
+        _, _, a, b = beta_params(theta[..., None, :], NP)
+        log_pi = log_masses(theta)
         ww = np.where(w > 0, w, 0.0)
         with np.errstate(all="ignore"):
             lbb, da, db = bb_terms(a, b, aux)
-            lbb = lbb + log_pi[0][..., None]
-            l0 = np.where(c == 0, log_pi[1][..., None], -np.inf)
-            l1 = np.where(c == n, log_pi[2][..., None], -np.inf)
-            top = np.maximum(np.maximum(lbb, l0), l1)
-            rb, r0, r1 = np.exp(lbb - top), np.exp(l0 - top), np.exp(l1 - top)
-            tot = rb + r0 + r1
-            ll = top + np.log(tot)
-            rb, r0, r1 = rb / tot, r0 / tot, r1 / tot
-            lp = (np.sum(ww * ll, -1) + np.log(mu) + np.log1p(-mu)
-                  - 0.5 * ((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD) ** 2 + sum(log_pi))
-        g_mu, g_k = bb_grad(theta, n, c, ww * rb, (da, db))
-        tot_w = w.sum(-1)
-        grad = np.stack([g_mu + 1 - 2 * mu, g_k - (theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD**2,
-                         np.sum(ww * r0, -1) - tot_w * p0 + 1.0 - 3.0 * p0,
-                         np.sum(ww * r1, -1) - tot_w * p1 + 1.0 - 3.0 * p1], axis=-1)
+            ll, rb, r0, r1 = inflate(lbb, log_pi, aux["n"], aux["c"])
+            lp = np.sum(ww * ll, -1) + beta_logprior(theta, NP) + atoms_logprior(log_pi, ALPHA)
+        g_mu, g_k = bb_grad(theta, ww * rb, da, db)
+        p_mu, p_k = beta_prior_grad(theta)
+        grad = np.stack([g_mu + p_mu, g_k + p_k, *atoms_grad(r0, r1, ww, log_pi, ALPHA)], axis=-1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
 
