@@ -278,7 +278,8 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
         return idata
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
     extra = {"posterior_predictive": replicate_counts(idata, seed=seed).to_dataset(),
-             "passk": passk_draws(idata, k_grid, max_draws=250, seed=seed)}
+             # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
+             "passk": passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)}
     for name, ds in extra.items():
         if name in idata.groups():
             del idata[name]

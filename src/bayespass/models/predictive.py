@@ -138,7 +138,10 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     dims = ("chain", "draw", "config", "k")
     coords = {"chain": post.chain.values, "draw": post.draw.values,
               "config": idata.observed_data.config.values, "k": k}
-    return xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
+    out = xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
+    if hasattr(model, "components"):  # a stacked fit: which candidate each draw came from (its bands need it)
+        out["component"] = (dims[:3], post["theta"].values[..., 0].astype(np.int64))
+    return out
 
 
 def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataArray:

@@ -1,0 +1,99 @@
+"""Stacking (``model="auto"``): its weights against brute force, its bands against its candidates' own fits,
+and its coverage where the candidates disagree (known truth)."""
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import bayespass as bp
+from bayespass.models.fit import stacking_weights_of
+from bayespass.stats.loo import stacking_weights
+from bayespass.testing import true_passk
+
+CANDS = ("bb", "zoibb", "flex", "lnorm")
+
+
+def _stack_objective(a, elpd, weight, concentration):
+    return np.sum(weight * np.log(a @ np.exp(elpd))) + (concentration - 1) * np.sum(np.log(a))
+
+
+def test_stacking_weights_equal_a_brute_force_search_over_the_simplex():
+    rng = np.random.default_rng(3)
+    elpd = rng.normal(-1.0, 0.6, size=(3, 40))
+    weight = rng.integers(1, 5, 40).astype(float)
+    w = stacking_weights(elpd, weight, concentration=1.5)
+    step = np.linspace(0.002, 0.998, 499)
+    a1, a2 = np.meshgrid(step, step, indexing="ij")
+    ok = a1 + a2 < 1 - 1e-3
+    grid = np.stack([a1[ok], a2[ok], 1 - a1[ok] - a2[ok]], -1)
+    vals = np.array([_stack_objective(a, elpd, weight, 1.5) for a in grid])
+    best = grid[np.argmax(vals)]
+    assert np.abs(w - best).max() < 0.01
+    assert _stack_objective(w, elpd, weight, 1.5) >= vals.max() - 1e-6
+
+
+def test_a_candidate_that_predicts_every_task_worse_loses_its_weight():
+    elpd = np.array([np.full(200, -1.0), np.full(200, -1.5)])
+    w = stacking_weights(elpd, np.ones(200), concentration=1.5)
+    assert w[1] < 0.02 and w.sum() == pytest.approx(1.0)
+
+
+# lnorm's and flex's short EB chains often fail the r_hat gate on such data (benchmarks/RESULTS.md, "Convergence of
+# the candidates"); the fit warns, and these tests check how the band is built and whether it covers, not that
+FIT_WARNING = pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
+
+
+@pytest.fixture(scope="module")
+def logit_normal_counts():
+    """Two configs whose task p are logit-normal: the candidates fit the counts alike and extrapolate apart."""
+    rng = np.random.default_rng(21)
+    p = expit(rng.normal([[-1.0], [-2.5]], [[2.5], [1.5]], size=(2, 300)))
+    return bp.make_counts(np.full(p.shape, 5), rng.binomial(5, p))
+
+
+@FIT_WARNING
+def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_counts):
+    ks = [1, 10, 100, 1000]
+    auto = bp.fit(logit_normal_counts, "auto", "eb", k=ks, seed=4, progressbar=False)
+    cur = bp.passk_curve(auto, ks)
+    weights = stacking_weights_of(auto)
+    lo, hi = cur["eti"].sel(ci_bound="lower").values, cur["eti"].sel(ci_bound="upper").values
+    for name in CANDS:
+        own = bp.passk_curve(bp.fit(logit_normal_counts, name, "eb", k=ks, seed=4, progressbar=False), ks)
+        for j, cfg in enumerate(cur.config.values):
+            if weights[str(cfg)][name] < 0.1:
+                continue  # too few of the stack's draws to estimate its quantiles well
+            # the stack's draws of this candidate are a subset of its own fit's: quantiles agree to noise
+            assert np.all(lo[j] <= own["eti"].sel(ci_bound="lower").values[j] + 0.01)
+            assert np.all(hi[j] >= own["eti"].sel(ci_bound="upper").values[j] - 0.01)
+    # the band of the weighted mixture lies inside the hull, and the mean is the mixture's
+    dr = auto.passk["passk"].sel(k=ks)
+    q = dr.quantile([0.05, 0.95], dim=("chain", "draw")).transpose("config", "k", "quantile").values
+    assert np.all(lo <= q[..., 0] + 1e-12) and np.all(hi >= q[..., 1] - 1e-12)
+    assert np.allclose(cur["mean"].values, auto.passk["passk_mean"].sel(k=ks).mean(("chain", "draw")).values)
+    # each candidate's share of the draws is its stacking weight
+    comp = auto.passk["component"].values
+    for j, cfg in enumerate(cur.config.values):
+        share = np.bincount(comp[:, :, j].ravel(), minlength=len(CANDS)) / comp[:, :, j].size
+        assert np.abs(share - [weights[str(cfg)][c] for c in CANDS]).max() < 0.05
+
+
+@pytest.mark.slow
+@FIT_WARNING
+def test_stacked_band_covers_where_most_candidates_extrapolate_low():
+    """Logit-normal truth, 10 samples per task: bb, zoibb and flex put tiny p at p = 0 and end low at k = 100.
+
+    Stacking cannot tell them from lnorm (LOO densities within 1-2 nats on 300 tasks, weights near equal);
+    the band of their weighted mixture covered pass@50-100 in 0.71-0.78 of 100 replicates
+    (benchmarks/RESULTS.md), and 0.80 on these data (30 configs x 300 tasks). The hull covers 0.95 here.
+    """
+    rng = np.random.default_rng(8)
+    mu_sd = [(-1.0, 2.5), (1.0, 2.0), (-2.5, 1.5)]
+    p = np.stack([expit(rng.normal(*mu_sd[r % 3], 300)) for r in range(30)])
+    counts = bp.make_counts(np.full(p.shape, 10), rng.binomial(10, p))
+    ks = [10, 50, 100]
+    truth = true_passk(p, ks)
+    cur = bp.passk_curve(bp.fit(counts, "auto", "eb", k=ks, seed=2, progressbar=False), ks)
+    lo, hi = cur["eti"].sel(ci_bound="lower").values, cur["eti"].sel(ci_bound="upper").values
+    covered = (lo <= truth) & (truth <= hi)
+    assert covered[:, 1:].mean() >= 0.85, covered.mean(0)
