@@ -71,6 +71,9 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     q = dr.quantile([0.05, 0.95], dim=("chain", "draw")).transpose("config", "k", "quantile").values
     assert np.all(lo <= q[..., 0] + 1e-12) and np.all(hi >= q[..., 1] - 1e-12)
     assert np.allclose(cur["mean"].values, auto.passk["passk_mean"].sel(k=ks).mean(("chain", "draw")).values)
+    # the leaderboard of compare_configs shows the same band as the curve (its own draws: equal to noise)
+    cmp = bp.compare_configs(auto, k=[10, 100], seed=4)
+    assert np.abs(cmp["passk_eti"].values - cur["eti"].sel(k=[10, 100]).values).max() < 0.015
     # each candidate's share of the draws is its stacking weight
     comp = auto.passk["component"].values
     for j, cfg in enumerate(cur.config.values):

@@ -4,8 +4,11 @@ Each candidate is fitted; per config, stacking weights maximise the summed
 PSIS-LOO log predictive density of the weighted mixture
 (``arviz.compare(method="stacking")``), and the stacked posterior is a
 mixture of the candidates' posterior draws in those proportions: every draw
-keeps its model (``theta[..., "component"]``), so curves, bands, LOO and
-predictive checks work on it like on any other fit.
+keeps its model (``theta[..., "component"]``), so curves, LOO and predictive
+checks work on it like on any other fit.  Its pass@k bands are the hull of
+the candidates' own bands (:func:`bayespass.passk_curve`): on a few hundred
+tasks the candidates' LOO densities differ by a nat or two, so the weights
+cannot say which extrapolation beyond the samples drawn is right.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         per-task spread; see :func:`bayespass.passk_draws`).  For a stacked
         fit (``model="auto"``) each band is the hull of the candidates' bands
         (every candidate holding at least 5% of the draws), not the band of
-        their weighted mixture: see ``_stack_bands``.  ``attrs``:
+        their weighted mixture: see :func:`stack_bands`.  ``attrs``:
         ``ci_prob``, the model, method and, for stacked fits, the weights.
     """
     import arviz as az
@@ -61,7 +61,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
                  else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
     full = draws["passk"].transpose("chain", "draw", "config", "k")
     if "component" in draws:  # a stack: the hull of its candidates' bands
-        eti, hdi = _stack_bands(full, draws["component"].transpose("chain", "draw", "config"), prob)
+        eti, hdi = stack_bands(full, draws["component"].transpose("chain", "draw", "config"), prob)
     else:
         qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
         eti = qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"])
@@ -92,7 +92,7 @@ def _hdi_1d(x: np.ndarray, prob: float) -> tuple[float, float]:
     return x[i], x[i + inside]
 
 
-def _stack_bands(full: xr.DataArray, comp: xr.DataArray, prob: float) -> tuple[xr.DataArray, xr.DataArray]:
+def stack_bands(full: xr.DataArray, comp: xr.DataArray, prob: float) -> tuple[xr.DataArray, xr.DataArray]:
     """ETI and HDI of a stacked fit: per config, the hull of the bands of its candidates.
 
     Stacking weighs the candidates by how well they predict the counts observed;

@@ -145,7 +145,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     Returns
     -------
     xarray.Dataset
-        Over ``(config, k)``: ``passk`` (posterior mean) and ``passk_eti`` (band, on ``ci_bound``),
+        Over ``(config, k)``: ``passk`` (posterior mean) and ``passk_eti`` (band, on ``ci_bound``;
+        for a stack the hull of its candidates' bands, as in its curve),
         ``expected_rank``, ``naive_passk``, ``beta_passk``.  Over ``(config, config_b, k)``: ``diff``
         (read it as ``cmp["diff"]``: ``cmp.diff`` is xarray's method)
         (posterior mean of pass@k[config] - pass@k[config_b]), ``diff_eti`` (its band), ``prob_better``
@@ -180,8 +181,15 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
+    if "component" in dr:  # a stack: the same band as its curve, the hull of its candidates' bands
+        from .curve import stack_bands
+
+        eti = stack_bands(dr["passk"].transpose("chain", "draw", "config", "k"),
+                          dr["component"].transpose("chain", "draw", "config"), prob)[0].values
+    else:
+        eti = np.moveaxis(np.quantile(full, q, axis=0), 0, -1)
     ds = xr.Dataset(
-        {"passk": (cc, mean), "passk_eti": (cc + kk_, np.moveaxis(np.quantile(full, q, axis=0), 0, -1)),
+        {"passk": (cc, mean), "passk_eti": (cc + kk_, eti),
          "diff": (pp, mean[:, None] - mean[None]), "diff_eti": (pp + kk_, d_eti),
          "prob_better": (pp, _prob_better(full[:, :, None], full[:, None])),
          "rank_prob": (("config", "rank", "k"), rank_prob), "expected_rank": (cc, ranks.mean(0)),

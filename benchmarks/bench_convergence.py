@@ -1,0 +1,71 @@
+"""How often the fast path's short chains fail the convergence gate, per candidate of the default.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_convergence.py [--draws 100 --warmup 200]
+
+Per candidate (zoibb, flex, lnorm; bb always passes) and cell, the share of configs whose split
+R-hat over 16 chains exceeds 1.05 for a named parameter or for the dataset pass@k at k = 1, 10, 100,
+and the largest R-hat.  Cells: the 12 real MBPP configs (one subsample at m = 5 and 20; skipped
+without ``data/real_mbpp``) and 12 simulated configs of three truth families of
+``benchmarks/calibration.py``.  A fit whose gate fails warns (``FitWarning``); this measures how often.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import arviz as az
+import numpy as np
+
+import bayespass as bp
+
+sys.path.insert(0, str(Path(__file__).parent))
+import calibration as cal  # noqa: E402
+
+CANDS = ("zoibb", "flex", "lnorm")
+
+
+def cells():
+    """(label, counts) of every cell measured."""
+    df = cal.real_counts()
+    if df is not None:
+        for m in (5, 20):
+            yield f"real MBPP, m = {m}", cal.real_cell(df, m, 1, seed=11)[0]
+    for fam in ("logit-normal", "zoib-mbpp", "two-beta"):
+        for m in (5, 20):
+            yield f"{fam}, m = {m}", cal.sim_cell(fam, m, 12, seed=zlib.crc32(f"{fam}{m}".encode()))[0]
+
+
+def rhat_per_config(fit) -> np.ndarray:
+    """Largest split R-hat per config over the named parameters and pass@k at k = 1, 10, 100."""
+    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta"]]
+    r_post = az.rhat(post).to_array().max("variable").values
+    r_passk = az.rhat(fit.passk[["passk_mean"]]).to_array().max(("variable", "k")).values
+    return np.maximum(r_post, r_passk)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--draws", type=int, default=bp.rcParams["eb.draws"])
+    ap.add_argument("--warmup", type=int, default=bp.rcParams["eb.warmup"])
+    args = ap.parse_args()
+    bp.rcParams["eb.draws"], bp.rcParams["eb.warmup"] = args.draws, args.warmup
+    print(f"eb.draws = {args.draws}, eb.warmup = {args.warmup}, {bp.rcParams['eb.chains']} chains\n")
+    print("| cell | " + " | ".join(f"{c}: share > 1.05 (max R-hat)" for c in CANDS) + " | seconds |")
+    print("|---|" + "---|" * (len(CANDS) + 1))
+    for label, counts in cells():
+        t0, row = time.perf_counter(), []
+        for name in CANDS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = rhat_per_config(bp.fit(counts, name, "eb", k=[1, 10, 100], progressbar=False))
+            row.append(f"{(r > 1.05).mean():.2f} ({r.max():.2f})")
+        print(f"| {label} | " + " | ".join(row) + f" | {time.perf_counter() - t0:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
