@@ -42,11 +42,9 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         per-task spread; see :func:`bayespass.passk_draws`).  For a stacked
         fit (``model="auto"``) each band is the hull of the candidates' bands
         (every candidate holding at least 5% of the draws), not the band of
-        their weighted mixture: see :func:`stack_bands`.  ``attrs``:
+        their weighted mixture: see :func:`passk_bands`.  ``attrs``:
         ``ci_prob``, the model, method and, for stacked fits, the weights.
     """
-    import arviz as az
-
     from ..models.predictive import passk_draws
 
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
@@ -59,15 +57,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         thin = idata.passk.sizes["draw"] if "passk" in idata.groups() else 1000
         draws = (idata.passk.sel(k=k) if np.isin(k, stored).all()
                  else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
-    full = draws["passk"].transpose("chain", "draw", "config", "k")
-    if "component" in draws:  # a stack: the hull of its candidates' bands
-        eti, hdi = stack_bands(full, draws["component"].transpose("chain", "draw", "config"), prob)
-    else:
-        qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
-        eti = qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"])
-        eti = eti.transpose("config", "k", "ci_bound").drop_vars("quantile", errors="ignore")
-        hdi = az.hdi(full.rename("passk").to_dataset(), hdi_prob=prob)["passk"].rename(hdi="ci_bound")
-        hdi = hdi.assign_coords(ci_bound=["lower", "upper"]).transpose("config", "k", "ci_bound")
+    eti, hdi = passk_bands(draws, prob)
     out = xr.Dataset({"mean": draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k"),
                       "eti": eti, "hdi": hdi})
     post = idata.posterior.attrs
@@ -83,46 +73,51 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
 STACK_MIN_SHARE = 0.05
 
 
-def _hdi_1d(x: np.ndarray, prob: float) -> tuple[float, float]:
-    """Narrowest interval holding ``prob`` of the draws ``x`` (as ``arviz.hdi`` for one mode)."""
-    x = np.sort(x)
-    inside = int(np.floor(prob * x.size))
-    widths = x[inside:] - x[:x.size - inside]
-    i = int(np.argmin(widths))
-    return x[i], x[i + inside]
+def _bands(full: xr.DataArray, prob: float, hdi: bool) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """ETI (and HDI) over (chain, draw) of ``full`` (chain, draw, config, k); NaN draws are skipped."""
+    import arviz as az
+
+    qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"), skipna=True)
+    eti = qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"])
+    eti = eti.transpose("config", "k", "ci_bound").drop_vars("quantile", errors="ignore")
+    if not hdi:
+        return eti, None
+    h = az.hdi(full.rename("passk").to_dataset(), hdi_prob=prob, skipna=True)["passk"].rename(hdi="ci_bound")
+    return eti, h.assign_coords(ci_bound=["lower", "upper"]).transpose("config", "k", "ci_bound")
 
 
-def stack_bands(full: xr.DataArray, comp: xr.DataArray, prob: float) -> tuple[xr.DataArray, xr.DataArray]:
-    """ETI and HDI of a stacked fit: per config, the hull of the bands of its candidates.
+def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """ETI and HDI (dims config, k, ci_bound) of the dataset pass@k draws of :func:`bayespass.passk_draws`.
 
-    Stacking weighs the candidates by how well they predict the counts observed;
-    on a benchmark of a few hundred tasks their LOO densities differ by 1-2
-    nats, so the weights are near equal, while the candidates' pass@k beyond the
-    samples drawn can differ by more than their own bands (benchmarks/RESULTS.md,
-    "Stacked bands").  A band of the weighted mixture then covers only where most
-    candidates are right; the hull covers wherever one of them is (a mixture's
-    equal-tailed band always lies inside it).  Candidates holding less than
-    ``STACK_MIN_SHARE`` of a config's draws (the data ruled them out) are left out.
+    For a stacked fit (the draws carry ``component``) each band is the hull of
+    its candidates' bands.  Stacking weighs the candidates by how well they
+    predict the counts observed; on a benchmark of a few hundred tasks their LOO
+    densities differ by 1-2 nats, so the weights are near equal, while the
+    candidates' pass@k beyond the samples drawn can differ by more than their own
+    bands (benchmarks/RESULTS.md, "The stacked band as the hull of its
+    candidates' bands").  A band of the weighted mixture then covers only where
+    most candidates are right; the hull covers wherever one of them is (a
+    mixture's equal-tailed band always lies inside it).  Candidates holding less
+    than ``STACK_MIN_SHARE`` of a config's draws (the data ruled them out) are left out.
     """
-    x = full.values.reshape(-1, *full.shape[2:])  # (draws, config, k)
-    cc = comp.values.reshape(-1, comp.shape[2])  # (draws, config)
-    lo_q, hi_q = (1 - prob) / 2, (1 + prob) / 2
-    eti = np.full(x.shape[1:] + (2,), np.nan)
-    hdi = np.full_like(eti, np.nan)
-    for j in range(x.shape[1]):
-        labels, counts = np.unique(cc[:, j], return_counts=True)
-        keep = labels[counts >= max(STACK_MIN_SHARE * cc.shape[0], 1)]
-        for lab in keep:
-            xs = x[cc[:, j] == lab, j]  # (draws of this candidate, k)
-            q = np.quantile(xs, [lo_q, hi_q], axis=0)
-            h = np.array([_hdi_1d(xs[:, i], prob) for i in range(xs.shape[1])]).T
-            eti[j, :, 0] = np.fmin(eti[j, :, 0], q[0])
-            eti[j, :, 1] = np.fmax(eti[j, :, 1], q[1])
-            hdi[j, :, 0] = np.fmin(hdi[j, :, 0], h[0])
-            hdi[j, :, 1] = np.fmax(hdi[j, :, 1], h[1])
-    coords = {"config": full.config.values, "k": full.k.values, "ci_bound": ["lower", "upper"]}
-    dims = ("config", "k", "ci_bound")
-    return xr.DataArray(eti, coords, dims, name="passk"), xr.DataArray(hdi, coords, dims, name="passk")
+    full = draws["passk"].transpose("chain", "draw", "config", "k")
+    if "component" not in draws:
+        return _bands(full, prob, hdi)
+    comp = draws["component"].transpose("chain", "draw", "config")
+    parts = []
+    for lab in np.unique(comp.values):
+        mine = comp == lab
+        enough = mine.mean(("chain", "draw")) >= STACK_MIN_SHARE  # (config,): NaN bands where too few
+        parts.append([None if b is None else b.where(enough) for b in _bands(full.where(mine), prob, hdi)])
+    eti, h = (None if parts[0][i] is None else _hull([p[i] for p in parts]) for i in (0, 1))
+    return eti, h
+
+
+def _hull(bands: list[xr.DataArray]) -> xr.DataArray:
+    """Smallest band (config, k, ci_bound) holding every band of ``bands`` (NaN bands ignored)."""
+    b = xr.concat(bands, "candidate")
+    return xr.concat([b.sel(ci_bound="lower").min("candidate"), b.sel(ci_bound="upper").max("candidate")],
+                     "ci_bound").transpose("config", "k", "ci_bound")
 
 
 def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> Table:

@@ -157,6 +157,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     from ..models.predictive import passk_draws
     from ..simulate import rng as _rng
     from .attach import attach, check_target
+    from .curve import passk_bands
 
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     k = as_k(k)
@@ -181,13 +182,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
-    if "component" in dr:  # a stack: the same band as its curve, the hull of its candidates' bands
-        from .curve import stack_bands
-
-        eti = stack_bands(dr["passk"].transpose("chain", "draw", "config", "k"),
-                          dr["component"].transpose("chain", "draw", "config"), prob)[0].values
-    else:
-        eti = np.moveaxis(np.quantile(full, q, axis=0), 0, -1)
+    eti = passk_bands(dr, prob, hdi=False)[0].values  # the curve's band (for a stack, the hull of its candidates')
     ds = xr.Dataset(
         {"passk": (cc, mean), "passk_eti": (cc + kk_, eti),
          "diff": (pp, mean[:, None] - mean[None]), "diff_eti": (pp + kk_, d_eti),
