@@ -22,6 +22,7 @@ import arviz as az
 import numpy as np
 
 import bayespass as bp
+from bayespass.models.base import get_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 import calibration as cal  # noqa: E402
@@ -42,7 +43,8 @@ def cells():
 
 def rhat_per_config(fit) -> np.ndarray:
     """Largest split R-hat per config over the named parameters and pass@k at k = 1, 10, 100."""
-    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta"]]
+    gated = getattr(get_model(fit.posterior.attrs["bayespass_model"]), "gated", None)
+    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta" and (gated is None or v in gated)]]
     r_post = az.rhat(post).to_array().max("variable").values
     r_passk = az.rhat(fit.passk[["passk_mean"]]).to_array().max(("variable", "k")).values
     return np.maximum(r_post, r_passk)

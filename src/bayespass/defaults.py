@@ -44,6 +44,12 @@ def _int(name: str, v: Any) -> int:
     return int(v)
 
 
+def _bool(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"{name} must be True or False; got {v!r}")
+    return bool(v)
+
+
 def _choice(name: str, v: Any, allowed: tuple) -> str:
     if v not in allowed:
         raise ValueError(f"{name}={v!r} is not supported; choose one of {list(allowed)}")
@@ -73,6 +79,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "eb.chains": (16, _pos_int),
     "eb.ess_min": (200.0, _pos_float),
     "eb.rhat_max": (1.05, _pos_float),  # 16 chains of 100 draws: well-mixed split-R-hat reaches ~1.03
+    "eb.reweight": (True, _bool),  # importance-resample the chains' draws (bayespass.models.reweight)
     "mcmc.draws": (1000, _pos_int),
     "mcmc.tune": (1000, _pos_int),
     "mcmc.chains": (4, _pos_int),

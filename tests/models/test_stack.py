@@ -63,9 +63,10 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
         for j, cfg in enumerate(cur.config.values):
             if weights[str(cfg)][name] < 0.1:
                 continue  # too few of the stack's draws to estimate its quantiles well
-            # the stack's draws of this candidate are a subset of its own fit's: quantiles agree to noise
-            assert np.all(lo[j] <= own["eti"].sel(ci_bound="lower").values[j] + 0.01)
-            assert np.all(hi[j] >= own["eti"].sel(ci_bound="upper").values[j] - 0.01)
+            # the stack's draws of this candidate are a subset of its own fit's: quantiles agree to noise (the
+            # draws are importance resamples, duplicates included: 0.02)
+            assert np.all(lo[j] <= own["eti"].sel(ci_bound="lower").values[j] + 0.02)
+            assert np.all(hi[j] >= own["eti"].sel(ci_bound="upper").values[j] - 0.02)
     # the band of the weighted mixture lies inside the hull, and the mean is the mixture's
     dr = auto.passk["passk"].sel(k=ks)
     q = dr.quantile([0.05, 0.95], dim=("chain", "draw")).transpose("config", "k", "quantile").values

@@ -17,6 +17,7 @@ from . import hmc
 from .base import NP, PairData, get_model
 from .eb import FitWarning
 from .predictive import default_k_grid, passk_draws, replicate_counts
+from .reweight import MAX_DIM, reweight
 
 if TYPE_CHECKING:  # pragma: no cover
     import arviz as az
@@ -120,11 +121,21 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     chains = check_positive_int(chains if chains is not None else rcParams["eb.chains"], name="chains")
     data = PairData.from_counts(counts)
     aux = m.prepare(data)
-    res = hmc.sample(lambda th: m.logp_grad(th, aux, data.w), m.start(data), chains=chains, warmup=warmup,
+    def logp_grad(th):
+        return m.logp_grad(th, aux, data.w)
+
+    res = hmc.sample(logp_grad, m.start(data), chains=chains, warmup=warmup,
                      draws=draws, rng=seed, target_accept=target_accept or 0.8, bounds=m.bounds())
-    idata = az.InferenceData(posterior=_posterior(m, res.draws, counts.config.values))
+    theta, attrs = res.draws, {}
+    if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:  # exact draws where short chains mix slowly
+        fixed = reweight(logp_grad, res.draws, rng=np.random.default_rng([seed or 0, 1]),
+                         ess_min=rcParams["eb.ess_min"], per_draw=data.n.size * 100)
+        theta = fixed.draws
+        attrs = {"reweight_khat": fixed.khat.tolist(), "reweight_ess": fixed.ess.tolist(),
+                 "reweight_used": fixed.used.astype(int).tolist()}
+    idata = az.InferenceData(posterior=_posterior(m, theta, counts.config.values))
     idata.posterior.attrs.update(step_size=res.step_size.tolist(), acceptance=res.acceptance.tolist(),
-                                 divergences=res.divergences.tolist(), sampler="bayespass-hmc")
+                                 divergences=res.divergences.tolist(), sampler="bayespass-hmc", **attrs)
     diverging = np.zeros((chains, draws), bool)
     idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)},
                                                  coords={"chain": np.arange(chains), "draw": np.arange(draws)})})
@@ -385,6 +396,9 @@ def convergence_report(idata, model=None) -> dict:
             rhat, ess = az.rhat(ds), az.ess(ds, method="bulk")
             r_hat += [float(rhat[v].max()) for v in ds.data_vars]
             ess_min += [float(ess[v].min()) for v in ds.data_vars]
+    used = np.asarray(idata.posterior.attrs.get("reweight_used", []), bool)
+    if used.any():  # resampled draws: their information is the importance weights' ESS, not the draws' count
+        ess_min.append(float(np.min(np.asarray(idata.posterior.attrs["reweight_ess"])[used])))
     return {
         "r_hat_max": float(np.max(r_hat)),  # NaN propagates: an undefined r_hat fails the gate
         "ess_bulk_min": float(np.min(ess_min)),
