@@ -119,27 +119,62 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     draws = check_positive_int(draws if draws is not None else rcParams["eb.draws"], name="draws")
     warmup = check_positive_int(tune if tune is not None else rcParams["eb.warmup"], name="tune")
     chains = check_positive_int(chains if chains is not None else rcParams["eb.chains"], name="chains")
-    data = PairData.from_counts(counts)
-    aux = m.prepare(data)
-    def logp_grad(th):
-        return m.logp_grad(th, aux, data.w)
-
-    res = hmc.sample(logp_grad, m.start(data), chains=chains, warmup=warmup,
-                     draws=draws, rng=seed, target_accept=target_accept or 0.8, bounds=m.bounds())
-    theta, attrs = res.draws, {}
-    if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:  # exact draws where short chains mix slowly
-        fixed = reweight(logp_grad, res.draws, rng=np.random.default_rng([seed or 0, 1]),
-                         ess_min=rcParams["eb.ess_min"], per_draw=data.n.size * 100)
-        theta = fixed.draws
-        attrs = {"reweight_khat": fixed.khat.tolist(), "reweight_ess": fixed.ess.tolist(),
-                 "reweight_used": fixed.used.astype(int).tolist()}
+    kw = dict(chains=chains, rng=seed, target_accept=target_accept or 0.8)
+    if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:
+        theta, stats = _sample_reweighted(counts, m, warmup, draws, kw, seed)
+    else:
+        res = _hmc(counts, m, warmup, draws, kw)[0]
+        theta, stats = res.draws, {"step_size": res.step_size, "acceptance": res.acceptance,
+                                   "divergences": res.divergences}
     idata = az.InferenceData(posterior=_posterior(m, theta, counts.config.values))
-    idata.posterior.attrs.update(step_size=res.step_size.tolist(), acceptance=res.acceptance.tolist(),
-                                 divergences=res.divergences.tolist(), sampler="bayespass-hmc", **attrs)
+    idata.posterior.attrs.update({k: np.asarray(v).tolist() for k, v in stats.items()}, sampler="bayespass-hmc")
     diverging = np.zeros((chains, draws), bool)
     idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)},
                                                  coords={"chain": np.arange(chains), "draw": np.arange(draws)})})
     return idata
+
+
+def _hmc(counts, m, warmup, draws, kw):
+    """Run the fast sampler on ``counts``: (HMCResult, its log density and gradient, the pairs)."""
+    data = PairData.from_counts(counts)
+    aux = m.prepare(data)
+
+    def logp_grad(th):
+        return m.logp_grad(th, aux, data.w)
+
+    res = hmc.sample(logp_grad, m.start(data), warmup=warmup, draws=draws, bounds=m.bounds(), **kw)
+    return res, logp_grad, data
+
+
+def _sample_reweighted(counts, m, warmup, draws, kw, seed):
+    """Sample by half-length chains, importance-resampled (:mod:`bayespass.models.reweight`).
+
+    Configs the correction cannot take get full-length chains, corrected again where it can, else kept
+    and gated by R-hat.
+    """
+    rng = np.random.default_rng([0 if seed is None else int(seed), 1])
+    todo, theta, stats = np.arange(counts.sizes["config"]), None, {}
+    for length in (0.5, 1.0):
+        sub = counts if todo.size == counts.sizes["config"] else counts.isel(config=todo)
+        res, logp_grad, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
+        fixed = reweight(logp_grad, res.draws, rng=rng, ess_min=rcParams["eb.ess_min"],
+                         per_draw=data.n.size * 100, n_out=draws)
+        if theta is None:
+            theta = fixed.draws
+            stats = {key: np.zeros(counts.sizes["config"], float) for key in
+                     ("step_size", "acceptance", "divergences", "reweight_khat", "reweight_ess", "reweight_used")}
+        theta[:, :, todo] = fixed.draws
+        # the chains' divergences count only where their draws are kept
+        for key, value in {"step_size": res.step_size, "acceptance": res.acceptance,
+                           "divergences": np.where(fixed.used, 0, res.divergences), "reweight_khat": fixed.khat,
+                           "reweight_ess": fixed.ess, "reweight_used": fixed.used}.items():
+            stats[key][todo] = value
+        todo = todo[~fixed.used]
+        if not todo.size or length == 1.0:
+            break
+    stats["divergences"] = stats["divergences"].astype(int)
+    stats["reweight_used"] = stats["reweight_used"].astype(int)
+    return theta, stats
 
 
 def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):

@@ -83,7 +83,8 @@ class _Proposal:
         p, df = self.p, self.df
         y = np.einsum("kij,nkj->nki", self.inv, x)
         yc = np.einsum("kij,mkj->mki", self.inv, self.centres)
-        d2 = ((y[:, None] - yc[None]) ** 2).sum(-1)  # (N, M, config)
+        cross = np.einsum("nkp,mkp->nmk", y, yc)
+        d2 = np.maximum((y**2).sum(-1)[:, None] + (yc**2).sum(-1)[None] - 2 * cross, 0.0)  # (N, M, config)
         log_kernel = (logsumexp(-0.5 * d2 / self.h**2, axis=1) - np.log(yc.shape[0])
                       - p * np.log(self.h) - 0.5 * p * np.log(2 * np.pi) - self.logdet)
         ym = np.einsum("kij,kj->ki", self.inv, self.mean)
@@ -109,12 +110,15 @@ def _systematic(w: np.ndarray, size: int, rng) -> np.ndarray:
 
 def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_centres: int = 256,
              df: float = 5.0, defensive: float = 0.1, khat_max: float = 0.7, ess_min: float = 200.0,
-             per_draw: int = 1, chunk_elems: int = 20_000_000) -> Reweighted:
+             per_draw: int = 1, chunk_elems: int = 20_000_000, n_out: int | None = None) -> Reweighted:
     """Correct chains' draws (chains, draws, config, P) by importance resampling (see the module docstring).
 
     ``logp_grad`` maps theta (N, config, P) to the log posterior (N, config) (and its
     gradient, unused); ``per_draw`` is the number of array elements one draw costs it
     (configs x pairs x quadrature nodes), to keep each chunk under ``chunk_elems``.
+    The result has ``n_out`` draws per chain (default: as many as the input); where
+    the correction is not used a config keeps its input draws if that is the same
+    number, and is NaN otherwise.
     """
     import arviz as az
 
@@ -128,7 +132,8 @@ def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_ce
     log_w = np.where(np.isfinite(log_w), log_w, -np.inf).T  # (config, N)
     finite = np.isfinite(log_w).sum(1) >= 10
     khat, ess = np.full(n_cfg, np.inf), np.zeros(n_cfg)
-    out = draws.copy()
+    n_out = n_draws if n_out is None else int(n_out)
+    out = draws.copy() if n_out == n_draws else np.full((chains, n_out, n_cfg, p), np.nan)
     for j in np.flatnonzero(finite):
         lw = log_w[j]
         ok = np.isfinite(lw)
@@ -137,6 +142,6 @@ def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_ce
         w = np.exp(smoothed - logsumexp(smoothed))
         ess[j] = 1.0 / np.sum(w**2)
         if khat[j] <= khat_max and ess[j] >= ess_min:
-            out[:, :, j] = x[_systematic(w, chains * n_draws, rng), j].reshape(chains, n_draws, p)
+            out[:, :, j] = x[_systematic(w, chains * n_out, rng), j].reshape(chains, n_out, p)
     used = (khat <= khat_max) & (ess >= ess_min)
     return Reweighted(draws=out, khat=khat, ess=ess, used=used)

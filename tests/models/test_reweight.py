@@ -1,0 +1,89 @@
+"""Importance resampling of the fast path's draws (``bayespass.models.reweight``): it recovers a posterior that
+brute-force quadrature knows from chains that saw only part of it, and it leaves draws alone when it cannot."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import bayespass as bp
+from bayespass.models.base import PairData, get_model
+from bayespass.models.reweight import MAX_DIM, reweight
+
+
+@pytest.fixture(scope="module")
+def bb_posterior():
+    """bb's log posterior on one config, and its posterior on a fine grid of (logit mu, log kappa)."""
+    rng = np.random.default_rng(5)
+    p = rng.beta(0.6, 0.9, 120)
+    counts = bp.make_counts(np.full(120, 6), rng.binomial(6, p))
+    m = get_model("bb")
+    data = PairData.from_counts(counts)
+    aux = m.prepare(data)
+
+    def logp_grad(th):
+        return m.logp_grad(th, aux, data.w)
+
+    g0, g1 = np.meshgrid(np.linspace(-3, 3, 241), np.linspace(-3, 5, 321), indexing="ij")
+    grid = np.stack([g0.ravel(), g1.ravel()], -1)
+    lp = logp_grad(grid[:, None, :])[0][:, 0]
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    assert w.reshape(g0.shape)[[0, -1]].sum() + w.reshape(g0.shape)[:, [0, -1]].sum() < 1e-6  # grid holds it
+    return logp_grad, grid, w
+
+
+def test_reweight_recovers_the_quadrature_posterior_from_chains_with_the_wrong_weights(bb_posterior):
+    logp_grad, grid, w = bb_posterior
+    mean = w @ grid
+    sd = np.sqrt(w @ (grid - mean) ** 2)
+    rng = np.random.default_rng(0)
+    # chains that cover the posterior with the wrong weights (as slowly mixing chains along a ridge do):
+    # the posterior tilted by exp(-0.8 z) in logit mu (mean off by about 0.8 sd), jittered off the grid
+    tilt = w * np.exp(-0.8 * (grid[:, 0] - mean[0]) / sd[0])
+    pick = rng.choice(grid.shape[0], 1600, p=tilt / tilt.sum())
+    stuck = (grid[pick] + rng.uniform(-0.0125, 0.0125, (1600, 2))).reshape(16, 100, 1, 2)
+    assert abs(stuck[..., 0].mean() - mean[0]) > 0.6 * sd[0]  # the input is badly wrong
+    out = reweight(logp_grad, stuck, rng=1)
+    assert out.used[0] and out.khat[0] <= 0.7 and out.ess[0] >= 200
+    got = out.draws[:, :, 0].reshape(-1, 2)
+    se = sd * np.sqrt(1 / out.ess[0] + 1 / got.shape[0])  # the weights' error plus the resample's
+    assert np.all(np.abs(got.mean(0) - mean) < 4 * se + 0.02 * sd)
+    assert np.all(np.abs(got.std(0) / sd - 1) < 0.15)
+    # equal-tailed 90% interval of logit mu against the quadrature's
+    cdf = np.cumsum(np.bincount(np.searchsorted(np.unique(grid[:, 0]), grid[:, 0]), weights=w))
+    lo, hi = np.unique(grid[:, 0])[np.searchsorted(cdf, [0.05, 0.95])]
+    assert np.allclose(np.quantile(got[:, 0], [0.05, 0.95]), [lo, hi], atol=0.3 * sd[0])
+
+
+def test_reweight_keeps_the_draws_when_its_proposal_cannot_cover_the_posterior(bb_posterior):
+    logp_grad, grid, w = bb_posterior
+    mean = w @ grid
+    # chains collapsed onto a point far from the posterior: the weights are degenerate, the draws stay
+    far = np.broadcast_to(mean + [2.0, 2.5], (16, 100, 1, 2)) + 1e-3 * np.random.default_rng(2).standard_normal(
+        (16, 100, 1, 2))
+    out = reweight(logp_grad, far, rng=3)
+    assert not out.used[0]
+    assert out.khat[0] > 0.7 or out.ess[0] < 200
+    assert np.array_equal(out.draws, far)
+
+
+@pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")  # flex's short chains may fail the gate
+def test_fit_records_the_correction_and_gates_on_its_effective_sample_size():
+    rng = np.random.default_rng(8)
+    # near-deterministic configs (most tasks all-pass or all-fail): where lnorm's short chains mix slowly
+    p = np.where(rng.random((2, 200)) < 0.6, 1.0, np.where(rng.random((2, 200)) < 0.6, 0.0, rng.random((2, 200))))
+    counts = bp.make_counts(np.full(p.shape, 5), rng.binomial(5, p))
+    fit = bp.fit(counts, "lnorm", "eb", seed=1, progressbar=False)
+    attrs = fit.posterior.attrs
+    assert len(attrs["reweight_khat"]) == 2 and all(attrs["reweight_used"])
+    assert attrs["convergence_ess_bulk_min"] <= min(attrs["reweight_ess"]) + 1e-9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flex = bp.fit(counts, "flex", "eb", seed=1, progressbar=False)
+    assert get_model("flex").n_params > MAX_DIM and "reweight_khat" not in flex.posterior.attrs
+    with bp.rc_context({"eb.reweight": False}):
+        raw = bp.fit(counts, "lnorm", "eb", seed=1, progressbar=False)
+    assert "reweight_khat" not in raw.posterior.attrs
+    with pytest.raises(ValueError, match="eb.reweight must be True or False; got 'yes'"):
+        bp.rcParams["eb.reweight"] = "yes"
