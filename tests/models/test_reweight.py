@@ -112,7 +112,10 @@ def test_configs_the_correction_cannot_take_get_full_length_chains(monkeypatch):
     assert calls == [(8, 30, 3, 2), (8, 60, 1, 2)]
     theta = fit.posterior["theta"].values
     assert theta.shape == (8, 60, 3, 2) and np.isfinite(theta).all()
-    assert fit.posterior.attrs["reweight_used"] == [1, 1, 1] and fit.posterior.attrs["reweight_khat"][0] <= 0.7
+    attrs = fit.posterior.attrs
+    # config 0: corrected again if its diagnostics allow, else its full-length chains are kept
+    assert attrs["reweight_used"][0] == int(attrs["reweight_khat"][0] <= 0.7 and attrs["reweight_ess"][0] >= 200)
+    assert attrs["reweight_used"][1:] == [1, 1]
 
 
 # short chains keep this test fast; the gate's R-hat over them may fail and warn (what is checked is the rerun)

@@ -49,6 +49,10 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         ``"eb"`` (default ``rcParams["stats.method"]``): empirical-Bayes start
         (the posterior mode) and the posterior under the model's priors by a
         vectorised HMC in NumPy (:mod:`bayespass.models.hmc`): fast, no PyMC.
+        For models of at most 8 parameters the chains' draws are corrected by
+        importance resampling (:mod:`bayespass.models.reweight`, k-hat and ESS
+        gated; ``rcParams["eb.reweight"]``); chains kept as they are run again
+        4x as long where they fail the R-hat gate.
         ``"mcmc"``: NUTS via PyMC on the same log density.  Both give the same
         layout, so every post-processor works on both.
     draws, tune, chains, cores : int, optional
@@ -179,8 +183,8 @@ def _sample_gated(counts, m, warmup, draws, kw):
 def _sample_reweighted(counts, m, warmup, draws, kw, seed):
     """Sample by half-length chains, importance-resampled (:mod:`bayespass.models.reweight`).
 
-    Configs the correction cannot take get full-length chains, corrected again where it can, else kept
-    and gated by R-hat.
+    Configs the correction cannot take get full-length chains and twice the proposals, corrected again
+    where it can, else kept and gated by R-hat.
     """
     rng = np.random.default_rng([0 if seed is None else int(seed), 1])
     todo, theta, stats = np.arange(counts.sizes["config"]), None, {}
@@ -188,7 +192,7 @@ def _sample_reweighted(counts, m, warmup, draws, kw, seed):
         sub = counts if todo.size == counts.sizes["config"] else counts.isel(config=todo)
         res, logp_grad, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
         fixed = reweight(logp_grad, res.draws, rng=rng, ess_min=rcParams["eb.ess_min"],
-                         per_draw=data.n.size * 100, n_out=draws)
+                         per_draw=data.n.size * 100, n_out=draws, n_prop=int(32_000 * length))
         if theta is None:
             theta = fixed.draws
             stats = {key: np.zeros(counts.sizes["config"], float) for key in

@@ -83,9 +83,14 @@ class _Proposal:
         p, df = self.p, self.df
         y = np.einsum("kij,nkj->nki", self.inv, x)
         yc = np.einsum("kij,mkj->mki", self.inv, self.centres)
-        cross = np.einsum("nkp,mkp->nmk", y, yc)
-        d2 = np.maximum((y**2).sum(-1)[:, None] + (yc**2).sum(-1)[None] - 2 * cross, 0.0)  # (N, M, config)
-        log_kernel = (logsumexp(-0.5 * d2 / self.h**2, axis=1) - np.log(yc.shape[0])
+        # -|y - c|^2 / (2 h^2) over the centres, (N, M, config), by one matmul and in place
+        e = np.einsum("nkp,mkp->nmk", y, yc / self.h**2)
+        e -= 0.5 * (yc**2).sum(-1)[None] / self.h**2
+        e -= 0.5 * (y**2).sum(-1)[:, None] / self.h**2
+        top = e.max(1)
+        e -= top[:, None]
+        np.exp(e, out=e)
+        log_kernel = (top + np.log(e.sum(1)) - np.log(yc.shape[0])
                       - p * np.log(self.h) - 0.5 * p * np.log(2 * np.pi) - self.logdet)
         ym = np.einsum("kij,kj->ki", self.inv, self.mean)
         q = ((y - ym) ** 2).sum(-1) / self.t_scale**2
@@ -108,7 +113,7 @@ def _systematic(w: np.ndarray, size: int, rng) -> np.ndarray:
     return rng.permutation(idx)
 
 
-def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_centres: int = 256,
+def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_centres: int = 64,
              df: float = 5.0, defensive: float = 0.1, khat_max: float = 0.7, ess_min: float = 200.0,
              per_draw: int = 1, chunk_elems: int = 20_000_000, n_out: int | None = None) -> Reweighted:
     """Correct chains' draws (chains, draws, config, P) by importance resampling (see the module docstring).
