@@ -125,7 +125,7 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     chains = check_positive_int(chains if chains is not None else rcParams["eb.chains"], name="chains")
     kw = dict(chains=chains, rng=seed, target_accept=target_accept or 0.8)
     if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:
-        theta, stats = _sample_reweighted(counts, m, warmup, draws, kw, seed)
+        theta, stats = _sample_reweighted(counts, m, warmup, draws, kw)
     else:
         theta, stats = _sample_gated(counts, m, warmup, draws, kw)
     idata = az.InferenceData(posterior=_posterior(m, theta, counts.config.values))
@@ -148,19 +148,32 @@ def _hmc(counts, m, warmup, draws, kw):
     return res, logp_grad, data
 
 
+def _gated_named(post: xr.Dataset, m) -> xr.Dataset:
+    """Select the named posterior variables the convergence gate checks (the model's ``gated``, else all)."""
+    gated = getattr(m, "gated", None)
+    return post[[v for v in post.data_vars if v != "theta" and (gated is None or v in gated)]]
+
+
+def _population_passk(m, theta: np.ndarray) -> xr.Dataset | None:
+    """Return population pass@k at k = 1, 10, 100 per draw where the model defines it (flex), else None."""
+    if not hasattr(m, "population_passk"):
+        return None
+    return xr.Dataset({"population_passk": (("chain", "draw", "config", "k"),
+                                            m.population_passk(theta, [1, 10, 100]))})
+
+
 def _rhat_by_config(m, theta, configs) -> np.ndarray:
     """Largest split R-hat per config over what the gate checks (named parameters, population pass@k)."""
     import arviz as az
 
-    post = _posterior(m, theta, configs)
-    gated = getattr(m, "gated", None)
-    parts = [post[[v for v in post.data_vars if v != "theta" and (gated is None or v in gated)]]]
-    if hasattr(m, "population_passk"):
-        parts.append(xr.Dataset({"pp": (("chain", "draw", "config", "k"), m.population_passk(theta, [1, 10, 100]))}))
+    parts = [_gated_named(_posterior(m, theta, configs), m), _population_passk(m, theta)]
+    r = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = [az.rhat(ds).to_array().max([d for d in ("variable", "k") if d in az.rhat(ds).to_array().dims]).values
-             for ds in parts if ds.data_vars]
+        for ds in parts:
+            if ds is not None and ds.data_vars:
+                rhat = az.rhat(ds).to_array()
+                r.append(rhat.max([d for d in ("variable", "k") if d in rhat.dims]).values)
     return np.nanmax(np.stack(r), 0) if r else np.ones(len(configs))
 
 
@@ -180,23 +193,25 @@ def _sample_gated(counts, m, warmup, draws, kw):
     return theta, stats
 
 
-def _sample_reweighted(counts, m, warmup, draws, kw, seed):
+def _sample_reweighted(counts, m, warmup, draws, kw):
     """Sample by half-length chains, importance-resampled (:mod:`bayespass.models.reweight`).
 
     Configs the correction cannot take get full-length chains and twice the proposals, corrected again
     where it can, else kept and gated by R-hat.
     """
+    seed = kw["rng"]
     rng = np.random.default_rng([0 if seed is None else int(seed), 1])
-    todo, theta, stats = np.arange(counts.sizes["config"]), None, {}
+    n_cfg = counts.sizes["config"]
+    todo = np.arange(n_cfg)
+    theta = np.full((kw["chains"], draws, n_cfg, m.n_params), np.nan)
+    stats = {key: np.zeros(n_cfg, dtype) for key, dtype in
+             (("step_size", float), ("acceptance", float), ("divergences", int), ("reweight_khat", float),
+              ("reweight_ess", float), ("reweight_used", int))}
     for length in (0.5, 1.0):
-        sub = counts if todo.size == counts.sizes["config"] else counts.isel(config=todo)
+        sub = counts if todo.size == n_cfg else counts.isel(config=todo)
         res, logp_grad, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
         fixed = reweight(logp_grad, res.draws, rng=rng, ess_min=rcParams["eb.ess_min"],
                          per_draw=data.n.size * 100, n_out=draws, n_prop=int(32_000 * length))
-        if theta is None:
-            theta = fixed.draws
-            stats = {key: np.zeros(counts.sizes["config"], float) for key in
-                     ("step_size", "acceptance", "divergences", "reweight_khat", "reweight_ess", "reweight_used")}
         theta[:, :, todo] = fixed.draws
         # the chains' divergences count only where their draws are kept
         for key, value in {"step_size": res.step_size, "acceptance": res.acceptance,
@@ -204,10 +219,8 @@ def _sample_reweighted(counts, m, warmup, draws, kw, seed):
                            "reweight_ess": fixed.ess, "reweight_used": fixed.used}.items():
             stats[key][todo] = value
         todo = todo[~fixed.used]
-        if not todo.size or length == 1.0:
+        if not todo.size:
             break
-    stats["divergences"] = stats["divergences"].astype(int)
-    stats["reweight_used"] = stats["reweight_used"].astype(int)
     return theta, stats
 
 
@@ -448,9 +461,7 @@ def convergence_report(idata, model=None) -> dict:
         # the identified quantities: the model's named parameters and the dataset pass@k at k = 1, 10, 100
         # (coordinates of theta that the data do not inform, e.g. far spline coefficients, mix slowly
         # without changing any estimate)
-        gated = getattr(m, "gated", None)
-        target = idata.posterior[[v for v in idata.posterior.data_vars
-                                  if v != "theta" and (gated is None or v in gated)]]
+        target = _gated_named(idata.posterior, m)
     parts = [target]
     if not m.joint and "passk" in idata.groups():
         # its own dataset: the pass@k draws are thinned, so aligning them with the posterior's draws
@@ -459,8 +470,7 @@ def convergence_report(idata, model=None) -> dict:
     elif not m.joint and hasattr(m, "population_passk"):
         # a candidate of the stack computes no pass@k draws: gate it on its population's pass@k, the
         # direction in which a learnt shape mixes slowest (its named parameters alone missed it)
-        pp = m.population_passk(idata.posterior["theta"].values, [1, 10, 100])
-        parts.append(xr.Dataset({"population_passk": (("chain", "draw", "config", "k"), pp)}))
+        parts.append(_population_passk(m, idata.posterior["theta"].values))
     r_hat, ess_min = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
