@@ -93,23 +93,33 @@ def test_configs_the_correction_cannot_take_get_full_length_chains(monkeypatch):
     import bayespass.models.fit as fit_module
     from bayespass.models.reweight import Reweighted
 
-    calls = []
-    real = fit_module.reweight
+    calls, chains_run = [], []
+    real, real_hmc = fit_module.reweight, fit_module._hmc
 
-    def first_refuses_config_0(logp_grad, draws, **kw):
+    def half_length_refuses_config_0(logp_grad, draws, **kw):
         out = real(logp_grad, draws, **kw)
         calls.append(draws.shape)
-        if len(calls) == 1:  # as if config 0's proposal had failed: no draws for it from the short chains
+        if draws.shape[1] == 30:  # as if config 0's proposal always failed on the short chains (it is first in
+            # the subset of a second stage too)
             out.draws[:, :, 0], out.used[0], out.khat[0] = np.nan, False, 1.5
         return Reweighted(out.draws, out.khat, out.ess, out.used)
 
-    monkeypatch.setattr(fit_module, "reweight", first_refuses_config_0)
+    def spy_hmc(counts, m, warmup, draws, kw):
+        chains_run.append((counts.sizes["config"], draws))
+        return real_hmc(counts, m, warmup, draws, kw)
+
+    monkeypatch.setattr(fit_module, "reweight", half_length_refuses_config_0)
+    monkeypatch.setattr(fit_module, "_hmc", spy_hmc)
     rng = np.random.default_rng(4)
     counts = bp.make_counts(np.full((3, 80), 5), rng.binomial(5, rng.beta(1, 1, (3, 80))))
     with bp.rc_context({"eb.draws": 60, "eb.warmup": 80, "eb.chains": 8}):
         fit = bp.fit(counts, "bb", "eb", seed=2, progressbar=False)
     # half-length chains on all three configs, then full-length chains on config 0 only
-    assert calls == [(8, 30, 3, 2), (8, 60, 1, 2)]
+    assert chains_run == [(3, 30), (1, 60)]
+    # the first stage of the correction sees all three configs, a second (more proposals) only those short of
+    # ESS, config 0 among them; the full-length chains are corrected again
+    assert calls[0] == (8, 30, 3, 2) and calls[1][:2] == (8, 30) and 1 <= calls[1][2] <= 3
+    assert all(c == (8, 60, 1, 2) for c in calls[2:]) and len(calls) >= 3
     theta = fit.posterior["theta"].values
     assert theta.shape == (8, 60, 3, 2) and np.isfinite(theta).all()
     attrs = fit.posterior.attrs
@@ -129,8 +139,8 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_times_as_long(monkeypatch
         calls.append((counts.sizes["config"], warmup, draws))
         return real_hmc(counts, m, warmup, draws, kw)
 
-    def config_1_fails(m, theta, configs):
-        return np.where(np.arange(len(configs)) == 1, 2.0, 1.0)
+    def config_1_fails(m, theta, counts):
+        return np.where(np.arange(counts.sizes["config"]) == 1, 2.0, 1.0)
 
     monkeypatch.setattr(fit_module, "_hmc", spy_hmc)
     monkeypatch.setattr(fit_module, "_rhat_by_config", config_1_fails)
@@ -140,10 +150,10 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_times_as_long(monkeypatch
         fit = bp.fit(counts, "bb", "eb", seed=2, progressbar=False)
     assert calls == [(3, 60, 40), (1, 120, 160)]  # config 1 alone, twice the warm-up, four times the draws
     assert fit.posterior.attrs["rerun"] == [0, 1, 0] and np.isfinite(fit.posterior["theta"].values).all()
-    # the per-config R-hat sees a chain whose learnt shape differs (flex: named mean_p and population pass@k)
+    # the per-config R-hat sees a chain whose learnt shape differs (flex: named mean_p and dataset pass@k)
     flex = get_model("flex")
     theta = np.stack([flex.start(PairData.from_counts(counts))] * 40)[None].repeat(4, 0)
     theta = theta + 0.01 * rng.standard_normal(theta.shape)
     theta[0, :, 2, 4] += 3.0  # one chain far off in a spline coefficient only: a shape the others lack
-    r = real_rhat(flex, theta, counts.config.values)
+    r = real_rhat(flex, theta, counts)
     assert r[2] > 1.05 and np.all(r[:2] < 1.05)

@@ -101,3 +101,33 @@ def test_stacked_band_covers_where_most_candidates_extrapolate_low():
     lo, hi = cur["eti"].sel(ci_bound="lower").values, cur["eti"].sel(ci_bound="upper").values
     covered = (lo <= truth) & (truth <= hi)
     assert covered[:, 1:].mean() >= 0.85, covered.mean(0)
+
+
+@pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")  # short chains: the gate may warn
+def test_candidates_sampled_in_two_processes_give_the_same_fit_as_in_one(monkeypatch):
+    import sys
+
+    import bayespass.models.fit as fit_module
+
+    sampled, real = [], fit_module._sample_candidates
+
+    def spy(*args):
+        out = real(*args)
+        sampled.append(sorted(out))
+        return out
+
+    monkeypatch.setattr(fit_module, "_sample_candidates", spy)
+    rng = np.random.default_rng(7)
+    counts = bp.make_counts(np.full((2, 60), 5), rng.binomial(5, rng.beta(0.6, 0.9, (2, 60))))
+    fits = []
+    for cores in (1, 2):
+        with bp.rc_context({"eb.cores": cores, "eb.draws": 40, "eb.warmup": 60, "eb.chains": 4}):
+            fits.append(bp.fit(counts, "auto", "eb", seed=3, k=[1, 10, 100], progressbar=False))
+    one, two = fits
+    # one process: nothing sampled aside; two (Linux): every candidate in the pool
+    assert sampled == [[], sorted(CANDS) if sys.platform.startswith("linux") else []]
+    np.testing.assert_array_equal(one.posterior["theta"].values, two.posterior["theta"].values)
+    assert one.posterior.attrs["stacking_weights"] == two.posterior.attrs["stacking_weights"]
+    np.testing.assert_array_equal(one.passk["passk"].values, two.passk["passk"].values)
+    with pytest.raises(ValueError, match="eb.cores must be a positive integer; got 0"):
+        bp.rcParams["eb.cores"] = 0

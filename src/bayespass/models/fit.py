@@ -16,7 +16,7 @@ from ..validate import check_choice, check_positive_int
 from . import hmc
 from .base import NP, PairData, get_model
 from .eb import FitWarning
-from .predictive import default_k_grid, passk_draws, replicate_counts
+from .predictive import default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
 from .reweight import MAX_DIM, reweight
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,11 +52,16 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         For models of at most 8 parameters the chains' draws are corrected by
         importance resampling (:mod:`bayespass.models.reweight`, k-hat and ESS
         gated; ``rcParams["eb.reweight"]``); chains kept as they are run again
-        4x as long where they fail the R-hat gate.
+        4x as long where they fail the R-hat gate on the named parameters or
+        the dataset pass@k at k = 1, 10, 100.
         ``"mcmc"``: NUTS via PyMC on the same log density.  Both give the same
         layout, so every post-processor works on both.
     draws, tune, chains, cores : int, optional
         Sampler settings; defaults from ``rcParams["mcmc.*"]`` / ``rcParams["eb.*"]``.
+        With ``method="eb"`` and ``model="auto"``, ``cores`` (default
+        ``rcParams["eb.cores"]``, 2 where the machine has them) is the number of
+        forked processes that sample the candidates (Linux; the draws are the
+        same as in one process).
     seed : int, optional
         Random seed (default ``rcParams["stats.seed"]``).
     k : sequence of int, optional
@@ -136,14 +141,20 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     return idata
 
 
-def _hmc(counts, m, warmup, draws, kw):
-    """Run the fast sampler on ``counts``: (HMCResult, its log density and gradient, the pairs)."""
+def _logp(counts, m):
+    """Return the model's log posterior and gradient on ``counts`` (theta (N, config, P) -> both) and its pairs."""
     data = PairData.from_counts(counts)
     aux = m.prepare(data)
 
     def logp_grad(th):
         return m.logp_grad(th, aux, data.w)
 
+    return logp_grad, data
+
+
+def _hmc(counts, m, warmup, draws, kw):
+    """Run the fast sampler on ``counts``: (HMCResult, its log density and gradient, the pairs)."""
+    logp_grad, data = _logp(counts, m)
     res = hmc.sample(logp_grad, m.start(data), warmup=warmup, draws=draws, bounds=m.bounds(), **kw)
     return res, logp_grad, data
 
@@ -154,27 +165,29 @@ def _gated_named(post: xr.Dataset, m) -> xr.Dataset:
     return post[[v for v in post.data_vars if v != "theta" and (gated is None or v in gated)]]
 
 
-def _population_passk(m, theta: np.ndarray) -> xr.Dataset | None:
-    """Return population pass@k at k = 1, 10, 100 per draw where the model defines it (flex), else None."""
-    if not hasattr(m, "population_passk"):
-        return None
-    return xr.Dataset({"population_passk": (("chain", "draw", "config", "k"),
-                                            m.population_passk(theta, [1, 10, 100]))})
+#: the pass@k values every per-config fit is gated on (with its named parameters)
+GATE_K = (1, 10, 100)
 
 
-def _rhat_by_config(m, theta, configs) -> np.ndarray:
-    """Largest split R-hat per config over what the gate checks (named parameters, population pass@k)."""
+def _passk_gated(m, theta: np.ndarray, data: PairData) -> xr.Dataset:
+    """Dataset pass@k (Rao-Blackwellised) at ``GATE_K`` per draw: the gate's check of what users read."""
+    return xr.Dataset({"passk_mean": (("chain", "draw", "config", "k"), passk_mean_draws(m, theta, data, GATE_K))})
+
+
+def _rhat_by_config(m, theta, counts) -> np.ndarray:
+    """Largest split R-hat per config over what the gate checks (named parameters, dataset pass@k)."""
     import arviz as az
 
-    parts = [_gated_named(_posterior(m, theta, configs), m), _population_passk(m, theta)]
+    parts = [_gated_named(_posterior(m, theta, counts.config.values), m),
+             _passk_gated(m, theta, PairData.from_counts(counts))]
     r = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for ds in parts:
-            if ds is not None and ds.data_vars:
+            if ds.data_vars:
                 rhat = az.rhat(ds).to_array()
                 r.append(rhat.max([d for d in ("variable", "k") if d in rhat.dims]).values)
-    return np.nanmax(np.stack(r), 0) if r else np.ones(len(configs))
+    return np.nanmax(np.stack(r), 0) if r else np.ones(counts.sizes["config"])
 
 
 def _sample_gated(counts, m, warmup, draws, kw):
@@ -183,7 +196,7 @@ def _sample_gated(counts, m, warmup, draws, kw):
     theta = res.draws
     stats = {"step_size": res.step_size, "acceptance": res.acceptance, "divergences": res.divergences,
              "rerun": np.zeros(theta.shape[2], int)}
-    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts.config.values) <= rcParams["eb.rhat_max"]))
+    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts) <= rcParams["eb.rhat_max"]))
     if bad.size:
         again = _hmc(counts.isel(config=bad), m, 2 * warmup, 4 * draws, kw)[0]
         theta[:, :, bad] = again.draws[:, 3::4]
@@ -210,8 +223,7 @@ def _sample_reweighted(counts, m, warmup, draws, kw):
     for length in (0.5, 1.0):
         sub = counts if todo.size == n_cfg else counts.isel(config=todo)
         res, logp_grad, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
-        fixed = reweight(logp_grad, res.draws, rng=rng, ess_min=rcParams["eb.ess_min"],
-                         per_draw=data.n.size * 100, n_out=draws, n_prop=int(32_000 * length))
+        fixed = _reweight_staged(sub, m, res.draws, logp_grad, data, rng, n_out=draws, n_prop=int(32_000 * length))
         theta[:, :, todo] = fixed.draws
         # the chains' divergences count only where their draws are kept
         for key, value in {"step_size": res.step_size, "acceptance": res.acceptance,
@@ -222,6 +234,27 @@ def _sample_reweighted(counts, m, warmup, draws, kw):
         if not todo.size:
             break
     return theta, stats
+
+
+def _reweight_staged(counts, m, draws, logp_grad, data, rng, *, n_out, n_prop):
+    """Correct chains' draws with ``n_prop / 4`` proposals, and ``n_prop`` for the configs whose ESS then is short.
+
+    The first stage is kept where its ESS reaches twice ``eb.ess_min`` (its k-hat gated as
+    always); most configs get there (bb's ESS is half its proposals, lnorm's a sixth), and the
+    rest, evaluated on their own, pay for the full number.
+    """
+    ess_min = rcParams["eb.ess_min"]
+    first = reweight(logp_grad, draws, rng=rng, ess_min=2 * ess_min, per_draw=data.n.size * 100, n_out=n_out,
+                     n_prop=n_prop // 4)
+    again = np.flatnonzero(~first.used)
+    if not again.size:
+        return first
+    sub_logp, sub_data = _logp(counts.isel(config=again), m)
+    second = reweight(sub_logp, draws[:, :, again], rng=rng, ess_min=ess_min, per_draw=sub_data.n.size * 100,
+                      n_out=n_out, n_prop=n_prop)
+    first.draws[:, :, again] = second.draws
+    first.khat[again], first.ess[again], first.used[again] = second.khat, second.ess, second.used
+    return first
 
 
 def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):
@@ -387,8 +420,43 @@ def _fit_auto(counts, method, candidates, k, kw):
         raise ValueError(f"model='auto' stacks at least two candidates; got candidates={names!r}")
     models = [get_model(name) for name in names]  # every name checked before any work
     # the candidates skip their own replicates and pass@k draws: the stack computes its own
-    fits = {m.name: _fit_model(counts, m, method, k, kw, extras=False) for m in models}
+    sampled = _sample_candidates(counts, models, kw) if method == "eb" else {}
+    fits = {m.name: (_finish(sampled[m.name], counts, m, method, kw["seed"], k, extras=False) if m.name in sampled
+                     else _fit_model(counts, m, method, k, kw, extras=False)) for m in models}
     return stack_fits(fits, counts, seed=kw["seed"], k=k)
+
+
+#: relative cost of a candidate's fast-path sampling (measured, benchmarks/bench_default.py): the costliest
+#: start first, so that the processes finish together
+_COST = {"lnorm": 4, "flex": 3, "zoibb": 2, "bb": 1}
+
+
+def _sample_candidates(counts, models, kw) -> dict:
+    """Sample the fast path of several per-config candidates in ``eb.cores`` forked processes.
+
+    Returns ``{name: InferenceData}`` (posterior and sample_stats only; the caller finishes
+    them) for the candidates sampled here, which is none where only one process is allowed,
+    the platform cannot fork, or fewer than two candidates are per-config models.  Each
+    candidate's draws are the same as in one process (its seed is its own).
+    """
+    import multiprocessing as mp
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
+    todo = sorted((m for m in models if not m.joint), key=lambda m: -_COST.get(m.name, 0))
+    if cores < 2 or len(todo) < 2 or not sys.platform.startswith("linux"):
+        return {}
+    with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
+        warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
+        with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
+            futures = {m.name: pool.submit(_fit_eb_by_name, counts, m.name, kw) for m in todo}
+            return {name: f.result() for name, f in futures.items()}
+
+
+def _fit_eb_by_name(counts, name: str, kw) -> az.InferenceData:
+    """Sample one registered model on the fast path (run in a worker process)."""
+    return _fit_eb(counts, get_model(name), **kw)
 
 
 def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None,
@@ -466,11 +534,11 @@ def convergence_report(idata, model=None) -> dict:
     if not m.joint and "passk" in idata.groups():
         # its own dataset: the pass@k draws are thinned, so aligning them with the posterior's draws
         # would fill NaN (and a NaN r_hat would silently pass the gate)
-        parts.append(idata.passk[["passk_mean"]].sel(k=[k for k in (1, 10, 100) if k in idata.passk.k]))
-    elif not m.joint and hasattr(m, "population_passk"):
-        # a candidate of the stack computes no pass@k draws: gate it on its population's pass@k, the
-        # direction in which a learnt shape mixes slowest (its named parameters alone missed it)
-        parts.append(_population_passk(m, idata.posterior["theta"].values))
+        parts.append(idata.passk[["passk_mean"]].sel(k=[k for k in GATE_K if k in idata.passk.k]))
+    elif not m.joint:
+        # a candidate of the stack computes no pass@k draws: gate it on the same dataset pass@k, from its
+        # draws (its named parameters alone missed the direction in which a learnt shape mixes slowest)
+        parts.append(_passk_gated(m, idata.posterior["theta"].values, pair_data(idata)))
     r_hat, ess_min = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -15,7 +15,7 @@ from ..stats.pairs import pair_table
 from ..validate import as_k
 from .base import PairData, get_model
 
-__all__ = ["default_k_grid", "passk_draws", "replicate_counts", "model_of", "pair_data", "thin"]
+__all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "pair_data", "thin"]
 
 
 def default_k_grid(n_max: int) -> np.ndarray:
@@ -76,6 +76,23 @@ def _pair_blocks(model, theta, data, k):
             yield q[..., :k.size], q[..., k.size:], ww[sl]
 
     return [(j, blocks(j, data.w[j] > 0)) for j in range(data.n_config) if (data.w[j] > 0).any()]
+
+
+def passk_mean_draws(model, theta: np.ndarray, data: PairData, k) -> np.ndarray:
+    """Rao-Blackwellised dataset pass@k per draw of a per-config model, shape ``(chain, draw, config, K)``.
+
+    The ``passk_mean`` of :func:`passk_draws`, from theta draws ``(chain, draw, config, P)``
+    and the fitted pairs, without an InferenceData (the fit's convergence gate uses it).
+    """
+    k = as_k(k)
+    out = np.full(theta.shape[:3] + (k.size,), np.nan)
+    for j, blocks in _pair_blocks(model, theta, data, k):
+        m_sum, tot = 0.0, 0.0
+        for qk, _, w in blocks:
+            tot += w.sum()
+            m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
+        out[:, :, j] = m_sum / tot
+    return out
 
 
 def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset:
