@@ -164,21 +164,11 @@ BAND_VARIANTS = ("auto-mix", "auto-h20", "auto-mid")
 
 def band_variant(idata, variant: str, ks, auto):
     """(mean, lo, hi, secs) of the stacked fit ``idata`` under another band rule (mean and time: auto's)."""
-    from bayespass.stats import curve as curve_mod
-
-    mean, lo_h, hi_h, secs = auto
-    if variant == "auto-h20":
-        old, curve_mod.STACK_MIN_SHARE = curve_mod.STACK_MIN_SHARE, 0.2
-        try:
-            eti = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)["eti"]
-        finally:
-            curve_mod.STACK_MIN_SHARE = old
-        return mean, eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values, secs
-    full = idata.passk["passk"].sel(k=list(ks)).transpose("chain", "draw", "config", "k")
-    q = full.quantile([ALPHA / 2, 1 - ALPHA / 2], dim=("chain", "draw")).values  # (2, config, k)
-    if variant == "auto-mix":
-        return mean, q[0], q[1], secs
-    return mean, (q[0] + lo_h) / 2, (q[1] + hi_h) / 2, secs
+    rc = {"auto-mix": {"stats.stack_band": "mixture"}, "auto-mid": {"stats.stack_band": "midpoint"},
+          "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2}}[variant]
+    with bp.rc_context(rc):
+        eti = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)["eti"]
+    return auto[0], eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values, auto[3]
 
 
 fit_secs: dict = {}

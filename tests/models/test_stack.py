@@ -72,6 +72,15 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     q = dr.quantile([0.05, 0.95], dim=("chain", "draw")).transpose("config", "k", "quantile").values
     assert np.all(lo <= q[..., 0] + 1e-12) and np.all(hi >= q[..., 1] - 1e-12)
     assert np.allclose(cur["mean"].values, auto.passk["passk_mean"].sel(k=ks).mean(("chain", "draw")).values)
+    # the other band rules: the mixture's band itself, and the endpoints halfway between it and the hull
+    with bp.rc_context({"stats.stack_band": "mixture"}):
+        mix = bp.passk_curve(auto, ks)["eti"].transpose("config", "k", "ci_bound").values
+    with bp.rc_context({"stats.stack_band": "midpoint"}):
+        mid = bp.passk_curve(auto, ks)["eti"].transpose("config", "k", "ci_bound").values
+    np.testing.assert_allclose(mix, q, atol=1e-12)
+    np.testing.assert_allclose(mid, (q + cur["eti"].transpose("config", "k", "ci_bound").values) / 2, atol=1e-12)
+    with pytest.raises(ValueError, match=r"stats.stack_band='widest' is not supported; choose one of \['hull'"):
+        bp.rcParams["stats.stack_band"] = "widest"
     # the leaderboard of compare_configs shows the same band as the curve (its own draws: equal to noise)
     cmp = bp.compare_configs(auto, k=[10, 100], seed=4)
     assert np.abs(cmp["passk_eti"].values - cur["eti"].sel(k=[10, 100]).values).max() < 0.015

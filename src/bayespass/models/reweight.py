@@ -139,6 +139,7 @@ def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_ce
     khat, ess = np.full(n_cfg, np.inf), np.zeros(n_cfg)
     n_out = n_draws if n_out is None else int(n_out)
     out = draws.copy() if n_out == n_draws else np.full((chains, n_out, n_cfg, p), np.nan)
+    used = np.zeros(n_cfg, bool)
     for j in np.flatnonzero(finite):
         lw = log_w[j]
         ok = np.isfinite(lw)
@@ -146,7 +147,7 @@ def reweight(logp_grad, draws: np.ndarray, *, rng=None, n_prop: int = 8000, n_ce
         smoothed[ok], khat[j] = az.psislw(lw[ok] - lw[ok].max())
         w = np.exp(smoothed - logsumexp(smoothed))
         ess[j] = 1.0 / np.sum(w**2)
-        if khat[j] <= khat_max and ess[j] >= ess_min:
+        used[j] = khat[j] <= khat_max and ess[j] >= ess_min
+        if used[j]:
             out[:, :, j] = x[_systematic(w, chains * n_out, rng), j].reshape(chains, n_out, p)
-    used = (khat <= khat_max) & (ess >= ess_min)
     return Reweighted(draws=out, khat=khat, ess=ess, used=used)

@@ -40,9 +40,9 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         ``(config, k, ci_bound)`` with ``ci_bound = ["lower", "upper"]``:
         ``eti`` and ``hdi`` (from draws of the dataset pass@k that include the
         per-task spread; see :func:`bayespass.passk_draws`).  For a stacked
-        fit (``model="auto"``) each band is the hull of the candidates' bands
-        (every candidate holding at least 5% of the draws), not the band of
-        their weighted mixture: see :func:`passk_bands`.  ``attrs``:
+        fit (``model="auto"``) the band follows ``rcParams["stats.stack_band"]``
+        (by default the hull of the candidates' bands, every candidate holding
+        at least 5% of the draws): see :func:`passk_bands`.  ``attrs``:
         ``ci_prob``, the model, method and, for stacked fits, the weights.
     """
     from ..models.predictive import passk_draws
@@ -69,10 +69,6 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     return out
 
 
-#: a candidate of a stack holding less than this share of a config's draws does not widen its band
-STACK_MIN_SHARE = 0.05
-
-
 def _bands(full: xr.DataArray, prob: float, hdi: bool) -> tuple[xr.DataArray, xr.DataArray | None]:
     """ETI (and HDI) over (chain, draw) of ``full`` (chain, draw, config, k); NaN draws are skipped."""
     import arviz as az
@@ -89,27 +85,41 @@ def _bands(full: xr.DataArray, prob: float, hdi: bool) -> tuple[xr.DataArray, xr
 def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr.DataArray, xr.DataArray | None]:
     """ETI and HDI (dims config, k, ci_bound) of the dataset pass@k draws of :func:`bayespass.passk_draws`.
 
-    For a stacked fit (the draws carry ``component``) each band is the hull of
-    its candidates' bands.  Stacking weighs the candidates by how well they
-    predict the counts observed; on a benchmark of a few hundred tasks their LOO
-    densities differ by 1-2 nats, so the weights are near equal, while the
-    candidates' pass@k beyond the samples drawn can differ by more than their own
-    bands (benchmarks/RESULTS.md, "The stacked band as the hull of its
-    candidates' bands").  A band of the weighted mixture then covers only where
-    most candidates are right; the hull covers wherever one of them is (a
-    mixture's equal-tailed band always lies inside it).  Candidates holding less
-    than ``STACK_MIN_SHARE`` of a config's draws (the data ruled them out) are left out.
+    For a stacked fit (the draws carry ``component``) the band follows
+    ``rcParams["stats.stack_band"]``:
+
+    ``"hull"``
+        The hull of the candidates' own bands.  Stacking weighs the candidates
+        by how well they predict the counts observed; on a benchmark of a few
+        hundred tasks their LOO densities differ by 1-2 nats, so the weights are
+        near equal, while the candidates' pass@k beyond the samples drawn can
+        differ by more than their own bands (benchmarks/RESULTS.md, "The stacked
+        band as the hull of its candidates' bands").  A band of the weighted
+        mixture then covers only where most candidates are right; the hull
+        covers wherever one of them is (a mixture's equal-tailed band always
+        lies inside it).
+    ``"mixture"``
+        The band of the weighted mixture of the candidates' draws.
+    ``"midpoint"``
+        Each endpoint halfway between the hull's and the mixture's.
+
+    Candidates holding less than ``rcParams["stats.stack_min_share"]`` of a
+    config's draws (the data ruled them out) do not widen the hull.
     """
     full = draws["passk"].transpose("chain", "draw", "config", "k")
-    if "component" not in draws:
+    rule = rcParams["stats.stack_band"]
+    if "component" not in draws or rule == "mixture":
         return _bands(full, prob, hdi)
     comp = draws["component"].transpose("chain", "draw", "config")
     parts = []
     for lab in np.unique(comp.values):
         mine = comp == lab
-        enough = mine.mean(("chain", "draw")) >= STACK_MIN_SHARE  # (config,): NaN bands where too few
+        enough = mine.mean(("chain", "draw")) >= rcParams["stats.stack_min_share"]  # (config,): NaN where too few
         parts.append([None if b is None else b.where(enough) for b in _bands(full.where(mine), prob, hdi)])
     eti, h = (None if parts[0][i] is None else _hull([p[i] for p in parts]) for i in (0, 1))
+    if rule == "midpoint":
+        mix = _bands(full, prob, hdi)
+        eti, h = ((hull + m) / 2 if hull is not None else None for hull, m in zip((eti, h), mix, strict=True))
     return eti, h
 
 

@@ -146,7 +146,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     -------
     xarray.Dataset
         Over ``(config, k)``: ``passk`` (posterior mean) and ``passk_eti`` (band, on ``ci_bound``;
-        for a stack the hull of its candidates' bands, as in its curve),
+        for a stack the band its curve has, ``rcParams["stats.stack_band"]``),
         ``expected_rank``, ``naive_passk``, ``beta_passk``.  Over ``(config, config_b, k)``: ``diff``
         (read it as ``cmp["diff"]``: ``cmp.diff`` is xarray's method)
         (posterior mean of pass@k[config] - pass@k[config_b]), ``diff_eti`` (its band), ``prob_better``
@@ -182,7 +182,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
-    eti = passk_bands(dr, prob, hdi=False)[0].values  # the curve's band (for a stack, the hull of its candidates')
+    eti = passk_bands(dr, prob, hdi=False)[0].values  # the curve's band (for a stack, by its band rule)
     ds = xr.Dataset(
         {"passk": (cc, mean), "passk_eti": (cc + kk_, eti),
          "diff": (pp, mean[:, None] - mean[None]), "diff_eti": (pp + kk_, d_eti),
