@@ -140,3 +140,24 @@ def test_candidates_sampled_in_two_processes_give_the_same_fit_as_in_one(monkeyp
     np.testing.assert_array_equal(one.passk["passk"].values, two.passk["passk"].values)
     with pytest.raises(ValueError, match="eb.cores must be a positive integer; got 0"):
         bp.rcParams["eb.cores"] = 0
+
+
+def _sample_candidates_here(_):
+    """What ``_sample_candidates`` does in this process (run in a pool's daemonic worker)."""
+    from bayespass.models import fit as fit_module
+    from bayespass.models.base import get_model
+
+    counts = bp.make_counts(np.full((1, 20), 5), np.arange(20)[None] % 6)
+    kw = dict(draws=20, tune=20, chains=2, cores=2, seed=0, sampler="pymc", target_accept=None, progressbar=False)
+    return sorted(fit_module._sample_candidates(counts, [get_model("bb"), get_model("zoibb")], kw))
+
+
+def test_a_daemonic_process_samples_the_candidates_itself():
+    import multiprocessing as mp
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the candidates are sampled in forked processes on Linux only")
+    # a pool's worker is a daemon and may not start children: the fit samples in its own process
+    with mp.get_context("fork").Pool(1) as pool:
+        assert pool.map(_sample_candidates_here, [0]) == [[]]

@@ -436,7 +436,8 @@ def _sample_candidates(counts, models, kw) -> dict:
 
     Returns ``{name: InferenceData}`` (posterior and sample_stats only; the caller finishes
     them) for the candidates sampled here, which is none where only one process is allowed,
-    the platform cannot fork, or fewer than two candidates are per-config models.  Each
+    the platform cannot fork, this process may not have children (a daemon), or fewer than
+    two candidates are per-config models.  Each
     candidate's draws are the same as in one process (its seed is its own).
     """
     import multiprocessing as mp
@@ -445,7 +446,8 @@ def _sample_candidates(counts, models, kw) -> dict:
 
     cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
     todo = sorted((m for m in models if not m.joint), key=lambda m: -_COST.get(m.name, 0))
-    if cores < 2 or len(todo) < 2 or not sys.platform.startswith("linux"):
+    # a daemonic process (a multiprocessing pool's or Dask's worker) may not start children
+    if cores < 2 or len(todo) < 2 or not sys.platform.startswith("linux") or mp.current_process().daemon:
         return {}
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
