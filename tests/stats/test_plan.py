@@ -149,3 +149,16 @@ def test_allocate_cli(tmp_path):
     assert (df.n_more.values == expected).all()
     bad = CliRunner().invoke(app, ["allocate", str(tmp_path / "counts.csv"), "--pair", "A:Q"])
     assert bad.exit_code == 2 and "pair must be two different configs" in bad.output
+
+
+def test_binomial_pmf_of_the_preposterior_is_scipys_and_survives_tiny_p():
+    from scipy.stats import binom
+
+    from bayespass.stats.plan import _binom_pmf
+
+    y, p = np.arange(6)[None, :], np.array([0.0, 1e-9, 0.3, 0.999, 1.0])[:, None]
+    np.testing.assert_allclose(_binom_pmf(y, 5, p), binom.pmf(y, 5, p), rtol=1e-12, atol=1e-300)
+    # a fitted population's candidate p can be 1e-47; scipy's pmf raised OverflowError on such a batch in a real
+    # `bayespass run --until-width`: here it is exact (all mass at y = 0)
+    tiny = _binom_pmf(np.arange(2)[None, :], 1, np.array([[1.7e-47]]))
+    np.testing.assert_allclose(tiny, [[1.0, 1.7e-47]], rtol=1e-12)

@@ -134,17 +134,24 @@ def _weights_on(cand: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
     return w / w.sum(1, keepdims=True)
 
 
+def _binom_pmf(y: np.ndarray, m: int, p: np.ndarray) -> np.ndarray:
+    """Binomial(m, p) pmf at y in log space, exact at p = 0 and 1 (scipy's raises OverflowError at p ~ 1e-47)."""
+    from scipy.special import gammaln
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_p = np.where(y > 0, y * np.log(p), 0.0) + np.where(m - y > 0, (m - y) * np.log1p(-p), 0.0)
+    return np.exp(gammaln(m + 1) - gammaln(y + 1) - gammaln(m - y + 1) + log_p)
+
+
 def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.ndarray:
     """Return each task's expected reduction of posterior variance of pass@k from ``m`` more samples.
 
     ``sum_y P(y) (E[f | y] - E[f])^2`` with ``f(p) = 1 - (1 - p)^k`` and y ~ Binomial(m, p) under the
     task's posterior: exact over the candidate set, two matrix products.
     """
-    from scipy.stats import binom
-
     with np.errstate(divide="ignore"):
         f = -np.expm1(k * np.log1p(-cand))  # 1 at p = 1
-    pmf = binom.pmf(np.arange(m + 1)[None, :], m, cand[:, None])  # (pool, y)
+    pmf = _binom_pmf(np.arange(m + 1)[None, :], m, cand[:, None])  # (pool, y)
     p_y = w @ pmf
     ef_y = (w * f) @ pmf / np.maximum(p_y, 1e-300)
     return (p_y * (ef_y - (w @ f)[:, None]) ** 2).sum(1)
