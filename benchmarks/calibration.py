@@ -158,16 +158,18 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
 
 #: other bands of the same stacked fit, measured beside the default's (no fit of their own; list them after
 #: ``auto`` in --models): the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20%
-#: of the draws, and the midpoint of the hull's and the mixture's endpoints
-BAND_VARIANTS = ("auto-mix", "auto-h20", "auto-mid")
+#: of the draws, the midpoint of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85%
+#: bands (the default's rule at a lower level per candidate)
+BAND_VARIANTS = ("auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
 
 
 def band_variant(idata, variant: str, ks, auto):
     """(mean, lo, hi, secs) of the stacked fit ``idata`` under another band rule (mean and time: auto's)."""
     rc = {"auto-mix": {"stats.stack_band": "mixture"}, "auto-mid": {"stats.stack_band": "midpoint"},
-          "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2}}[variant]
+          "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2}}.get(variant, {})
+    prob = {"auto-h80": 0.8, "auto-h85": 0.85}.get(variant, 1 - ALPHA)
     with bp.rc_context(rc):
-        eti = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)["eti"]
+        eti = bp.passk_curve(idata, list(ks), ci_prob=prob)["eti"]
     return auto[0], eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values, auto[3]
 
 
