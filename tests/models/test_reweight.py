@@ -139,8 +139,8 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_times_as_long(monkeypatch
         calls.append((counts.sizes["config"], warmup, draws))
         return real_hmc(counts, m, warmup, draws, kw)
 
-    def config_1_fails(m, theta, counts):
-        return np.where(np.arange(counts.sizes["config"]) == 1, 2.0, 1.0)
+    def config_1_fails(m, theta, configs, data):
+        return np.where(np.arange(len(configs)) == 1, 2.0, 1.0)
 
     monkeypatch.setattr(fit_module, "_hmc", spy_hmc)
     monkeypatch.setattr(fit_module, "_rhat_by_config", config_1_fails)
@@ -155,5 +155,5 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_times_as_long(monkeypatch
     theta = np.stack([flex.start(PairData.from_counts(counts))] * 40)[None].repeat(4, 0)
     theta = theta + 0.01 * rng.standard_normal(theta.shape)
     theta[0, :, 2, 4] += 3.0  # one chain far off in a spline coefficient only: a shape the others lack
-    r = real_rhat(flex, theta, counts)
+    r = real_rhat(flex, theta, counts.config.values, PairData.from_counts(counts))
     assert r[2] > 1.05 and np.all(r[:2] < 1.05)

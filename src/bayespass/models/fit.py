@@ -174,12 +174,11 @@ def _passk_gated(m, theta: np.ndarray, data: PairData) -> xr.Dataset:
     return xr.Dataset({"passk_mean": (("chain", "draw", "config", "k"), passk_mean_draws(m, theta, data, GATE_K))})
 
 
-def _rhat_by_config(m, theta, counts) -> np.ndarray:
-    """Largest split R-hat per config over what the gate checks (named parameters, dataset pass@k)."""
+def _rhat_by_config(m, theta, configs, data: PairData) -> np.ndarray:
+    """Largest split R-hat per config over what the gate checks (named parameters, dataset pass@k on ``data``)."""
     import arviz as az
 
-    parts = [_gated_named(_posterior(m, theta, counts.config.values), m),
-             _passk_gated(m, theta, PairData.from_counts(counts))]
+    parts = [_gated_named(_posterior(m, theta, configs), m), _passk_gated(m, theta, data)]
     r = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -187,16 +186,16 @@ def _rhat_by_config(m, theta, counts) -> np.ndarray:
             if ds.data_vars:
                 rhat = az.rhat(ds).to_array()
                 r.append(rhat.max([d for d in ("variable", "k") if d in rhat.dims]).values)
-    return np.nanmax(np.stack(r), 0) if r else np.ones(counts.sizes["config"])
+    return np.nanmax(np.stack(r), 0) if r else np.ones(len(configs))
 
 
 def _sample_gated(counts, m, warmup, draws, kw):
     """Sample by the chains alone; configs whose chains fail the R-hat gate run again, 4x as long, thinned."""
-    res = _hmc(counts, m, warmup, draws, kw)[0]
+    res, _, data = _hmc(counts, m, warmup, draws, kw)
     theta = res.draws
     stats = {"step_size": res.step_size, "acceptance": res.acceptance, "divergences": res.divergences,
              "rerun": np.zeros(theta.shape[2], int)}
-    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts) <= rcParams["eb.rhat_max"]))
+    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts.config.values, data) <= rcParams["eb.rhat_max"]))
     if bad.size:
         again = _hmc(counts.isel(config=bad), m, 2 * warmup, 4 * draws, kw)[0]
         theta[:, :, bad] = again.draws[:, 3::4]

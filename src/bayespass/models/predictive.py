@@ -63,19 +63,42 @@ def _config_q(model, theta_j, n, c, k):
 _BLOCK_CELLS = 4_000_000  # (draws x pairs x k) cells computed at once
 
 
-def _pair_blocks(model, theta, data, k):
-    """Per config: a generator of (q_k, q_2k, weights) over blocks of its distinct pairs."""
+def _pair_blocks(model, theta, data, k, *, with_2k: bool = True):
+    """Per config: a generator of (q_k, q_2k, weights) over blocks of its distinct pairs (q_2k None without 2k)."""
     n_draws = theta.shape[0] * theta.shape[1]
     size = max(1, _BLOCK_CELLS // max(1, n_draws * 2 * k.size))
+    ks = np.concatenate([k, 2 * k]) if with_2k else k  # k and 2k in one call
 
     def blocks(j, sel):
         nn, cc, ww = data.n[j, sel], data.c[j, sel], data.w[j, sel]
         for s in range(0, nn.size, size):
             sl = slice(s, s + size)
-            q = _config_q(model, theta[:, :, j], nn[sl], cc[sl], np.concatenate([k, 2 * k]))  # k and 2k at once
-            yield q[..., :k.size], q[..., k.size:], ww[sl]
+            q = _config_q(model, theta[:, :, j], nn[sl], cc[sl], ks)
+            yield q[..., :k.size], (q[..., k.size:] if with_2k else None), ww[sl]
 
     return [(j, blocks(j, data.w[j] > 0)) for j in range(data.n_config) if (data.w[j] > 0).any()]
+
+
+def _task_moments(per_config, shape, *, with_var: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per config, the mean over its tasks of ``1 - q_k`` per draw and (``with_var``) the variance of that mean.
+
+    ``per_config`` is ``[(j, blocks)]`` with blocks of ``(q_k, q_2k, weights)`` (q_2k unused, and may be
+    None, without ``with_var``); both results have ``shape`` (chain, draw, config, K), NaN for a config
+    with no observed task.
+    """
+    mean = np.full(shape, np.nan)
+    var = np.full(shape, np.nan) if with_var else None
+    for j, blocks in per_config:
+        m_sum, v_sum, tot = 0.0, 0.0, 0.0
+        for qk, q2k, w in blocks:  # memory bounded by one block of pairs
+            tot += w.sum()
+            m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
+            if with_var:
+                v_sum = v_sum + np.tensordot(np.clip(q2k - qk**2, 0.0, None), w, axes=([2], [0]))
+        mean[:, :, j] = m_sum / tot
+        if with_var:
+            var[:, :, j] = v_sum / tot**2
+    return mean, var
 
 
 def passk_mean_draws(model, theta: np.ndarray, data: PairData, k) -> np.ndarray:
@@ -85,14 +108,8 @@ def passk_mean_draws(model, theta: np.ndarray, data: PairData, k) -> np.ndarray:
     and the fitted pairs, without an InferenceData (the fit's convergence gate uses it).
     """
     k = as_k(k)
-    out = np.full(theta.shape[:3] + (k.size,), np.nan)
-    for j, blocks in _pair_blocks(model, theta, data, k):
-        m_sum, tot = 0.0, 0.0
-        for qk, _, w in blocks:
-            tot += w.sum()
-            m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
-        out[:, :, j] = m_sum / tot
-    return out
+    blocks = _pair_blocks(model, theta, data, k, with_2k=False)
+    return _task_moments(blocks, theta.shape[:3] + (k.size,), with_var=False)[0]
 
 
 def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset:
@@ -131,7 +148,6 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     post = thin(idata.posterior, max_draws)
     n_cfg = idata.observed_data.sizes["config"]
     shape = (post.sizes["chain"], post.sizes["draw"], n_cfg, k.size)
-    mean, var = np.full(shape, np.nan), np.full(shape, np.nan)
     if model.joint:
         n = idata.constant_data["n"].values.astype(np.int64)
         c = idata.observed_data["c"].values.astype(np.int64)
@@ -142,14 +158,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         data = pair_data(idata)
         theta = post["theta"].values  # (chain, draw, config, P)
         per_config = _pair_blocks(model, theta, data, k)
-    for j, blocks in per_config:
-        m_sum, v_sum, tot = 0.0, 0.0, 0.0
-        for qk, q2k, w in blocks:  # memory bounded by one block of pairs
-            tot += w.sum()
-            m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
-            v_sum = v_sum + np.tensordot(np.clip(q2k - qk**2, 0.0, None), w, axes=([2], [0]))
-        mean[:, :, j] = m_sum / tot
-        var[:, :, j] = v_sum / tot**2
+    mean, var = _task_moments(per_config, shape)
     noise = _rng(seed).standard_normal(shape)
     full = np.clip(mean + np.sqrt(var) * noise, 0.0, 1.0)
     dims = ("chain", "draw", "config", "k")
