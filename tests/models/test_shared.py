@@ -7,7 +7,7 @@ from scipy.optimize import approx_fprime
 from scipy.special import expit, logsumexp
 
 import bayespass as bp
-from bayespass.models.shared import KNOTS, _Data, _log_g, _log_prior, log_marginal
+from bayespass.models.shared import KNOTS, _Data, _hat, _log_g, _log_prior, log_marginal
 from bayespass.simulate import true_passk
 from bayespass.stats.kernels import bb_logpmf
 
@@ -106,3 +106,33 @@ def test_pass_at_k_bands_cover_in_simulation():
         hits.append(np.atleast_2d((d_band[:, 0] <= d_true) & (d_true <= d_band[:, 1])))
     cov = np.mean(np.concatenate([h.ravel() for h in hits]))
     assert cov >= 0.8, cov
+
+
+def test_pointwise_loglik_and_threads():
+    """``loglik_tasks`` against a direct grid sum per (draw, config, task); threads change no number."""
+    from bayespass.models.shared import Shared
+    from bayespass.stats.kernels import bb_loglik
+
+    counts, _ = _simulate(np.random.default_rng(9), T=40, m=4)
+    counts["n"][1, :3] = 0  # a config without samples of some tasks
+    counts["c"][1, :3] = 0
+    with bp.rc_context({"eb.cores": 1}):
+        idata = bp.fit(counts, "shared", "eb", draws=200, chains=2, progressbar=False)
+        pk1 = bp.passk_curve(idata, [1, 10])
+        ll1 = Shared().loglik_tasks(idata.posterior, counts.n.values, counts.c.values)
+    with bp.rc_context({"eb.cores": 2}):
+        idata2 = bp.fit(counts, "shared", "eb", draws=200, chains=2, progressbar=False)
+        pk2 = bp.passk_curve(idata2, [1, 10])
+    np.testing.assert_array_equal(pk1["mean"].values, pk2["mean"].values)
+    np.testing.assert_array_equal(idata.passk["passk"].values, idata2.passk["passk"].values)
+    np.testing.assert_array_equal(idata.log_likelihood["c"].values, idata2.log_likelihood["c"].values)
+    post = idata.posterior
+    n, c = counts.n.values.astype(float), counts.c.values.astype(float)
+    grid = np.linspace(KNOTS[0], KNOTS[-1], 81)
+    for ch, dr in ((0, 0), (1, 199)):
+        alpha, phi = post.alpha.values[ch, dr], post.phi.values[ch, dr]
+        log_g = _log_g(post.beta.values[ch, dr], _hat(grid))
+        mu = expit(alpha[:, None, None] - grid)  # (J, 1, G)
+        ll = bb_loglik(mu * phi[:, None, None], (1 - mu) * phi[:, None, None], n[:, :, None], c[:, :, None])
+        want = np.where(n > 0, logsumexp(ll + log_g, axis=-1), 0.0)
+        np.testing.assert_allclose(ll1[ch, dr], want, rtol=1e-9, atol=1e-9)

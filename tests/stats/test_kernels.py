@@ -176,3 +176,33 @@ def test_rising_log_table_matches_gammaln_and_digamma():
     np.testing.assert_allclose(lg, gammaln(x[:, None, :] + m) - gammaln(x[:, None, :]), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dg, digamma(x[:, None, :] + m) - digamma(x[:, None, :]), rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(rising_log_table(x, 40), lg)
+
+
+def test_power_rows_equals_numpy_power():
+    from bayespass.stats.kernels import power_rows
+
+    g = np.random.default_rng(11)
+    q = np.concatenate([[0.0, 1.0, 1e-12, 1 - 1e-12, 0.5], g.random(40)]).reshape(5, 9)
+    k = np.array([0, 1, 2, 3, 5, 8, 13, 50, 51, 200, 1000, 1000, 1001])  # repeats and jumps above 64
+    got = power_rows(q, k)
+    assert got.shape == (k.size, 5, 9)
+    want = np.power(q[None], k.astype(float)[:, None, None])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+    # k that are not ascending integers: the exp/log path, the same values
+    k2 = np.array([10, 2.5, 1])
+    np.testing.assert_allclose(power_rows(q, k2), np.power(q[None], k2[:, None, None]), rtol=1e-13, atol=1e-300)
+
+
+def test_rising_log_rows_row_loop_equals_the_cumulative_sum():
+    """Above the size where the rows are built one by one (large x), the same sums as below."""
+    from scipy.special import gammaln
+
+    from bayespass.stats.kernels import _ROW_LOOP_MIN, rising_log_rows
+
+    x = np.random.default_rng(5).gamma(1.2, 3.0, (3, _ROW_LOOP_MIN // 3 + 7))
+    lg, dg = rising_log_rows(x, 30, digamma=True)
+    lg_small = np.stack([rising_log_rows(row, 30) for row in x], axis=1)  # each row below the threshold
+    np.testing.assert_array_equal(lg, lg_small)
+    m = np.arange(31)[:, None, None]
+    np.testing.assert_allclose(lg, gammaln(x + m) - gammaln(x), rtol=1e-10, atol=1e-10)
+    assert dg.shape == lg.shape

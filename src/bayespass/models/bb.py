@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import betaln, digamma, expit
 
 from ..stats import kernels
-from ..stats.kernels import bb_loglik, rising_log_table
+from ..stats.kernels import bb_loglik, rising_log_rows
 from .base import NP, Model, PairData, log_binom, register
 
 LOG_KAPPA_MU, LOG_KAPPA_SD = float(np.log(2.0)), 1.5
@@ -56,11 +56,12 @@ def bb_terms(a, b, aux):
         dab = digamma(a + b) - digamma(a + b + n)
         ll = lb + betaln(a + c, b + n - c) - betaln(a, b)
         return ll, digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
-    # (..., mmax + 1, 1) tables (a, b of shape (..., 1) are the kernel's (..., G) with one node)
-    (la, da), (lb_, db), (lab, dab) = (rising_log_table(x, mmax, digamma=True) for x in (a, b, a + b))
-    # flat positions in the tables of each pair's c, n - c and n
-    row = (np.arange(int(np.prod(shape[:-1]))) * (mmax + 1)).reshape(shape[:-1] + (1,))
-    at_c, at_f, at_n = row + aux["ci"], row + (aux["ni"] - aux["ci"]), row + aux["ni"]
+    # (mmax + 1, ..., 1) tables (a, b of shape (..., 1) are the kernel's (..., G) with one node)
+    (la, da), (lb_, db), (lab, dab) = (rising_log_rows(x, mmax, digamma=True) for x in (a, b, a + b))
+    # flat positions in the tables of each pair's c, n - c and n: row m of cell i is m * cells + i
+    cells = int(np.prod(shape[:-1]))
+    row = np.arange(cells).reshape(shape[:-1] + (1,))
+    at_c, at_f, at_n = row + aux["ci"] * cells, row + (aux["ni"] - aux["ci"]) * cells, row + aux["ni"] * cells
     d_n = dab.ravel()[at_n]
     return (lb + la.ravel()[at_c] + lb_.ravel()[at_f] - lab.ravel()[at_n],
             da.ravel()[at_c] - d_n, db.ravel()[at_f] - d_n)

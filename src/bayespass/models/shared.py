@@ -31,10 +31,12 @@ import xarray as xr
 from scipy import sparse
 from scipy.special import expit, logsumexp
 
-from ..stats.kernels import bb_loglik, bb_loglik_pairs, passk_bb_predictive, rising_log_table
+from .._threads import thread_map
+from ..stats.kernels import bb_loglik, bb_loglik_pair_rows, passk_bb_predictive, power_rows, rising_log_rows
 from .base import Model, pt_backend, register
 
 KNOTS = np.linspace(-10.0, 10.0, 13)
+FTOL = 1e-12
 _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
 
 
@@ -46,7 +48,7 @@ def _hat(x: np.ndarray) -> np.ndarray:
 class _Data:
     """Distinct task columns (counts of every config on a task) with their multiplicities."""
 
-    def __init__(self, n: np.ndarray, c: np.ndarray):
+    def __init__(self, n: np.ndarray, c: np.ndarray, h: float | None = None):
         obs = (n > 0).any(0)
         cols = np.concatenate([n[:, obs], c[:, obs]]).T
         uniq, inverse, w = np.unique(cols, axis=0, return_inverse=True, return_counts=True)
@@ -54,15 +56,18 @@ class _Data:
         self.n, self.c, self.w = uniq[:, :J].T.astype(float), uniq[:, J:].T.astype(float), w.astype(float)
         self.inverse, self.observed = inverse.ravel(), obs  # observed task -> distinct column
         # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd
-        h = min(0.2, 2.4 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))
+        if h is None:
+            h = min(0.2, 2.4 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))
+        self.h = h
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
         self.hat = _hat(self.x)
         self._onehot = None
 
     def onehot(self):
-        """Sparse indicators (J (max n + 1), U), with their transposes, of each (config, task)'s c, n - c and n.
+        """Sparse indicators ((max n + 1) J, U), with their transposes, of each (config, task)'s c, n - c and n.
 
-        They turn the gathers of per-config tables (J, max n + 1, G) at every (config, task) into sparse
+        Row ``m J + j`` marks the tasks where config j's count is m.  They turn the gathers of per-config
+        tables (max n + 1, J, G) at every (config, task) into sparse
         matrix products: the log marginal and its gradient cost O(J (max n + 1) G) for the tables plus
         products with J U nonzeros, instead of a dozen passes over dense (J, U, G) arrays.  Unobserved
         (config, task) cells have no entry.
@@ -74,7 +79,7 @@ class _Data:
             ones = np.ones(jj.size)
             self._onehot = []
             for m in (self.c, self.n - self.c, self.n):
-                rows = jj * (size // J) + m[jj, uu].astype(np.intp)
+                rows = m[jj, uu].astype(np.intp) * J + jj
                 o = sparse.csr_array((ones, (rows, uu)), shape=(size, U))
                 self._onehot.append((o, sparse.csr_array(o.T)))
         return self._onehot
@@ -104,9 +109,9 @@ def _rising_table(a2: np.ndarray, m: np.ndarray, mmax: int):
     (:func:`~bayespass.stats.kernels.rising_log_table`) and then looked up by ``m`` (J, U): one gather
     per call instead of a pass of special functions over (J, U, G).
     """
-    lg, dg = rising_log_table(a2, mmax, digamma=True)  # (J, mmax + 1, G)
+    lg, dg = rising_log_rows(a2, mmax, digamma=True)  # (mmax + 1, J, G)
     j = np.arange(a2.shape[0])[:, None]
-    return lg[j, m], dg[j, m]
+    return lg[m, j], dg[m, j]
 
 
 def _bb_parts(a, b, n, c):
@@ -158,28 +163,53 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
 
 
 def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
-    """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products."""
-    oh = d.onehot()  # 3 x (J M, U) and (U, J M)
+    """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products.
+
+    The grid nodes are independent until the sum over nodes, so the tables, the products and the
+    gradient's sums are computed in blocks of nodes, one per thread (``rcParams["eb.cores"]``).
+    """
+    oh = d.onehot()  # 3 x (M J, U) and (U, M J)
     J, G = mu.shape
-    mmax = oh[0][0].shape[0] // J - 1
+    M = oh[0][0].shape[0] // J
     a, b = mu * phi[:, None], (1 - mu) * phi[:, None]
-    with np.errstate(all="ignore"):
-        tabs = [rising_log_table(x, mmax, digamma=True) for x in (a, b, a + b)]  # each (J, M, G) twice
-    lg = [t[0].reshape(J * (mmax + 1), G) for t in tabs]
+    blocks = _node_blocks(G)
+
+    def forward(sl):
+        with np.errstate(all="ignore"):
+            tabs = [rising_log_rows(x[:, sl], M - 1, digamma=grad) for x in (a, b, a + b)]
+        lg = [(t[0] if grad else t).reshape(M * J, -1) for t in tabs]
+        return tabs, oh[0][1] @ lg[0] + oh[1][1] @ lg[1] - oh[2][1] @ lg[2]  # (U, block)
+
+    parts = thread_map(forward, blocks)
     log_g = _log_g(beta, d.hat)
-    s = oh[0][1] @ lg[0] + oh[1][1] @ lg[1] - oh[2][1] @ lg[2] + log_g[None, :]  # (U, G)
+    s = np.concatenate([p[1] for p in parts], axis=1) + log_g[None, :]  # (U, G)
     lse = logsumexp(s, axis=1)
     total = float(d.w @ lse)
     if not grad:
         return total, None
     r = np.exp(s - lse[:, None]) * d.w[:, None]  # weighted responsibilities (U, G)
-    rc, rf, rn = ((oh[i][0] @ r).reshape(J, mmax + 1, G) for i in range(3))  # r summed per count value
-    da, db, dab = (t[1] for t in tabs)
-    sa, sb, sab = (da * rc).sum(1), (db * rf).sum(1), (dab * rn).sum(1)  # (J, G)
-    g_alpha = phi * np.sum(mu * (1 - mu) * (sa - sb), 1)
-    g_lphi = phi * np.sum(mu * sa + (1 - mu) * sb - sab, 1)
+
+    def backward(item):
+        sl, (tabs, _) = item
+        rs = [(oh[i][0] @ r[:, sl]).reshape(M, J, -1) for i in range(3)]  # r summed per count value
+        sa, sb, sab = ((t[1] * x).sum(0) for t, x in zip(tabs, rs, strict=True))  # (J, block)
+        m = mu[:, sl]
+        return m * (1 - m) * (sa - sb), m * sa + (1 - m) * sb - sab
+
+    # per node, summed over all nodes at once: the same sums whatever the number of blocks
+    grads = thread_map(backward, list(zip(blocks, parts, strict=True)))
+    g_alpha = phi * np.concatenate([g[0] for g in grads], axis=1).sum(1)
+    g_lphi = phi * np.concatenate([g[1] for g in grads], axis=1).sum(1)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
     return total, np.concatenate([g_alpha, g_lphi, g_beta])
+
+
+def _node_blocks(G: int) -> list[slice]:
+    """Contiguous blocks of grid nodes, one per thread of ``rcParams["eb.cores"]``."""
+    from ..defaults import rcParams
+
+    edges = np.linspace(0, G, max(1, min(int(rcParams["eb.cores"]), G)) + 1).astype(int)
+    return [slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def _prior_precision(J: int) -> np.ndarray:
@@ -211,6 +241,17 @@ def _log_prior(theta: np.ndarray, J: int):
     return lp, np.concatenate(grads)
 
 
+def objective(d: _Data, J: int):
+    """Return the negative log posterior of (alpha, log phi, log g knots) with its gradient, on ``d``'s grid."""
+
+    def neg(theta):
+        ll, g = log_marginal(theta, d)
+        lp, gp = _log_prior(theta, J)
+        return -(ll + lp), -(g + gp)
+
+    return neg
+
+
 @register
 class Shared(Model):
     """Shared task difficulty across configs with a flexible distribution, integrated out."""
@@ -231,18 +272,14 @@ class Shared(Model):
         J = n.shape[0]
         d = _Data(n, c)
 
-        def neg(theta):
-            ll, g = log_marginal(theta, d)
-            lp, gp = _log_prior(theta, J)
-            return -(ll + lp), -(g + gp)
-
         with np.errstate(all="ignore"):
             frac = np.clip((c.sum(1) + 0.5) / (n.sum(1) + 1.0), 0.02, 0.98)
         start = np.concatenate([np.log(frac / (1 - frac)), np.full(J, _PRIOR["log_phi"][0]),
                                 -0.5 * (KNOTS / 3.0) ** 2])
         bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size
+        neg = objective(d, J)
         res = minimize(neg, start, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6})
+                       options={"maxiter": 3000, "ftol": FTOL, "gtol": 1e-6})
         return res, neg, np.array(bounds), d
 
     def fit_eb(self, counts, *, draws: int, chains: int, seed: int) -> xr.Dataset:
@@ -353,34 +390,35 @@ class Shared(Model):
         d = _Data(n, c)
         xq, s0 = self._nodes(post, d, nodes)
         alpha, phi, beta = self._params(post)
-        rng = np.random.default_rng(seed)
         C, D = alpha.shape[:2]
         col = d.inverse
         obs = np.flatnonzero(d.observed)
         n_o, c_o = n[:, obs], c[:, obs]
         seen = n_o > 0
-        denom = np.maximum(seen.sum(1), 1)[:, None]
+        wts = seen / np.maximum(seen.sum(1), 1)[:, None]  # (J, T): the dataset mean's weights
+        wts_sum = wts.sum(1)[:, None]
         full = np.empty((C, D * reps, n.shape[0], k.size))
-        mean = np.empty_like(full)
         t_idx = np.arange(col.size)
         # the posterior mean (Rao-Blackwellised) at the centre of the parameters (see _center)
         w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
         w_t = w[col]
         cond = passk_bb_predictive(n_o[:, :, None, None], c_o[:, :, None, None], k, a[:, col][..., None],
                                    b[:, col][..., None])  # (J, T, Q, K) given each node
-        rb = np.einsum("jtqk,tq->jtk", cond, w_t)
-        m_rb = np.where(seen[:, :, None], rb, 0.0).sum(1) / denom
-        for ci in range(C):
+        m_rb = np.einsum("jt,jtqk,tq->jk", wts, np.where(seen[:, :, None, None], cond, 0.0), w_t, optimize=True)
+        mean = np.ascontiguousarray(np.broadcast_to(m_rb[None, None], full.shape))
+
+        def chain(ci):  # a generator per chain: the draws do not depend on the number of threads
+            rng = np.random.default_rng([seed, ci])
             for di in range(D):
                 w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq, s0)
                 ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
                 cdf = np.cumsum(w_t, axis=-1)
                 for r in range(reps):
                     q = np.minimum((cdf < rng.random(col.size)[:, None]).sum(1), nodes - 1)  # a node per task
-                    p = rng.beta(ap[:, t_idx, q], bp[:, t_idx, q])
-                    pk = -np.expm1(k[None, None, :] * np.log1p(-np.minimum(p, 1 - 1e-15))[:, :, None])
-                    full[ci, di * reps + r] = np.where(seen[:, :, None], pk, 0.0).sum(1) / denom
-                    mean[ci, di * reps + r] = m_rb
+                    e = power_rows(1.0 - np.minimum(rng.beta(ap[:, t_idx, q], bp[:, t_idx, q]), 1 - 1e-15), k)
+                    full[ci, di * reps + r] = wts_sum - np.einsum("kjt,jt->jk", e, wts)  # (1 - p)^k averaged
+
+        thread_map(chain, range(C))
         dims = ("chain", "draw", "config", "k")
         coords = {"chain": post.chain.values, "draw": np.arange(D * reps),
                   "config": idata.observed_data.config.values, "k": k}
@@ -401,19 +439,36 @@ class Shared(Model):
     def loglik_tasks(self, post, n, c):
         """Log-likelihood per (chain, draw, config, task), the difficulty integrated out under g.
 
-        That is the predictive of one config's count on a new task.
+        That is the predictive of one config's count on a new task.  A config's term depends on its task
+        only through (n, c), so it is computed per distinct pair, in blocks of draws (threads).
         """
         alpha, phi, beta = self._params(post)
+        C, D, J = alpha.shape
         grid = np.linspace(KNOTS[0], KNOTS[-1], 81)
-        hat = _hat(grid)
-        s = beta @ hat.T
-        log_g = s - logsumexp(s, axis=-1, keepdims=True)  # (C, D, G)
-        out = np.zeros(alpha.shape[:2] + n.shape)
-        for j in range(n.shape[0]):  # a config's term depends on its task only through (n, c): distinct pairs
-            pairs, inv = np.unique(np.stack([n[j], c[j]]), axis=1, return_inverse=True)
-            mu = expit(alpha[..., j, None] - grid)  # (C, D, G)
-            ph = phi[..., j, None]
+        s = beta.reshape(C * D, -1) @ _hat(grid).T
+        log_g = s - logsumexp(s, axis=-1, keepdims=True)  # (C D, G)
+        alpha, phi = alpha.reshape(C * D, J), phi.reshape(C * D, J)
+        out = np.zeros((C * D,) + n.shape)
+        uniq = [np.unique(np.stack([n[j], c[j]]), axis=1, return_inverse=True) for j in range(J)]
+
+        def block(item):
+            j, sl = item
+            (pn, pc), inv = uniq[j]
+            mu = expit(alpha[sl, j, None] - grid)  # (draws, G)
+            ph = phi[sl, j, None]
             with np.errstate(all="ignore"):
-                ll = bb_loglik_pairs(mu * ph, (1 - mu) * ph, pairs[0], pairs[1])  # (C, D, pair, G)
-            out[..., j, :] = logsumexp(ll + log_g[..., None, :], axis=-1)[..., inv.ravel()]
-        return np.where(n > 0, out, 0.0)
+                ll = bb_loglik_pair_rows(mu * ph, (1 - mu) * ph, pn, pc)  # (pair, draws, G)
+            ll += log_g[sl]
+            out[sl, j, :] = _logsumexp_last(ll).T[:, inv.ravel()]
+
+        step = 250
+        thread_map(block, [(j, slice(i, i + step)) for j in range(J) for i in range(0, C * D, step)])
+        return np.where(n > 0, out.reshape((C, D) + n.shape), 0.0)
+
+
+def _logsumexp_last(x: np.ndarray) -> np.ndarray:
+    """``log sum exp`` over the last axis of a finite array, overwriting ``x`` (no checks: a kernel)."""
+    mx = x.max(-1, keepdims=True)
+    x -= mx
+    np.exp(x, out=x)
+    return np.log(x.sum(-1)) + mx[..., 0]
