@@ -124,18 +124,19 @@ def _bb_parts(a, b, n, c):
     return la + lb - lab, da - dab, db - dab
 
 
-def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = False):
+def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = False, workers: int | None = None):
     """Log marginal likelihood ``sum_u w_u log sum_g g(x_g) prod_j BB(c_uj | ...)`` and its gradient.
 
     (Up to the binomial coefficients, which do not depend on the parameters.)  With ``scores=True`` the
-    gradient is returned per distinct task, shape (U, P), unweighted.
+    gradient is returned per distinct task, shape (U, P), unweighted.  ``workers``: threads (default
+    ``rcParams["eb.cores"]``).
     """
     J = d.n.shape[0]
     alpha, log_phi, beta = _split(theta, J)
     phi = np.exp(log_phi)
     mu = expit(alpha[:, None] - d.x[None, :])  # (J, G)
     if not scores:
-        return _log_marginal_tables(phi, mu, beta, d, grad)
+        return _log_marginal_tables(phi, mu, beta, d, grad, workers)
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
@@ -162,7 +163,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     return total, np.concatenate([g_alpha, g_lphi, g_beta])
 
 
-def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
+def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | None = None):
     """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products.
 
     The grid nodes are independent until the sum over nodes, so the tables, the products and the
@@ -172,7 +173,7 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
     J, G = mu.shape
     M = oh[0][0].shape[0] // J
     a, b = mu * phi[:, None], (1 - mu) * phi[:, None]
-    blocks = _node_blocks(G)
+    blocks = _node_blocks(G, workers)
 
     def forward(sl):
         with np.errstate(all="ignore"):
@@ -180,7 +181,7 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
         lg = [(t[0] if grad else t).reshape(M * J, -1) for t in tabs]
         return tabs, oh[0][1] @ lg[0] + oh[1][1] @ lg[1] - oh[2][1] @ lg[2]  # (U, block)
 
-    parts = thread_map(forward, blocks)
+    parts = thread_map(forward, blocks, workers)
     log_g = _log_g(beta, d.hat)
     s = np.concatenate([p[1] for p in parts], axis=1) + log_g[None, :]  # (U, G)
     lse = logsumexp(s, axis=1)
@@ -197,19 +198,44 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool):
         return m * (1 - m) * (sa - sb), m * sa + (1 - m) * sb - sab
 
     # per node, summed over all nodes at once: the same sums whatever the number of blocks
-    grads = thread_map(backward, list(zip(blocks, parts, strict=True)))
+    grads = thread_map(backward, list(zip(blocks, parts, strict=True)), workers)
     g_alpha = phi * np.concatenate([g[0] for g in grads], axis=1).sum(1)
     g_lphi = phi * np.concatenate([g[1] for g in grads], axis=1).sum(1)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
     return total, np.concatenate([g_alpha, g_lphi, g_beta])
 
 
-def _node_blocks(G: int) -> list[slice]:
-    """Contiguous blocks of grid nodes, one per thread of ``rcParams["eb.cores"]``."""
+def _node_blocks(G: int, workers: int | None = None) -> list[slice]:
+    """Contiguous blocks of grid nodes, one per thread (``workers``, default ``rcParams["eb.cores"]``)."""
     from ..defaults import rcParams
 
-    edges = np.linspace(0, G, max(1, min(int(rcParams["eb.cores"]), G)) + 1).astype(int)
+    workers = int(rcParams["eb.cores"]) if workers is None else int(workers)
+    edges = np.linspace(0, G, max(1, min(workers, G)) + 1).astype(int)
     return [slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _laplace_cov(mode: np.ndarray, d: _Data, J: int):
+    """Covariance of the Laplace approximation at ``mode`` and the eigenvalues of its precision.
+
+    The likelihood's curvature is the outer product of the per-task scores (one pass; the expected
+    information at the mode), plus the prior's; a central-difference Hessian costs 2P passes.
+    """
+    S = log_marginal(mode, d, scores=True)[1]
+    H = (S * d.w[:, None]).T @ S + _prior_precision(J)
+    vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+    # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
+    return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
+
+
+def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
+    """Return the posterior dataset of draws ``theta`` (chain, draw, 2 J + knots)."""
+    chains, draws, _ = theta.shape
+    alpha, log_phi, beta = _split(theta, counts.sizes["config"])
+    dims = ("chain", "draw", "config")
+    return xr.Dataset({"alpha": (dims, alpha), "log_phi": (dims, log_phi), "phi": (dims, np.exp(log_phi)),
+                       "beta": (("chain", "draw", "knot"), beta)},
+                      coords={"chain": np.arange(chains), "draw": np.arange(draws),
+                              "config": counts.config.values, "knot": KNOTS}, attrs=attrs)
 
 
 def _prior_precision(J: int) -> np.ndarray:
@@ -287,25 +313,13 @@ class Shared(Model):
         res, neg, bounds, d = self.mode(counts)
         mode = res.x
         J = counts.sizes["config"]
-        # curvature of the likelihood by the outer product of the per-task scores (one pass; the expected
-        # information at the mode), plus the prior's; a central-difference Hessian costs 2P passes
-        S = log_marginal(mode, d, scores=True)[1]
-        H = (S * d.w[:, None]).T @ S + _prior_precision(J)
-        vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
-        # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
-        cov = (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
+        cov, vals = _laplace_cov(mode, d, J)
         rng = np.random.default_rng(seed)
         theta = np.clip(rng.multivariate_normal(mode, cov, size=(chains, draws), method="cholesky"),
                         bounds[:, 0], bounds[:, 1])
-        alpha, log_phi, beta = _split(theta, J)
-        dims = ("chain", "draw", "config")
-        return xr.Dataset({"alpha": (dims, alpha), "log_phi": (dims, log_phi), "phi": (dims, np.exp(log_phi)),
-                           "beta": (("chain", "draw", "knot"), beta)},
-                          coords={"chain": np.arange(chains), "draw": np.arange(draws),
-                                  "config": counts.config.values, "knot": KNOTS},
-                          attrs={"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
-                                 "laplace_mode": mode.astype(float),
-                                 "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
+        return _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
+                                          "laplace_mode": mode.astype(float),
+                                          "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
 
     def build_pymc(self, counts):
         """Build the PyMC model (the same marginal density, for NUTS)."""
