@@ -136,3 +136,43 @@ def test_pointwise_loglik_and_threads():
         ll = bb_loglik(mu * phi[:, None, None], (1 - mu) * phi[:, None, None], n[:, :, None], c[:, :, None])
         want = np.where(n > 0, logsumexp(ll + log_g, axis=-1), 0.0)
         np.testing.assert_allclose(ll1[ch, dr], want, rtol=1e-9, atol=1e-9)
+
+
+def test_mcmc_by_hmc_matches_importance_sampling_of_the_same_posterior():
+    """``method="mcmc"`` (whitened NumPy HMC) against self-normalised importance sampling, on a small case."""
+    from bayespass.models.shared import _Data, _log_prior, _split, log_marginal
+
+    counts, _ = _simulate(np.random.default_rng(11), J=2, T=40, m=3)
+    idata = bp.fit(counts, "shared", "mcmc", draws=600, tune=300, seed=3, progressbar=False)
+    post = idata.posterior
+    assert post.attrs["sampler"] == "bayespass-hmc" and post.attrs["convergence"] == "ok"
+    # reference: importance sampling from a Student-t with twice the draws' covariance (exact whatever the
+    # proposal's centre and shape, as long as its tails cover the posterior's)
+    d = _Data(counts.n.values.astype(float), counts.c.values.astype(float))
+    draws = np.concatenate([post.alpha.values, post.log_phi.values, post.beta.values], axis=-1).reshape(-1, 17)
+    mode, cov = draws.mean(0), 2.0 * np.cov(draws.T)
+    g = np.random.default_rng(0)
+    nu, size = 5.0, 20_000
+    z = g.standard_normal((size, mode.size)) * np.sqrt(nu / g.chisquare(nu, size))[:, None]
+    x = mode + z @ np.linalg.cholesky(cov).T
+    log_q = -0.5 * (nu + mode.size) * np.log1p(np.einsum("ij,jk,ik->i", x - mode, np.linalg.inv(cov), x - mode) / nu)
+    with np.errstate(all="ignore"):
+        log_p = np.array([log_marginal(t, d, grad=False, workers=1)[0] + _log_prior(t, 2)[0] for t in x])
+    w = np.exp(log_p - log_q - np.nanmax(log_p - log_q))
+    w = np.nan_to_num(w) / np.nansum(w)
+    assert 1.0 / np.sum(w**2) > 500  # the reference itself is precise enough
+    alpha_is = _split(x, 2)[0]
+    mean_is = w @ alpha_is
+    sd_is = np.sqrt(w @ (alpha_is - mean_is) ** 2)
+    diff_is = w @ (alpha_is[:, 0] - alpha_is[:, 1])
+    mc = post.alpha.mean(("chain", "draw")).values
+    np.testing.assert_allclose(mc, mean_is, atol=0.25 * sd_is.max())
+    np.testing.assert_allclose(post.alpha.std(("chain", "draw")).values, sd_is, rtol=0.2)
+    diff = (post.alpha.sel(config=post.config[0]) - post.alpha.sel(config=post.config[1])).mean().item()
+    assert abs(diff - diff_is) < 0.1
+
+
+def test_hmc_sampler_is_the_shared_models_only():
+    counts, _ = _simulate(np.random.default_rng(2), J=2, T=20, m=2)
+    with pytest.raises(ValueError, match="sampler='hmc' is the MCMC sampler of model='shared' only; got model='bb'"):
+        bp.fit(counts, "bb", "mcmc", sampler="hmc")

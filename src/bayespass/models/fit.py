@@ -27,12 +27,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["fit", "stack_fits", "convergence_report", "loglik_draws"]
 
 METHODS = ("mcmc", "eb")
-SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
+SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax", "hmc")
 
 
 def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None, *, draws: int | None = None,
         tune: int | None = None, chains: int | None = None, cores: int | None = None,
-        seed: int | None = None, k=None, sampler: str = "pymc", target_accept: float | None = None,
+        seed: int | None = None, k=None, sampler: str | None = None, target_accept: float | None = None,
         progressbar: bool = True, candidates=None) -> az.InferenceData:
     """Fit a model of per-task success probability and return ``az.InferenceData``.
 
@@ -66,8 +66,12 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         Random seed (default ``rcParams["stats.seed"]``).
     k : sequence of int, optional
         k grid of the ``passk`` group; default log-spaced 1..max(200, 4 max n).
-    sampler : {"pymc", "nutpie", "numpyro", "blackjax"}
-        NUTS implementation for ``method="mcmc"``.
+    sampler : {"pymc", "nutpie", "numpyro", "blackjax", "hmc"}, optional
+        Sampler of ``method="mcmc"``: a NUTS implementation, or ``"hmc"``, bayespass's NumPy HMC on the
+        exact marginal posterior with analytic gradients, whitened by the curvature at the mode
+        (``model="shared"`` only, where it is the default: 750 draws after 400 warm-up iterations per
+        chain unless ``draws``/``tune`` say otherwise; PyMC's NUTS takes minutes for a few configs
+        there).  Default: ``"hmc"`` for ``model="shared"``, ``"pymc"`` otherwise.
     target_accept : float, optional
         Target acceptance of the sampler.
     progressbar : bool
@@ -99,13 +103,19 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     if model != "auto":
         get_model(model)  # clear error for an unknown name, before any work
     check_choice(method, METHODS, name="method")
-    check_choice(sampler, SAMPLERS, name="sampler")
+    if sampler is not None:
+        check_choice(sampler, SAMPLERS, name="sampler")
+    m = None if model == "auto" else get_model(model)
+    own_hmc = m is not None and hasattr(m, "fit_hmc")
+    if sampler == "hmc" and not own_hmc:
+        raise ValueError(f"sampler='hmc' is the MCMC sampler of model='shared' only; got model={model!r} "
+                         f"(use one of {SAMPLERS[:-1]}: NUTS implementations)")
+    sampler = sampler or ("hmc" if own_hmc else "pymc")
     seed = rcParams["stats.seed"] if seed is None else int(seed)
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
     if model == "auto":
         return _fit_auto(counts, method, candidates, k, kw)
-    m = get_model(model)
     if m.joint and method == "eb" and not hasattr(m, "fit_eb"):
         raise ValueError(f"model={model!r} supports method='mcmc' only (its task difficulties are "
                          "latent); use method='mcmc', model='shared' (the same model with the difficulties "
@@ -117,6 +127,8 @@ def _fit_model(counts, m, method, k, kw, *, extras: bool = True):
     """Sample one model and finish its InferenceData (``extras=False``: no replicates, no pass@k group)."""
     if m.joint and method == "eb":
         idata = _fit_joint_eb(counts, m, **kw)
+    elif method == "mcmc" and kw["sampler"] == "hmc":
+        idata = _fit_joint_hmc(counts, m, **kw)
     else:
         idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
     return _finish(idata, counts, m, method, kw["seed"], k, extras=extras)
@@ -262,6 +274,21 @@ def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):
     draws = check_positive_int(draws if draws is not None else 250, name="draws")  # independent Laplace draws
     chains = check_positive_int(chains if chains is not None else 4, name="chains")
     post = m.fit_eb(counts, draws=draws, chains=chains, seed=seed)
+    idata = az.InferenceData(posterior=post)
+    idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), np.zeros((chains, draws), bool))},
+                                                 coords={"chain": post.chain.values, "draw": post.draw.values})})
+    return idata
+
+
+def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, **_):
+    import arviz as az
+
+    # 750 draws after 400 warm-up iterations per chain: on 34 configs x 378 tasks the 81 parameters then pass
+    # r_hat <= 1.01 (500 / 500 missed it narrowly) in about 90 s (benchmarks/RESULTS.md)
+    draws = check_positive_int(draws if draws is not None else 750, name="draws")
+    chains = check_positive_int(chains if chains is not None else rcParams["mcmc.chains"], name="chains")
+    tune = check_positive_int(tune if tune is not None else 400, name="tune")
+    post = m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed)
     idata = az.InferenceData(posterior=post)
     idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), np.zeros((chains, draws), bool))},
                                                  coords={"chain": post.chain.values, "draw": post.draw.values})})

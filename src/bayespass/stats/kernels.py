@@ -47,7 +47,7 @@ def bb_loglik(a, b, n, c, xp=NP):
 
 
 #: below this many cells a row-by-row loop costs more in Python overhead than one cumulative sum
-_ROW_LOOP_MIN = 4096
+_ROW_LOOP_MIN = 512
 
 
 def rising_log_rows(x, mmax: int, *, digamma: bool = False):
