@@ -1,11 +1,13 @@
 """Speed of the joint ``shared`` model by EB at the size issue 18 names (34 configs x 378 tasks).
 
-    python benchmarks/bench_shared.py [--m 5,50] [--configs 34] [--tasks 378]
+    python benchmarks/bench_shared.py [--m 5,50] [--configs 34] [--tasks 378] [--mcmc 5]
 
 Counts are simulated from the model's own family (a quarter of the tasks impossible, a quarter trivial,
 the rest logit-normal, abilities spread over 1.5 logits, Beta overdispersion 6); the ratio is against a
 per-config ``bb`` EB fit of the same counts in the same run.  Both are timed warm (after a fit of a small
-data set, so imports and first-call costs are excluded).
+data set, so imports and first-call costs are excluded).  ``--mcmc M``: also ``method="mcmc"`` (the default
+sampler, whitened NumPy HMC) at those m, with its convergence gate and the largest difference of its
+pass@k means from the EB fit's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def main():
     ap.add_argument("--m", default="5,50")
     ap.add_argument("--configs", type=int, default=34)
     ap.add_argument("--tasks", type=int, default=378)
+    ap.add_argument("--mcmc", default="", help="m values at which to time method='mcmc' too, e.g. 5")
     args = ap.parse_args()
     print("| m | configs x tasks | shared EB fit (s) | compare_configs k=1,10 (s) | bb EB fit (s) | ratio |")
     print("|---|---|---|---|---|---|")
@@ -59,6 +62,21 @@ def main():
             t3 = time.perf_counter()
         print(f"| {m} | {args.configs} x {args.tasks} | {t1 - t0:.1f} | {t2 - t1:.1f} | {t3 - t2:.1f} | "
               f"{(t1 - t0) / (t3 - t2):.2f} |", flush=True)
+
+    for m in (int(x) for x in args.mcmc.split(",") if x):
+        counts = simulate(args.configs, args.tasks, m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            idata = bp.fit(counts, "shared", "mcmc", progressbar=False)
+            t1 = time.perf_counter()
+            eb = bp.fit(counts, "shared", "eb", progressbar=False)
+        gap = float(abs(bp.passk_curve(idata, [1, 10, 100])["mean"] - bp.passk_curve(eb, [1, 10, 100])["mean"]).max())
+        a = idata.posterior.attrs
+        print(f"MCMC m = {m}, {args.configs} x {args.tasks}: {t1 - t0:.1f} s; {a['convergence']} (r_hat max "
+              f"{a['convergence_r_hat_max']:.4f}, ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
+              f"{a['step_size']:.2f}, acceptance {a['acceptance']:.2f}; max |pass@k mean - EB's| at k = 1, 10, 100: "
+              f"{gap:.4f}", flush=True)
 
 
 if __name__ == "__main__":
