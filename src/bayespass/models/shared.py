@@ -326,14 +326,14 @@ class Shared(Model):
                                           "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
 
     def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int):
-        """Hamiltonian Monte Carlo on the exact marginal posterior, whitened by its curvature at the mode.
+        """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
 
         The coordinates are ``z`` with ``theta = mode + L z`` and ``L L^T`` the inverse of the observed
         Hessian at the mode (central differences of the analytic gradient), so the sampler's diagonal
         mass matrix and step size face a posterior near the identity; the correlated shift of the
         abilities and the difficulty distribution, which NUTS with a diagonal mass matrix crosses in
         long trajectories, is one coordinate here.  The chains' gradients are computed in threads.
-        Returns the posterior dataset and the sampler's statistics.
+        Returns the posterior dataset, the sampler's statistics in its attributes.
         """
         from . import hmc
 
