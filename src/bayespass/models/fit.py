@@ -100,12 +100,10 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     counts = validate_counts(counts)
     model = rcParams["stats.model"] if model is None else model
     method = rcParams["stats.method"] if method is None else method
-    if model != "auto":
-        get_model(model)  # clear error for an unknown name, before any work
+    m = None if model == "auto" else get_model(model)  # clear error for an unknown name, before any work
     check_choice(method, METHODS, name="method")
     if sampler is not None:
         check_choice(sampler, SAMPLERS, name="sampler")
-    m = None if model == "auto" else get_model(model)
     own_hmc = m is not None and hasattr(m, "fit_hmc")
     if sampler == "hmc" and not own_hmc:
         raise ValueError(f"sampler='hmc' is the MCMC sampler of model='shared' only; got model={model!r} "
