@@ -152,30 +152,31 @@ def test_grid_kernels_propagate_nan_parameters():
     assert np.isnan(out[0]).all() and np.isfinite(out[1]).all()
 
 
-def test_bb_loglik_pairs_equals_bb_loglik():
-    from bayespass.stats.kernels import bb_loglik, bb_loglik_pairs
+def test_bb_loglik_pair_rows_equals_bb_loglik():
+    from bayespass.stats.kernels import bb_loglik, bb_loglik_pair_rows
 
     g = np.random.default_rng(3)
     a, b = g.gamma(1.5, 1.0, (3, 4, 7)), g.gamma(1.5, 1.0, (3, 4, 7))
     n = np.array([0, 1, 5, 5, 50, 200, 17])
     c = np.array([0, 1, 0, 5, 13, 199, 9])
-    got = bb_loglik_pairs(a, b, n, c)
-    assert got.shape == (3, 4, 7, 7)
+    rows = bb_loglik_pair_rows(a, b, n, c)
+    assert rows.shape == (7, 3, 4, 7)
+    got = np.moveaxis(rows, 0, -2)
     want = bb_loglik(a[..., None, :], b[..., None, :], n[:, None].astype(float), c[:, None].astype(float))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_rising_log_table_matches_gammaln_and_digamma():
+def test_rising_log_rows_matches_gammaln_and_digamma():
     from scipy.special import digamma, gammaln
 
-    from bayespass.stats.kernels import rising_log_table
+    from bayespass.stats.kernels import rising_log_rows
 
     x = np.random.default_rng(4).gamma(1.2, 1.0, (3, 6))
-    lg, dg = rising_log_table(x, 40, digamma=True)
-    m = np.arange(41)[:, None]
-    np.testing.assert_allclose(lg, gammaln(x[:, None, :] + m) - gammaln(x[:, None, :]), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(dg, digamma(x[:, None, :] + m) - digamma(x[:, None, :]), rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(rising_log_table(x, 40), lg)
+    lg, dg = rising_log_rows(x, 40, digamma=True)
+    m = np.arange(41)[:, None, None]
+    np.testing.assert_allclose(lg, gammaln(x + m) - gammaln(x), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dg, digamma(x + m) - digamma(x), rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(rising_log_rows(x, 40), lg)
 
 
 def test_power_rows_equals_numpy_power():

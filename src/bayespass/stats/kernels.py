@@ -80,17 +80,6 @@ def rising_log_rows(x, mmax: int, *, digamma: bool = False):
     return (lg, dg) if digamma else lg
 
 
-def rising_log_table(x, mmax: int, *, digamma: bool = False):
-    """:func:`rising_log_rows` with m as the second-to-last axis: shape (..., mmax + 1, G) from x (..., G).
-
-    A view of the rows (no copy).
-    """
-    out = rising_log_rows(x, mmax, digamma=digamma)
-    if not digamma:
-        return np.moveaxis(out, 0, -2)
-    return tuple(np.moveaxis(o, 0, -2) for o in out)
-
-
 def power_rows(q, k) -> np.ndarray:
     """``q ** k`` for every k, shape (K, *q.shape): q in [0, 1], k ascending non-negative integers.
 
@@ -124,21 +113,14 @@ def power_rows(q, k) -> np.ndarray:
     return out
 
 
-def bb_loglik_pairs(a, b, n, c):
-    """:func:`bb_loglik` for many (n, c) pairs sharing the same a, b: shape (..., P, G) from a, b (..., G).
+def bb_loglik_pair_rows(a, b, n, c):
+    """:func:`bb_loglik` for many (n, c) pairs sharing the same a, b: shape (P, ..., G) from a, b (..., G).
 
     ``log B(a + c, b + n - c) - log B(a, b)`` is a sum of logs of rising factorials, tabulated once for
-    every m up to max(n) (:func:`rising_log_table`) and looked up per pair, so the cost does not grow with
+    every m up to max(n) (:func:`rising_log_rows`) and looked up per pair, so the cost does not grow with
     the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to rounding
-    (tests/stats/test_kernels.py).
+    (tests/stats/test_kernels.py).  The pairs lead, so each pair's block is contiguous.
     """
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    n, c = np.asarray(n, np.intp), np.asarray(c, np.intp)
-    return np.moveaxis(bb_loglik_pair_rows(a, b, n, c), 0, -2)
-
-
-def bb_loglik_pair_rows(a, b, n, c):
-    """:func:`bb_loglik_pairs` with the pairs leading: shape (P, ..., G), contiguous."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     n, c = np.asarray(n, np.intp), np.asarray(c, np.intp)
     mmax = int(n.max()) if n.size else 0
