@@ -1,6 +1,7 @@
 """How often the fast path's short chains fail the convergence gate, per candidate of the default.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_convergence.py [--draws 100 --warmup 200]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_convergence.py --method mcmc   # bb too; gate R-hat 1.01
 
 Per candidate (zoibb, flex, lnorm; bb always passes) and cell, the share of configs whose split
 R-hat over 16 chains exceeds 1.05 for a gated parameter or for the dataset pass@k at k = 1, 10, 100
@@ -8,6 +9,9 @@ where the chains' draws are kept (not importance-resampled), the shares resample
 largest R-hat over kept chains.  Cells: the 12 real MBPP configs (one subsample at m = 5 and 20; skipped
 without ``data/real_mbpp``) and 12 simulated configs of three truth families of
 ``benchmarks/calibration.py``.  A fit whose gate fails warns (``FitWarning``); this measures how often.
+With ``--method mcmc`` (the default MCMC, bayespass's HMC with its own settings) the gate is MCMC's
+(R-hat <= 1.01, ESS bulk >= 400), bb is measured too, and the columns are the share failing it after the
+reruns, the share rerun, the largest R-hat and the smallest ESS.
 """
 
 from __future__ import annotations
@@ -51,11 +55,43 @@ def rhat_per_config(fit) -> np.ndarray:
     return np.maximum(r_post, r_passk)
 
 
+def ess_per_config(fit) -> np.ndarray:
+    """Smallest bulk ESS per config over the named parameters and pass@k at k = 1, 10, 100."""
+    gated = getattr(get_model(fit.posterior.attrs["bayespass_model"]), "gated", None)
+    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta" and (gated is None or v in gated)]]
+    e_post = az.ess(post).to_array().min("variable").values
+    e_passk = az.ess(fit.passk[["passk_mean"]]).to_array().min(("variable", "k")).values
+    return np.minimum(e_post, e_passk)
+
+
+def main_mcmc():
+    """The default MCMC's gate per candidate and cell (``--method mcmc``)."""
+    rhat_max, ess_min = bp.rcParams["mcmc.rhat_max"], bp.rcParams["mcmc.ess_min"]
+    cands = ("bb",) + CANDS
+    print(f"method = mcmc (bayespass HMC, default settings); gate R-hat <= {rhat_max}, ESS bulk >= {ess_min:.0f}\n")
+    print("| cell | " + " | ".join(f"{c}: fail / rerun (max R-hat, min ESS)" for c in cands) + " | seconds |")
+    print("|---|" + "---|" * (len(cands) + 1))
+    for label, counts in cells():
+        t0, row = time.perf_counter(), []
+        for name in cands:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = bp.fit(counts, name, "mcmc", k=[1, 10, 100], progressbar=False)
+            r, e = rhat_per_config(fit), ess_per_config(fit)
+            rerun = np.asarray(fit.posterior.attrs.get("rerun", np.zeros_like(r)), bool)
+            row.append(f"{np.mean((r > rhat_max) | (e < ess_min)):.2f} / {rerun.mean():.2f} "
+                       f"({r.max():.3f}, {e.min():.0f})")
+        print(f"| {label} | " + " | ".join(row) + f" | {time.perf_counter() - t0:.0f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=bp.rcParams["eb.draws"])
     ap.add_argument("--warmup", type=int, default=bp.rcParams["eb.warmup"])
+    ap.add_argument("--method", choices=("eb", "mcmc"), default="eb")
     args = ap.parse_args()
+    if args.method == "mcmc":
+        return main_mcmc()
     bp.rcParams["eb.draws"], bp.rcParams["eb.warmup"] = args.draws, args.warmup
     print(f"eb.draws = {args.draws}, eb.warmup = {args.warmup}, {bp.rcParams['eb.chains']} chains\n")
     print("Per candidate: share of configs failing the gate (R-hat > 1.05 where the chains' draws are kept; "

@@ -1,8 +1,9 @@
 """Speed of the default fit (+ curve) against issue 15's targets, with bb as the baseline of the same run.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_default.py [--mcmc] [--repeats 3]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_default.py [--mcmc [--sampler pymc]] [--repeats 3]
 
-Cases: 164 tasks x 1 config (HumanEval-sized; EB and, with --mcmc, PyMC NUTS with
+Cases: 164 tasks x 1 config (HumanEval-sized; EB and, with --mcmc, the default MCMC:
+bayespass's HMC with its own settings, or with ``--sampler pymc`` PyMC's NUTS with
 chains=4, cores=2, warm: compiled once before timing) and 400 tasks x 34 configs
 (EB).  Counts are simulated from a zero-one-inflated Beta with n = 10.  Prints a
 markdown table: best-of-repeats wall time per model and its ratio to bb.
@@ -31,8 +32,10 @@ def counts_of(tasks: int, configs: int, seed: int = 0):
     return bp.make_counts(n, rng.binomial(n, p), config=[f"c{j}" for j in range(configs)])
 
 
-def timed(counts, model: str, method: str, repeats: int) -> float:
-    kw = dict(chains=4, cores=2, progressbar=False) if method == "mcmc" else {}
+def timed(counts, model: str, method: str, repeats: int, sampler: str = "hmc") -> float:
+    kw = {}
+    if method == "mcmc":
+        kw = dict(cores=2, progressbar=False, sampler=sampler) | (dict(chains=4) if sampler != "hmc" else {})
     best = np.inf
     for r in range(repeats):
         t0 = time.perf_counter()
@@ -49,6 +52,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--mcmc", action="store_true")
     ap.add_argument("--models", default="bb,zoibb,flex,lnorm,auto")
+    ap.add_argument("--sampler", default="hmc", help="sampler of --mcmc: hmc (the default) or pymc (NUTS)")
     args = ap.parse_args()
     models = args.models.split(",")
     cases = [("164 x 1", counts_of(164, 1), "eb", 2.0), ("400 x 34", counts_of(400, 34), "eb", 30.0)]
@@ -57,10 +61,11 @@ def main() -> None:
     print("| tasks x configs | method | " + " | ".join(models) + " | default (auto) / bb | target |")
     print("|---|---|" + "---|" * len(models) + "---|---|")
     for name, counts, method, target in cases:
-        if method == "mcmc":  # warm: compile every model's graph once
+        sampler = args.sampler if method == "mcmc" else "hmc"
+        if method == "mcmc" and sampler != "hmc":  # warm: compile every model's graph once
             for m in models:
-                timed(counts, m, method, 1)
-        t = {m: timed(counts, m, method, args.repeats if method == "eb" else 1) for m in models}
+                timed(counts, m, method, 1, sampler)
+        t = {m: timed(counts, m, method, args.repeats if method == "eb" else 1, sampler) for m in models}
         ratio = t["auto"] / t["bb"] if "auto" in t and "bb" in t else float("nan")
         ok = "met" if t.get("auto", np.inf) < target else "**missed**"
         print(f"| {name} | {method} | " + " | ".join(f"{t[m]:.2f} s" for m in models)

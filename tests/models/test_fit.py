@@ -7,7 +7,7 @@ from numpy.testing import assert_allclose
 import bayespass as bp
 from bayespass.testing import draw_zoib, simulate_counts, true_passk
 
-MCMC = dict(draws=500, tune=500, chains=4, progressbar=False)
+MCMC = dict(draws=500, tune=500, chains=4, progressbar=False, sampler="pymc")
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_zoibb_mcmc_matches_eb_for_every_config():
     p = np.vstack([draw_zoib(300, 0.8, 1.2, 0.2, 0.1, seed=51), draw_zoib(300, 2.0, 0.5, 0.05, 0.3, seed=53),
                    draw_zoib(300, 0.3, 3.0, 0.5, 0.0, seed=54)])
     ds = simulate_counts(p, 10, seed=52)
-    mc = bp.fit(ds, "zoibb", "mcmc", seed=2, progressbar=False)
+    mc = bp.fit(ds, "zoibb", "mcmc", seed=2, progressbar=False, sampler="pymc")
     eb = bp.fit(ds, "zoibb", "eb", seed=2)
     diff = bp.passk_curve(mc, [10])["mean"].values - bp.passk_curve(eb, [10])["mean"].values
     assert np.all(np.abs(diff) < 0.01), diff
@@ -141,6 +141,36 @@ def test_zoibb_mcmc_matches_eb_for_every_config():
     sd = mc.posterior.pi0.std(("chain", "draw")).values
     assert np.all(gap < np.maximum(0.03, 0.5 * sd)), (gap, sd)
     assert mc.log_likelihood["c"].dims == ("chain", "draw", "config", "task")
+
+
+def test_layout_and_gate_of_the_default_mcmc(data400, bb_mcmc):
+    """``method="mcmc"`` samples by bayespass's HMC by default: same layout as NUTS, same posterior."""
+    hmc = bp.fit(data400, "bb", "mcmc", seed=1, progressbar=False)
+    assert hmc.posterior.attrs["sampler"] == "bayespass-hmc" and bb_mcmc.posterior.attrs["sampler"] == "pymc-nuts"
+    assert hmc.posterior.attrs["convergence"] == "ok"
+    assert hmc.posterior.sizes["chain"] == 8 and hmc.posterior.sizes["draw"] == 500
+    assert set(bb_mcmc.groups()) <= set(hmc.groups())
+    for name in ("mu", "kappa"):
+        a, b = hmc.posterior[name], bb_mcmc.posterior[name]
+        assert abs(float(a.mean() - b.mean())) < 0.2 * float(b.std()), name
+        assert abs(float(a.std() / b.std()) - 1) < 0.15, name
+
+
+@pytest.mark.parametrize("model", ["zoibb", "lnorm"])
+def test_hmc_and_nuts_agree(model):
+    """The default MCMC (bayespass HMC) and PyMC's NUTS sample the same posterior (pass@k and named parameters)."""
+    p = np.where(np.random.default_rng(7).random(200) < 0.2, 0.0, np.random.default_rng(8).beta(0.6, 1.2, 200))
+    counts = simulate_counts(p, 8, seed=9)
+    hmc = bp.fit(counts, model, "mcmc", seed=3, progressbar=False)
+    nuts = bp.fit(counts, model, "mcmc", seed=3, progressbar=False, sampler="pymc", draws=800, tune=800,
+                  chains=4, cores=2)
+    k = [1, 10, 100]
+    a, b = bp.passk_curve(hmc, k), bp.passk_curve(nuts, k)
+    assert_allclose(a["mean"], b["mean"], atol=0.01)
+    assert_allclose(a["eti"].diff("ci_bound"), b["eti"].diff("ci_bound"), rtol=0.2)
+    for name in ("pi0", "pi1"):
+        gap = abs(float(hmc.posterior[name].mean() - nuts.posterior[name].mean()))
+        assert gap < max(0.005, 0.25 * float(nuts.posterior[name].std())), (name, gap)
 
 
 def test_bad_arguments(data400):

@@ -57,7 +57,8 @@ def test_sbc_pymc_nuts():
     flex, theta, counts = _sbc_data(100, 60, 4, seed=12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata = bp.fit(counts, "flex", "mcmc", draws=300, tune=400, chains=2, seed=4, progressbar=False)
+        idata = bp.fit(counts, "flex", "mcmc", draws=300, tune=400, chains=2, seed=4, progressbar=False,
+                       sampler="pymc")
     ranks, n = _ranks(flex, theta, idata)
     for j in range(ranks.shape[1]):
         assert _uniform_pvalue(ranks[:, j], n) > 0.001, np.histogram(ranks[:, j], 10)[0]
@@ -70,9 +71,12 @@ def test_fast_sampler_and_nuts_agree():
         warnings.simplefilter("ignore")
         eb = bp.passk_curve(bp.fit(counts, "flex", "eb", seed=1), [1, 10, 100])
         mc = bp.passk_curve(bp.fit(counts, "flex", "mcmc", draws=500, tune=500, chains=2, seed=1,
-                                   progressbar=False), [1, 10, 100])
+                                   progressbar=False, sampler="pymc"), [1, 10, 100])
+        hmc = bp.passk_curve(bp.fit(counts, "flex", "mcmc", seed=1), [1, 10, 100])
     np.testing.assert_allclose(eb["mean"], mc["mean"], atol=0.015)
     np.testing.assert_allclose(eb["eti"].diff("ci_bound"), mc["eti"].diff("ci_bound"), rtol=0.25)
+    np.testing.assert_allclose(hmc["mean"], mc["mean"], atol=0.015)  # the default MCMC: bayespass's HMC
+    np.testing.assert_allclose(hmc["eti"].diff("ci_bound"), mc["eti"].diff("ci_bound"), rtol=0.25)
 
 
 def test_recovers_a_known_population_and_covers():

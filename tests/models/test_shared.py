@@ -172,7 +172,8 @@ def test_mcmc_by_hmc_matches_importance_sampling_of_the_same_posterior():
     assert abs(diff - diff_is) < 0.1
 
 
-def test_hmc_sampler_is_the_shared_models_only():
+def test_hmc_sampler_needs_integrated_task_parameters():
     counts, _ = _simulate(np.random.default_rng(2), J=2, T=20, m=2)
-    with pytest.raises(ValueError, match="sampler='hmc' is the MCMC sampler of model='shared' only; got model='bb'"):
-        bp.fit(counts, "bb", "mcmc", sampler="hmc")
+    with pytest.raises(ValueError, match="sampler='hmc' needs a model whose task-level parameters are integrated "
+                       "out; got model='hier'"):
+        bp.fit(counts, "hier", "mcmc", sampler="hmc")

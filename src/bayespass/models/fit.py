@@ -66,12 +66,15 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         Random seed (default ``rcParams["stats.seed"]``).
     k : sequence of int, optional
         k grid of the ``passk`` group; default log-spaced 1..max(200, 4 max n).
-    sampler : {"pymc", "nutpie", "numpyro", "blackjax", "hmc"}, optional
-        Sampler of ``method="mcmc"``: a NUTS implementation, or ``"hmc"``, bayespass's NumPy HMC on the
-        exact marginal posterior with analytic gradients, whitened by the curvature at the mode
-        (``model="shared"`` only, where it is the default: 750 draws after 400 warm-up iterations per
-        chain unless ``draws``/``tune`` say otherwise; PyMC's NUTS takes minutes for a few configs
-        there).  Default: ``"hmc"`` for ``model="shared"``, ``"pymc"`` otherwise.
+    sampler : {"hmc", "pymc", "nutpie", "numpyro", "blackjax"}, optional
+        Sampler of ``method="mcmc"``.  ``"hmc"`` (the default for every model but ``"hier"``):
+        bayespass's NumPy HMC on the exact marginal posterior with analytic gradients, the same
+        density as NUTS samples.  Per-config models: 8 vectorised chains of 500 draws after 500
+        warm-up iterations, 8-32 leapfrog steps per iteration, gated like NUTS (R-hat <= 1.01,
+        ESS >= 400), and configs that miss the gate run again 4x as long (benchmarks/RESULTS.md:
+        seconds where NUTS takes tens).  ``model="shared"``: whitened by the curvature at the
+        mode, 4 chains of 750 draws after 400.  The other names are NUTS implementations
+        (``"pymc"``: PyMC's own, with ``chains``/``draws``/``tune`` from ``rcParams["mcmc.*"]``).
     target_accept : float, optional
         Target acceptance of the sampler.
     progressbar : bool
@@ -104,11 +107,11 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     check_choice(method, METHODS, name="method")
     if sampler is not None:
         check_choice(sampler, SAMPLERS, name="sampler")
-    own_hmc = m is not None and hasattr(m, "fit_hmc")
-    if sampler == "hmc" and not own_hmc:
-        raise ValueError(f"sampler='hmc' is the MCMC sampler of model='shared' only; got model={model!r} "
-                         f"(use one of {SAMPLERS[:-1]}: NUTS implementations)")
-    sampler = sampler or ("hmc" if own_hmc else "pymc")
+    if sampler == "hmc" and m is not None and not _has_hmc(m):
+        raise ValueError(f"sampler='hmc' needs a model whose task-level parameters are integrated out; got "
+                         f"model={model!r}, whose task difficulties are latent (use one of {SAMPLERS[1:]}: "
+                         "NUTS implementations, or model='shared')")
+    sampler = sampler or ("hmc" if m is None or _has_hmc(m) else "pymc")
     seed = rcParams["stats.seed"] if seed is None else int(seed)
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
@@ -121,20 +124,29 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     return _fit_model(counts, m, method, k, kw)
 
 
+def _has_hmc(m) -> bool:
+    """Return whether ``method="mcmc"`` can sample ``m`` by bayespass's HMC (per-config models, and ``shared``)."""
+    return not m.joint or hasattr(m, "fit_hmc")
+
+
 def _fit_model(counts, m, method, k, kw, *, extras: bool = True):
     """Sample one model and finish its InferenceData (``extras=False``: no replicates, no pass@k group)."""
+    # a stack's candidate without an HMC of its own (hier) falls back to NUTS when the sampler was defaulted
+    hmc_mcmc = method == "mcmc" and kw["sampler"] == "hmc" and _has_hmc(m)
     if m.joint and method == "eb":
         idata = _fit_joint_eb(counts, m, **kw)
-    elif method == "mcmc" and kw["sampler"] == "hmc":
+    elif hmc_mcmc and m.joint:
         idata = _fit_joint_hmc(counts, m, **kw)
+    elif hmc_mcmc:
+        idata = _fit_hmc_mcmc(counts, m, **kw)
+    elif method == "mcmc" and kw["sampler"] == "hmc":
+        idata = _fit_mcmc(counts, m, **(kw | {"sampler": "pymc"}))
     else:
         idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
     return _finish(idata, counts, m, method, kw["seed"], k, extras=extras)
 
 
 def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
-    import arviz as az
-
     draws = check_positive_int(draws if draws is not None else rcParams["eb.draws"], name="draws")
     warmup = check_positive_int(tune if tune is not None else rcParams["eb.warmup"], name="tune")
     chains = check_positive_int(chains if chains is not None else rcParams["eb.chains"], name="chains")
@@ -142,7 +154,32 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:
         theta, stats = _sample_reweighted(counts, m, warmup, draws, kw)
     else:
-        theta, stats = _sample_gated(counts, m, warmup, draws, kw)
+        theta, stats = _sample_gated(counts, m, warmup, draws, kw, rhat_max=rcParams["eb.rhat_max"])
+    return _hmc_idata(m, theta, stats, counts)
+
+
+#: ``method="mcmc"`` by HMC on a per-config model: chains, draws, warm-up and leapfrog steps.  8 chains
+#: of 500 after 500 with 8-32 steps pass R-hat <= 1.01 and ESS >= 400 for bb, zoibb, flex and lnorm
+#: on 164 tasks in 3-5 s each; with 4 chains of 1000 and 4-16 steps lnorm's atom pi0 mixed too
+#: slowly (ESS 280-430, R-hat up to 1.018; benchmarks/RESULTS.md)
+HMC_MCMC = dict(chains=8, draws=500, tune=500, steps=(8, 32))
+
+
+def _fit_hmc_mcmc(counts, m, *, draws, tune, chains, seed, target_accept, **_):
+    draws = check_positive_int(draws if draws is not None else HMC_MCMC["draws"], name="draws")
+    warmup = check_positive_int(tune if tune is not None else HMC_MCMC["tune"], name="tune")
+    chains = check_positive_int(chains if chains is not None else HMC_MCMC["chains"], name="chains")
+    target_accept = rcParams["mcmc.target_accept"] if target_accept is None else float(target_accept)
+    kw = dict(chains=chains, rng=seed, target_accept=target_accept, steps=HMC_MCMC["steps"])
+    theta, stats = _sample_gated(counts, m, warmup, draws, kw, rhat_max=rcParams["mcmc.rhat_max"])
+    return _hmc_idata(m, theta, stats, counts)
+
+
+def _hmc_idata(m, theta, stats, counts):
+    """InferenceData of bayespass-HMC draws (chain, draw, config, P) with the sampler's per-config stats."""
+    import arviz as az
+
+    chains, draws = theta.shape[:2]
     idata = az.InferenceData(posterior=_posterior(m, theta, counts.config.values))
     idata.posterior.attrs.update({k: np.asarray(v).tolist() for k, v in stats.items()}, sampler="bayespass-hmc")
     diverging = np.zeros((chains, draws), bool)
@@ -199,13 +236,13 @@ def _rhat_by_config(m, theta, configs, data: PairData) -> np.ndarray:
     return np.nanmax(np.stack(r), 0) if r else np.ones(len(configs))
 
 
-def _sample_gated(counts, m, warmup, draws, kw):
+def _sample_gated(counts, m, warmup, draws, kw, *, rhat_max: float):
     """Sample by the chains alone; configs whose chains fail the R-hat gate run again, 4x as long, thinned."""
     res, _, data = _hmc(counts, m, warmup, draws, kw)
     theta = res.draws
     stats = {"step_size": res.step_size, "acceptance": res.acceptance, "divergences": res.divergences,
              "rerun": np.zeros(theta.shape[2], int)}
-    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts.config.values, data) <= rcParams["eb.rhat_max"]))
+    bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts.config.values, data) <= rhat_max))
     if bad.size:
         again = _hmc(counts.isel(config=bad), m, 2 * warmup, 4 * draws, kw)[0]
         theta[:, :, bad] = again.draws[:, 3::4]
@@ -331,6 +368,7 @@ def _fit_mcmc(counts, m, *, draws, tune, chains, cores, seed, sampler, target_ac
                           compute_convergence_checks=False, idata_kwargs={"log_likelihood": m.joint})
     # NUTS's mass-matrix eigenvalue stats are NaN unless a low-rank adaptation ran: drop them, or every
     # ArviZ summary of the fit warns "Array contains NaN-value"
+    idata.posterior.attrs["sampler"] = f"{sampler}-nuts"
     stats = idata.sample_stats
     idata.sample_stats = stats.drop_vars([v for v in ("smallest_eigval", "largest_eigval")
                                           if v in stats and bool(np.isnan(stats[v]).all())])
@@ -444,7 +482,8 @@ def _fit_auto(counts, method, candidates, k, kw):
         raise ValueError(f"model='auto' stacks at least two candidates; got candidates={names!r}")
     models = [get_model(name) for name in names]  # every name checked before any work
     # the candidates skip their own replicates and pass@k draws: the stack computes its own
-    sampled = _sample_candidates(counts, models, kw) if method == "eb" else {}
+    parallel = method == "eb" or kw["sampler"] == "hmc"  # NumPy samplers: one process per candidate
+    sampled = _sample_candidates(counts, models, method, kw) if parallel else {}
     fits = {m.name: (_finish(sampled[m.name], counts, m, method, kw["seed"], k, extras=False) if m.name in sampled
                      else _fit_model(counts, m, method, k, kw, extras=False)) for m in models}
     return stack_fits(fits, counts, seed=kw["seed"], k=k)
@@ -455,8 +494,8 @@ def _fit_auto(counts, method, candidates, k, kw):
 _COST = {"lnorm": 4, "flex": 3, "zoibb": 2, "bb": 1}
 
 
-def _sample_candidates(counts, models, kw) -> dict:
-    """Sample the fast path of several per-config candidates in ``eb.cores`` forked processes.
+def _sample_candidates(counts, models, method, kw) -> dict:
+    """Sample several per-config candidates by bayespass's HMC (``method``'s settings) in ``cores`` forked processes.
 
     Returns ``{name: InferenceData}`` (posterior and sample_stats only; the caller finishes
     them) for the candidates sampled here, which is none where only one process is allowed,
@@ -476,13 +515,13 @@ def _sample_candidates(counts, models, kw) -> dict:
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
-            futures = {m.name: pool.submit(_fit_eb_by_name, counts, m.name, kw) for m in todo}
+            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw) for m in todo}
             return {name: f.result() for name, f in futures.items()}
 
 
-def _fit_eb_by_name(counts, name: str, kw) -> az.InferenceData:
-    """Sample one registered model on the fast path (run in a worker process)."""
-    return _fit_eb(counts, get_model(name), **kw)
+def _sample_by_name(counts, name: str, method: str, kw) -> az.InferenceData:
+    """Sample one registered per-config model by bayespass's HMC (run in a worker process)."""
+    return (_fit_eb if method == "eb" else _fit_hmc_mcmc)(counts, get_model(name), **kw)
 
 
 def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None,
@@ -514,6 +553,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     out.posterior.attrs["stacking_weights"] = json.dumps(
         {str(c): dict(zip(names, map(float, w), strict=True))
          for c, w in zip(weights.config.values, weights.values, strict=True)})
+    out.posterior.attrs["sampler"] = "+".join(sorted({str(f.posterior.attrs.get("sampler")) for f in fits.values()}))
     out.posterior.attrs["convergence"] = "; ".join(f"{n}: {fits[n].posterior.attrs.get('convergence')}"
                                                    for n in names)
     return out

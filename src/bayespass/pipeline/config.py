@@ -34,9 +34,9 @@ class RunConfig:
     main_model: str | None = None  # the main fit; None: rcParams["stats.model"] (the calibration winner)
     methods: tuple = ("eb", "mcmc")
     mcmc_methods_models: tuple = ("main",)  # "main": the main model
-    draws: int = 1000
-    tune: int = 1000
-    chains: int = 4
+    draws: int | None = None  # MCMC settings; None: the sampler's defaults (bayespass.fit)
+    tune: int | None = None
+    chains: int | None = None
     fuzz_n: int = 100
     alpha: float = 0.1
     n_splits: int = 100
@@ -54,9 +54,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         from ..validate import check_positive_int, check_prob
 
-        for name in ("k", "draws", "tune", "chains", "n_splits", "max_mutants", "concurrency"):
+        for name in ("k", "n_splits", "max_mutants", "concurrency"):
             check_positive_int(getattr(self, name), name=name)
-        for name in ("tasks", "workers"):
+        for name in ("tasks", "workers", "draws", "tune", "chains"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name=name)
         if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
@@ -102,8 +102,7 @@ class RunConfig:
     @classmethod
     def quick(cls, **kw) -> RunConfig:
         """Small settings for a run in under two minutes, cold (30 tasks, K = 5, two temperatures)."""
-        base = dict(k=5, temperatures=(0.6, 1.2), tasks=30, max_mutants=10, fuzz_n=30, draws=300, tune=300, chains=2,
-                    n_splits=50)
+        base = dict(k=5, temperatures=(0.6, 1.2), tasks=30, max_mutants=10, fuzz_n=30, n_splits=50)
         base.update(kw)
         return cls(**base)
 
