@@ -157,16 +157,18 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
 
 
 #: other bands of the same stacked fit, measured beside the default's (no fit of their own; list them after
-#: ``auto`` in --models): the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20%
-#: of the draws, the midpoint of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85%
-#: bands (the default's rule at a lower level per candidate)
-BAND_VARIANTS = ("auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
+#: ``auto`` in --models): the hull of the candidates' bands at every k (the default until the eleventh session),
+#: the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20% of the draws, the midpoint
+#: of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85% bands
+BAND_VARIANTS = ("auto-hull", "auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
 
 
 def band_variant(idata, variant: str, ks, auto):
     """(mean, lo, hi, secs) of the stacked fit ``idata`` under another band rule (mean and time: auto's)."""
-    rc = {"auto-mix": {"stats.stack_band": "mixture"}, "auto-mid": {"stats.stack_band": "midpoint"},
-          "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2}}.get(variant, {})
+    rc = {"auto-hull": {"stats.stack_band": "hull"}, "auto-mix": {"stats.stack_band": "mixture"},
+          "auto-mid": {"stats.stack_band": "midpoint"},
+          "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2},
+          "auto-h80": {"stats.stack_band": "hull"}, "auto-h85": {"stats.stack_band": "hull"}}.get(variant, {})
     prob = {"auto-h80": 0.8, "auto-h85": 0.85}.get(variant, 1 - ALPHA)
     with bp.rc_context(rc):
         eti = bp.passk_curve(idata, list(ks), ci_prob=prob)["eti"]
@@ -209,7 +211,7 @@ def run(args) -> list[dict]:
     if not args.no_sim:
         for fam in args.families.split(","):
             for m in map(int, args.ms.split(",")):
-                counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()))
+                counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
                 for name, res in evaluate(counts, truth, KS, models, flex).items():
                     rows.append({"data": "sim", "family": fam, "m": m, "model": name, "k": list(KS),
                                  "reps": args.reps, **score(res, truth)})
@@ -218,7 +220,7 @@ def run(args) -> list[dict]:
     df = None if args.no_real else real_counts()
     if df is not None:
         for m in map(int, args.ms.split(",")):
-            counts, ref, n_cfg = real_cell(df, m, args.real_reps, seed=1000 + m)
+            counts, ref, n_cfg = real_cell(df, m, args.real_reps, seed=1000 + m + args.seed)
             chunk = args.chunk
             parts = {}
             for s in range(0, counts.sizes["config"], chunk):
@@ -259,6 +261,7 @@ def main():
     ap.add_argument("--ms", default="1,2,5,10,20")
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--seed", type=int, default=0, help="shifts every cell's replicate seed (0: the tables' own)")
     ap.add_argument("--chunk", type=int, default=200, help="real-data configs fitted at once")
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")

@@ -76,7 +76,8 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.stacking_concentration": (1.5, _pos_float),
     # a stacked fit's pass@k band (bayespass.stats.curve.passk_bands) and the share of draws a candidate needs
     # to widen it
-    "stats.stack_band": ("hull", lambda name, v: _choice(name, v, ("hull", "mixture", "midpoint"))),
+    "stats.stack_band": ("hull-beyond",
+                         lambda name, v: _choice(name, v, ("hull-beyond", "hull", "mixture", "midpoint"))),
     "stats.stack_min_share": (0.05, _prob),
     "eb.draws": (100, _pos_int),
     "eb.warmup": (200, _pos_int),

@@ -55,9 +55,11 @@ def logit_normal_counts():
 def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_counts):
     ks = [1, 10, 100, 1000]
     auto = bp.fit(logit_normal_counts, "auto", "eb", k=ks, seed=4, progressbar=False)
-    cur = bp.passk_curve(auto, ks)
+    cur = bp.passk_curve(auto, ks)  # the default band: the mixture's at k <= 5 (samples per task), the hull beyond
+    with bp.rc_context({"stats.stack_band": "hull"}):
+        hull = bp.passk_curve(auto, ks)
     weights = stacking_weights_of(auto)
-    lo, hi = cur["eti"].sel(ci_bound="lower").values, cur["eti"].sel(ci_bound="upper").values
+    lo, hi = hull["eti"].sel(ci_bound="lower").values, hull["eti"].sel(ci_bound="upper").values
     for name in CANDS:
         own = bp.passk_curve(bp.fit(logit_normal_counts, name, "eb", k=ks, seed=4, progressbar=False), ks)
         for j, cfg in enumerate(cur.config.values):
@@ -78,8 +80,13 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     with bp.rc_context({"stats.stack_band": "midpoint"}):
         mid = bp.passk_curve(auto, ks)["eti"].transpose("config", "k", "ci_bound").values
     np.testing.assert_allclose(mix, q, atol=1e-12)
-    np.testing.assert_allclose(mid, (q + cur["eti"].transpose("config", "k", "ci_bound").values) / 2, atol=1e-12)
-    with pytest.raises(ValueError, match=r"stats.stack_band='widest' is not supported; choose one of \['hull'"):
+    np.testing.assert_allclose(mid, (q + hull["eti"].transpose("config", "k", "ci_bound").values) / 2, atol=1e-12)
+    default = cur["eti"].transpose("config", "k", "ci_bound").values
+    np.testing.assert_allclose(default[:, 0], q[:, 0], atol=1e-12)  # k = 1 <= n: identified, the mixture's band
+    np.testing.assert_allclose(default[:, 1:], hull["eti"].transpose("config", "k", "ci_bound").values[:, 1:],
+                               atol=1e-12)  # beyond the samples drawn: the hull
+    assert (hull["eti"].diff("ci_bound") > cur["eti"].diff("ci_bound") + 1e-4).sel(k=1).all()
+    with pytest.raises(ValueError, match=r"stats.stack_band='widest' is not supported; choose one of \['hull-beyond'"):
         bp.rcParams["stats.stack_band"] = "widest"
     # the leaderboard of compare_configs shows the same band as the curve (its own draws: equal to noise)
     cmp = bp.compare_configs(auto, k=[10, 100], seed=4)
@@ -149,7 +156,7 @@ def _sample_candidates_here(_):
 
     counts = bp.make_counts(np.full((1, 20), 5), np.arange(20)[None] % 6)
     kw = dict(draws=20, tune=20, chains=2, cores=2, seed=0, sampler="pymc", target_accept=None, progressbar=False)
-    return sorted(fit_module._sample_candidates(counts, [get_model("bb"), get_model("zoibb")], kw))
+    return sorted(fit_module._sample_candidates(counts, [get_model("bb"), get_model("zoibb")], "eb", kw))
 
 
 def test_a_daemonic_process_samples_the_candidates_itself():

@@ -167,6 +167,9 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     out = xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
     if hasattr(model, "components"):  # a stacked fit: which candidate each draw came from (its bands need it)
         out["component"] = (dims[:3], post["theta"].values[..., 0].astype(np.int64))
+        # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
+        n = idata.constant_data["n"].transpose("config", "task").values
+        out["n_min"] = ("config", np.where(n > 0, n, np.iinfo(np.int64).max).min(1).astype(np.int64))
     return out
 
 
