@@ -168,8 +168,10 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
 def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | None = None):
     """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products.
 
-    The grid nodes are independent until the sum over nodes, so the tables, the products and the
-    gradient's sums are computed in blocks of nodes, one per thread (``rcParams["eb.cores"]``).
+    ``a + b = phi`` does not depend on the node, so ``log Gamma(phi + n) - log Gamma(phi)`` is one
+    table per config, a constant per task that leaves the responsibilities unchanged; only the
+    tables of ``a`` and ``b`` vary over the grid.  Those, their products and the gradient's sums are
+    computed in blocks of nodes, one per thread (``rcParams["eb.cores"]``).
     """
     oh = d.onehot()  # 3 x (M J, U) and (U, M J)
     J, G = mu.shape
@@ -179,30 +181,34 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | Non
 
     def forward(sl):
         with np.errstate(all="ignore"):
-            tabs = [rising_log_rows(x[:, sl], M - 1, digamma=grad) for x in (a, b, a + b)]
+            tabs = [rising_log_rows(x[:, sl], M - 1, digamma=grad) for x in (a, b)]
         lg = [(t[0] if grad else t).reshape(M * J, -1) for t in tabs]
-        return tabs, oh[0][1] @ lg[0] + oh[1][1] @ lg[1] - oh[2][1] @ lg[2]  # (U, block)
+        return tabs, oh[0][1] @ lg[0] + oh[1][1] @ lg[1]  # (U, block)
 
     parts = thread_map(forward, blocks, workers)
+    with np.errstate(all="ignore"):
+        ab = rising_log_rows(phi, M - 1, digamma=grad)  # (M, J): the same at every node
+    const = oh[2][1] @ (ab[0] if grad else ab).reshape(M * J)  # (U,) sum_j of its value at each task's n
     log_g = _log_g(beta, d.hat)
     s = np.concatenate([p[1] for p in parts], axis=1) + log_g[None, :]  # (U, G)
     lse = _logsumexp_last(s)
-    total = float(d.w @ lse)
+    total = float(d.w @ (lse - const))
     if not grad:
         return total, None
     r = np.exp(s - lse[:, None]) * d.w[:, None]  # weighted responsibilities (U, G)
 
     def backward(item):
         sl, (tabs, _) = item
-        rs = [(oh[i][0] @ r[:, sl]).reshape(M, J, -1) for i in range(3)]  # r summed per count value
-        sa, sb, sab = ((t[1] * x).sum(0) for t, x in zip(tabs, rs, strict=True))  # (J, block)
+        rs = [(oh[i][0] @ r[:, sl]).reshape(M, J, -1) for i in range(2)]  # r summed per count value
+        sa, sb = ((t[1] * x).sum(0) for t, x in zip(tabs, rs, strict=True))  # (J, block)
         m = mu[:, sl]
-        return m * (1 - m) * (sa - sb), m * sa + (1 - m) * sb - sab
+        return m * (1 - m) * (sa - sb), m * sa + (1 - m) * sb
 
     # per node, summed over all nodes at once: the same sums whatever the number of blocks
     grads = thread_map(backward, list(zip(blocks, parts, strict=True)), workers)
+    sab = ((oh[2][0] @ d.w).reshape(M, J) * ab[1]).sum(0)  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
     g_alpha = phi * np.concatenate([g[0] for g in grads], axis=1).sum(1)
-    g_lphi = phi * np.concatenate([g[1] for g in grads], axis=1).sum(1)
+    g_lphi = phi * (np.concatenate([g[1] for g in grads], axis=1).sum(1) - sab)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
     return total, np.concatenate([g_alpha, g_lphi, g_beta])
 
