@@ -68,3 +68,10 @@ def test_fit_and_curve_cli(tmp_path):
     assert res.stdout.count("\n") == 1 + 3 * 3 and png.stat().st_size > 10_000
     res = runner.invoke(app, ["curve", str(tmp_path / "missing.nc")])
     assert res.exit_code == 2 and "does not exist" in res.output
+    # MCMC: bayespass's HMC by default, named in the output; an unknown sampler is a clear error
+    res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "bb", "--method", "mcmc",
+                              "--out", str(tmp_path / "mc.nc")])
+    assert res.exit_code == 0 and "sampler=bayespass-hmc, convergence: ok" in res.stdout, res.output
+    res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--method", "mcmc", "--sampler", "stan",
+                              "--out", str(tmp_path / "x.nc")])
+    assert res.exit_code != 0 and "sampler='stan' is not supported" in res.output

@@ -95,9 +95,14 @@ def estimate(
 def fit_cmd(
     counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate').")],
     model: Annotated[str | None, typer.Option(
-        help="bb, zoibb, flex, hier or auto (stacking); default: the calibration benchmark's winner "
-             "(rcParams['stats.model']).")] = None,
-    method: Annotated[str | None, typer.Option(help="eb (fast, NumPy) or mcmc (PyMC NUTS); default eb.")] = None,
+        help="bb, zoibb, flex, lnorm, shared, hier or auto (stacking); default: the calibration benchmark's "
+             "winner (rcParams['stats.model']).")] = None,
+    method: Annotated[str | None, typer.Option(
+        help="eb (fast: short chains, importance-corrected) or mcmc (long chains, gated on R-hat and ESS); "
+             "default eb.")] = None,
+    sampler: Annotated[str | None, typer.Option(
+        help="Sampler of --method mcmc: hmc (bayespass's, the default; not hier) or a NUTS implementation: "
+             "pymc, nutpie, numpyro, blackjax.")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the InferenceData (netCDF).")] = Path("fit.nc"),
     draws: Annotated[int | None, typer.Option(help="Draws per chain (default per method).")] = None,
     tune: Annotated[int | None, typer.Option(help="Warm-up steps per chain (default per method).")] = None,
@@ -113,13 +118,13 @@ def fit_cmd(
     _check_out(out)
     try:
         ds = read_counts(counts, correctness=correctness)
-        idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed)
+        idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
     idata.to_netcdf(str(out))
     post = idata.posterior.attrs
     typer.echo(f"wrote {out} (model={post['bayespass_model']}, method={post['bayespass_method']}, "
-               f"convergence: {post.get('convergence', '')})")
+               f"sampler={post.get('sampler', '?')}, convergence: {post.get('convergence', '')})")
     from .models.fit import stacking_table
 
     if (weights := stacking_table(idata)) is not None:
