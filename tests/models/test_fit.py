@@ -156,6 +156,14 @@ def test_layout_and_gate_of_the_default_mcmc(data400, bb_mcmc):
         assert abs(float(a.std() / b.std()) - 1) < 0.15, name
 
 
+def test_mcmc_shows_its_progress(capsys):
+    counts = simulate_counts(np.full((2, 40), 0.4), 5, seed=3)
+    bp.fit(counts, "bb", "mcmc", seed=1)
+    assert "bb by HMC (8 chains x 2 configs)" in capsys.readouterr().err
+    bp.fit(counts, "bb", "mcmc", seed=1, progressbar=False)
+    assert "HMC" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("model", ["zoibb", "lnorm"])
 def test_hmc_and_nuts_agree(model):
     """The default MCMC (bayespass HMC) and PyMC's NUTS sample the same posterior (pass@k and named parameters)."""

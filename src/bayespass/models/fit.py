@@ -165,12 +165,13 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
 HMC_MCMC = dict(chains=8, draws=500, tune=500, steps=(8, 32))
 
 
-def _fit_hmc_mcmc(counts, m, *, draws, tune, chains, seed, target_accept, **_):
+def _fit_hmc_mcmc(counts, m, *, draws, tune, chains, seed, target_accept, progressbar=False, **_):
     draws = check_positive_int(draws if draws is not None else HMC_MCMC["draws"], name="draws")
     warmup = check_positive_int(tune if tune is not None else HMC_MCMC["tune"], name="tune")
     chains = check_positive_int(chains if chains is not None else HMC_MCMC["chains"], name="chains")
     target_accept = rcParams["mcmc.target_accept"] if target_accept is None else float(target_accept)
-    kw = dict(chains=chains, rng=seed, target_accept=target_accept, steps=HMC_MCMC["steps"])
+    kw = dict(chains=chains, rng=seed, target_accept=target_accept, steps=HMC_MCMC["steps"],
+              progress=f"{m.name} by HMC" if progressbar else None)
     theta, stats = _sample_gated(counts, m, warmup, draws, kw, rhat_max=rcParams["mcmc.rhat_max"])
     return _hmc_idata(m, theta, stats, counts)
 
@@ -244,6 +245,8 @@ def _sample_gated(counts, m, warmup, draws, kw, *, rhat_max: float):
              "rerun": np.zeros(theta.shape[2], int)}
     bad = np.flatnonzero(~(_rhat_by_config(m, theta, counts.config.values, data) <= rhat_max))
     if bad.size:
+        if kw.get("progress"):
+            kw = kw | {"progress": f"{kw['progress']}, {bad.size} config{'s' * (bad.size > 1)} again 4x as long"}
         again = _hmc(counts.isel(config=bad), m, 2 * warmup, 4 * draws, kw)[0]
         theta[:, :, bad] = again.draws[:, 3::4]
         for key, value in (("step_size", again.step_size), ("acceptance", again.acceptance),
@@ -315,7 +318,7 @@ def _fit_joint_eb(counts, m, *, draws, chains, seed, **_):
     return idata
 
 
-def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, **_):
+def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, progressbar=False, **_):
     import arviz as az
 
     # 750 draws after 400 warm-up iterations per chain: on 34 configs x 378 tasks the 81 parameters then pass
@@ -323,7 +326,8 @@ def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, **_):
     draws = check_positive_int(draws if draws is not None else 750, name="draws")
     chains = check_positive_int(chains if chains is not None else rcParams["mcmc.chains"], name="chains")
     tune = check_positive_int(tune if tune is not None else 400, name="tune")
-    post = m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed)
+    post = m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed,
+                     progress=f"{m.name} by HMC" if progressbar else None)
     idata = az.InferenceData(posterior=post)
     idata.add_groups({"sample_stats": xr.Dataset({"diverging": (("chain", "draw"), np.zeros((chains, draws), bool))},
                                                  coords={"chain": post.chain.values, "draw": post.draw.values})})
@@ -515,8 +519,28 @@ def _sample_candidates(counts, models, method, kw) -> dict:
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
-            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw) for m in todo}
+            # the workers' bars would overwrite each other: one bar here, over the candidates sampled
+            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False})
+                       for m in todo}
+            _progress_of(futures, kw["progressbar"] and method == "mcmc")
             return {name: f.result() for name, f in futures.items()}
+
+
+def _progress_of(futures: dict, show: bool) -> None:
+    """Wait for ``futures`` ({name: Future}) with a progress bar over them (stderr), if ``show``."""
+    if not show:
+        return
+    import sys
+    from concurrent.futures import as_completed
+
+    from tqdm import tqdm
+
+    names, done = {f: name for name, f in futures.items()}, []
+    with tqdm(total=len(futures), desc="candidates sampled by HMC", unit="model", file=sys.stderr) as bar:
+        for f in as_completed(futures.values()):
+            done.append(names[f])
+            bar.set_postfix_str("done: " + ", ".join(done), refresh=False)
+            bar.update(1)
 
 
 def _sample_by_name(counts, name: str, method: str, kw) -> az.InferenceData:

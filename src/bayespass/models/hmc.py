@@ -104,11 +104,12 @@ def _start_chains(logp_grad, mode, chains, jitter, rng):
 
 def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, draws: int = 250,
            rng=None, target_accept: float = 0.8, steps: tuple[int, int] = (4, 16), jitter: float = 0.3,
-           use_map: bool = True, bounds: np.ndarray | None = None) -> HMCResult:
+           use_map: bool = True, bounds: np.ndarray | None = None, progress: str | None = None) -> HMCResult:
     """Sample every config's posterior; ``start`` (config, P) is refined to the MAP first.
 
     Warm-up adapts each config's step size throughout and its diagonal mass
     matrix once (the variance of the draws from 1/4 to 2/3 of the warm-up).
+    ``progress``: a label, to show a progress bar (stderr) with it.
     """
     rng = np.random.default_rng(rng)
     mode = map_point(logp_grad, start, bounds=bounds) if use_map else start
@@ -119,7 +120,10 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     window, out = [], []
     acc_sum, divergences = np.zeros(n_cfg), np.zeros(n_cfg, int)
     eps = step.eps
+    bar = _bar(progress, warmup + draws, f"{chains} chains x {n_cfg} config{'s' * (n_cfg > 1)}")
     for it in range(warmup + draws):
+        if bar is not None and it % 10 == 0:
+            bar.update(min(10, warmup + draws - it))
         acc, diverged, x, lpx, gx = _leapfrog(logp_grad, th, lp, grad, minv, eps,
                                               int(rng.integers(steps[0], steps[1] + 1)), rng)
         take = rng.random(acc.shape) < acc
@@ -139,5 +143,19 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
             out.append(th)
             acc_sum += acc.mean(0)
             divergences += diverged.sum(0)
+    if bar is not None:
+        bar.close()
     return HMCResult(draws=np.stack(out, axis=1), step_size=eps, acceptance=acc_sum / max(draws, 1),
                      divergences=divergences, mode=mode)
+
+
+def _bar(label: str | None, total: int, unit_note: str):
+    """Return a tqdm progress bar on stderr over the sampler's iterations, or None without a label."""
+    if not label:
+        return None
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"{label} ({unit_note})", unit="it", file=sys.stderr, mininterval=0.5,
+                leave=False)

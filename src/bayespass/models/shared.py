@@ -322,7 +322,7 @@ class Shared(Model):
                                           "laplace_mode": mode.astype(float),
                                           "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
 
-    def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int):
+    def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None):
         """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
 
         The coordinates are ``z`` with ``theta = mode + L z`` and ``L L^T`` the inverse of the observed
@@ -330,7 +330,8 @@ class Shared(Model):
         mass matrix and step size face a posterior near the identity; the correlated shift of the
         abilities and the difficulty distribution, which NUTS with a diagonal mass matrix crosses in
         long trajectories, is one coordinate here.  The chains' gradients are computed in threads.
-        Returns the posterior dataset, the sampler's statistics in its attributes.
+        Returns the posterior dataset, the sampler's statistics in its attributes.  ``progress``: a label
+        for the sampler's progress bar (none without).
         """
         from . import hmc
 
@@ -363,7 +364,7 @@ class Shared(Model):
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
-                       use_map=False, jitter=0.5)
+                       use_map=False, jitter=0.5, progress=progress)
         theta = mode + r.draws[:, :, 0] @ L.T
         post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]),
