@@ -28,6 +28,7 @@ import numpy as np
 
 import bayespass as bp
 from bayespass.models.base import get_model
+from bayespass.models.fit import _gated_named
 
 sys.path.insert(0, str(Path(__file__).parent))
 import calibration as cal  # noqa: E402
@@ -46,22 +47,22 @@ def cells():
             yield f"{fam}, m = {m}", cal.sim_cell(fam, m, 12, seed=zlib.crc32(f"{fam}{m}".encode()))[0]
 
 
+def _per_config(fit, stat, worst: str) -> np.ndarray:
+    """``stat`` (az.rhat or az.ess) per config, its ``worst`` ("max" or "min") over the gate's quantities."""
+    post = _gated_named(fit.posterior, get_model(fit.posterior.attrs["bayespass_model"]))
+    on_post = getattr(stat(post).to_array(), worst)("variable").values
+    on_passk = getattr(stat(fit.passk[["passk_mean"]]).to_array(), worst)(("variable", "k")).values
+    return getattr(np.stack([on_post, on_passk]), worst)(0)
+
+
 def rhat_per_config(fit) -> np.ndarray:
     """Largest split R-hat per config over the named parameters and pass@k at k = 1, 10, 100."""
-    gated = getattr(get_model(fit.posterior.attrs["bayespass_model"]), "gated", None)
-    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta" and (gated is None or v in gated)]]
-    r_post = az.rhat(post).to_array().max("variable").values
-    r_passk = az.rhat(fit.passk[["passk_mean"]]).to_array().max(("variable", "k")).values
-    return np.maximum(r_post, r_passk)
+    return _per_config(fit, az.rhat, "max")
 
 
 def ess_per_config(fit) -> np.ndarray:
     """Smallest bulk ESS per config over the named parameters and pass@k at k = 1, 10, 100."""
-    gated = getattr(get_model(fit.posterior.attrs["bayespass_model"]), "gated", None)
-    post = fit.posterior[[v for v in fit.posterior.data_vars if v != "theta" and (gated is None or v in gated)]]
-    e_post = az.ess(post).to_array().min("variable").values
-    e_passk = az.ess(fit.passk[["passk_mean"]]).to_array().min(("variable", "k")).values
-    return np.minimum(e_post, e_passk)
+    return _per_config(fit, az.ess, "min")
 
 
 def main_mcmc():
