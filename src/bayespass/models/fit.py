@@ -131,18 +131,14 @@ def _has_hmc(m) -> bool:
 
 def _fit_model(counts, m, method, k, kw, *, extras: bool = True):
     """Sample one model and finish its InferenceData (``extras=False``: no replicates, no pass@k group)."""
-    # a stack's candidate without an HMC of its own (hier) falls back to NUTS when the sampler was defaulted
-    hmc_mcmc = method == "mcmc" and kw["sampler"] == "hmc" and _has_hmc(m)
-    if m.joint and method == "eb":
-        idata = _fit_joint_eb(counts, m, **kw)
-    elif hmc_mcmc and m.joint:
-        idata = _fit_joint_hmc(counts, m, **kw)
-    elif hmc_mcmc:
-        idata = _fit_hmc_mcmc(counts, m, **kw)
-    elif method == "mcmc" and kw["sampler"] == "hmc":
-        idata = _fit_mcmc(counts, m, **(kw | {"sampler": "pymc"}))
+    if kw["sampler"] == "hmc" and not _has_hmc(m):  # a stack's candidate without an HMC (hier): NUTS
+        kw = kw | {"sampler": "pymc"}
+    if method == "eb":
+        idata = (_fit_joint_eb if m.joint else _fit_eb)(counts, m, **kw)
+    elif kw["sampler"] == "hmc":
+        idata = (_fit_joint_hmc if m.joint else _fit_hmc_mcmc)(counts, m, **kw)
     else:
-        idata = _fit_eb(counts, m, **kw) if method == "eb" else _fit_mcmc(counts, m, **kw)
+        idata = _fit_mcmc(counts, m, **kw)
     return _finish(idata, counts, m, method, kw["seed"], k, extras=extras)
 
 
