@@ -127,7 +127,7 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
     """
     out, fits = {}, {}
     for name in models:
-        if name in BAND_VARIANTS:
+        if name in BAND_VARIANTS or name in WEIGHT_VARIANTS:
             continue
         t0 = time.perf_counter()
         with warnings.catch_warnings():
@@ -153,6 +153,13 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
         if name == "auto":
             for variant in (v for v in models if v in BAND_VARIANTS):
                 out[variant] = band_variant(idata, variant, ks, out["auto"])
+            for variant in (v for v in models if v in WEIGHT_VARIANTS):
+                with bp.rc_context(WEIGHT_VARIANTS[variant]):
+                    other = bp.stack({c: fits[c] for c in cands}, counts, k=list(ks))
+                    cur = bp.passk_curve(other, list(ks), ci_prob=1 - ALPHA)
+                eti = cur["eti"]
+                out[variant] = (cur["mean"].values, eti.sel(ci_bound="lower").values,
+                                eti.sel(ci_bound="upper").values, secs)
     return out
 
 
@@ -160,6 +167,9 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
 #: ``auto`` in --models): the hull of the candidates' bands at every k (the default until the eleventh session),
 #: the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20% of the draws, the midpoint
 #: of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85% bands
+#: the stack of the same candidate fits under other stacking settings: ``auto-eq1`` weighs the candidates of a
+#: config with one sample per task equally (what stacking gives there; the default before the twelfth session)
+WEIGHT_VARIANTS = {"auto-eq1": {"stats.stack_single_weights": {}}}
 BAND_VARIANTS = ("auto-hull", "auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
 
 

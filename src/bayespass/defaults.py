@@ -50,6 +50,15 @@ def _bool(name: str, v: Any) -> bool:
     return bool(v)
 
 
+def _weights(name: str, v: Any) -> dict:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise ValueError(f"{name} must be a dict {{model name: weight}}; got {v!r}")
+    w = {k: float(x) for k, x in v.items()}
+    if any(not 0.0 <= x <= 1.0 for x in w.values()) or sum(w.values()) > 1.0 + 1e-9:
+        raise ValueError(f"{name} must hold weights in [0, 1] that sum to at most 1; got {v!r}")
+    return w
+
+
 def _choice(name: str, v: Any, allowed: tuple) -> str:
     if v not in allowed:
         raise ValueError(f"{name}={v!r} is not supported; choose one of {list(allowed)}")
@@ -79,6 +88,9 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.stack_band": ("hull-beyond",
                          lambda name, v: _choice(name, v, ("hull-beyond", "hull", "mixture", "midpoint"))),
     "stats.stack_min_share": (0.05, _prob),
+    # the weights of a stacked fit's candidates where every task of a config has at most one sample: LOO cannot
+    # weigh them there (each predicts only P(c = 1)); the candidates not named share the rest
+    "stats.stack_single_weights": ({"zoibb": 0.7}, _weights),
     "eb.draws": (100, _pos_int),
     "eb.warmup": (200, _pos_int),
     "eb.chains": (16, _pos_int),

@@ -6,7 +6,7 @@ import pytest
 from scipy.special import expit
 
 import bayespass as bp
-from bayespass.models.fit import stacking_weights_of
+from bayespass.models.fit import stacking_table, stacking_weights_of
 from bayespass.stats.loo import stacking_weights
 from bayespass.testing import true_passk
 
@@ -168,3 +168,45 @@ def test_a_daemonic_process_samples_the_candidates_itself():
     # a pool's worker is a daemon and may not start children: the fit samples in its own process
     with mp.get_context("fork").Pool(1) as pool:
         assert pool.map(_sample_candidates_here, [0]) == [[]]
+
+
+@FIT_WARNING
+def test_configs_with_one_sample_per_task_take_the_single_sample_weights():
+    """At m = 1 LOO cannot weigh the candidates: the weights are rcParams["stats.stack_single_weights"].
+
+    A config with two samples per task beside it keeps its stacking weights; the mean of the m = 1 config is
+    the weighted mean of the candidates' own means, and its band still holds every candidate's band.
+    """
+    rng = np.random.default_rng(5)
+    p = rng.beta(0.3, 0.3, size=(2, 300))
+    n = np.array([[1] * 300, [2] * 300])
+    counts = bp.make_counts(n, rng.binomial(n, p), config=["one", "two"])
+    ks = [1, 10, 100]
+    fits = {c: bp.fit(counts, c, "eb", k=ks, seed=3, progressbar=False) for c in CANDS}
+    auto = bp.stack(fits, counts, k=ks, seed=3)
+    weights = stacking_weights_of(auto)
+    np.testing.assert_allclose([weights["one"][c] for c in CANDS], [0.1, 0.7, 0.1, 0.1], atol=1e-12)
+    plain = stacking_weights(np.zeros((4, 5)), np.ones(5))  # what stacking gives where LOO cannot tell them apart
+    np.testing.assert_allclose(plain, 0.25, atol=1e-6)
+    assert abs(weights["two"]["zoibb"] - 0.7) > 1e-3  # the m = 2 config: its own LOO stacking weights
+    cur = bp.passk_curve(auto, ks)
+    own = {c: bp.passk_curve(f, ks) for c, f in fits.items()}
+    expect = sum(weights["one"][c] * own[c]["mean"].sel(config="one") for c in CANDS)
+    spread = max(float(abs(own[c]["mean"].sel(config="one", k=100) - expect.sel(k=100))) for c in CANDS)
+    assert spread > 0.05  # the candidates disagree at k = 100, so the weights matter
+    np.testing.assert_allclose(cur["mean"].sel(config="one").values, expect.values, atol=0.01)
+    for c in CANDS:
+        band = own[c]["eti"].sel(config="one", k=[10, 100])
+        assert (cur["eti"].sel(config="one", k=[10, 100], ci_bound="lower") <= band.sel(ci_bound="lower") + 0.02).all()
+        assert (cur["eti"].sel(config="one", k=[10, 100], ci_bound="upper") >= band.sel(ci_bound="upper") - 0.02).all()
+    with bp.rc_context({"stats.stack_band": "hull"}):
+        hull = bp.passk_curve(auto, ks)["eti"]
+    # one sample per task: the hull at every k, also k = 1 (zoibb's pass@1 band alone is too narrow there)
+    np.testing.assert_allclose(cur["eti"].sel(config="one"), hull.sel(config="one"), atol=1e-12)
+    assert (cur["eti"].sel(config="two", k=1) != hull.sel(config="two", k=1)).any()  # m = 2: the mixture's
+    assert "have one sample per task (one)" in stacking_table(auto).note
+    with bp.rc_context({"stats.stack_single_weights": {"bb": 0.4, "zoibb": 0.6}}):
+        np.testing.assert_allclose(bp.stack(fits, counts, k=ks).posterior["stacking_weight"].sel(config="one"),
+                                   np.array([0.4, 0.6, 0.1, 0.1]) / 1.2, atol=1e-12)  # floored at 2 x min share
+    with pytest.raises(ValueError, match=r"stats.stack_single_weights must hold weights in \[0, 1\] that sum"):
+        bp.rcParams["stats.stack_single_weights"] = {"zoibb": 0.8, "bb": 0.3}

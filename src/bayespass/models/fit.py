@@ -599,9 +599,14 @@ def stacking_table(idata) -> Table | None:
     if not weights:
         return None
     df = pd.DataFrame([{"config": cfg, **ws} for cfg, ws in weights.items()])
-    return Table.of(df, "Stacking weights of the candidate models (model auto)",
-                    note="The fit stacks the candidate models by their PSIS-LOO predictive density (Bayesian "
-                    "stacking); its posterior is the mixture of theirs in these proportions, per config.")
+    note = ("The fit stacks the candidate models by their PSIS-LOO predictive density (Bayesian stacking); its "
+            "posterior is the mixture of theirs in these proportions, per config.")
+    single = json.loads(idata.posterior.attrs.get("stack_single_configs", "[]"))
+    if single:
+        note += (f" {len(single)} config(s) have one sample per task ({', '.join(single[:3])}"
+                 f"{', ...' if len(single) > 3 else ''}): LOO cannot weigh the candidates there, so their weights "
+                 "are rcParams['stats.stack_single_weights'] (pass@k beyond k = 1 follows the candidates' priors).")
+    return Table.of(df, "Stacking weights of the candidate models (model auto)", note=note)
 
 
 def convergence_report(idata, model=None) -> dict:

@@ -8,7 +8,9 @@ keeps its model (``theta[..., "component"]``), so curves, LOO and predictive
 checks work on it like on any other fit.  Its pass@k bands are the hull of
 the candidates' own bands (:func:`bayespass.passk_curve`): on a few hundred
 tasks the candidates' LOO densities differ by a nat or two, so the weights
-cannot say which extrapolation beyond the samples drawn is right.
+cannot say which extrapolation beyond the samples drawn is right.  Where every
+task of a config has one sample, LOO cannot weigh the candidates at all; their
+weights there are fixed (:func:`single_sample_weights`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import xarray as xr
 
 from .base import Model, get_model
 
-__all__ = ["StackModel", "stack", "stacking_weights", "model_from_posterior"]
+__all__ = ["StackModel", "stack", "stacking_weights", "single_sample_weights", "model_from_posterior"]
 
 
 class StackModel(Model):
@@ -99,12 +101,46 @@ def stacking_weights(fits: dict) -> xr.DataArray:
                         name="stacking_weight")
 
 
+def single_sample_weights(names: list) -> np.ndarray:
+    """Weights of the candidates ``names`` for a config whose tasks have at most one sample each.
+
+    There each candidate's LOO density is its predicted P(c = 1) per task, which
+    every candidate fits alike, so stacking returns the weights of its prior
+    (equal) whichever candidate extrapolates right: pass@k beyond k = 1 is set by
+    the candidates' priors on the spread of p.  The weights then come from
+    ``rcParams["stats.stack_single_weights"]`` (default ``{"zoibb": 0.7}``,
+    chosen on the calibration benchmark at m = 1, benchmarks/RESULTS.md): the
+    candidates it names get their weight, the others share the rest equally,
+    and every candidate keeps at least ``rcParams["stats.stack_min_share"]``
+    (so the band, the hull of the candidates' bands, still holds every one).
+    """
+    from ..defaults import rcParams
+
+    given = rcParams["stats.stack_single_weights"]
+    w = np.array([given.get(n, np.nan) for n in names], float)
+    free = np.isnan(w)
+    rest = 1.0 - np.nansum(w)
+    w[free] = rest / free.sum() if free.any() else 0.0
+    if w.sum() <= 0:
+        w[:] = 1.0
+    w = np.maximum(w / w.sum(), 2 * rcParams["stats.stack_min_share"])  # twice: the draws' share is random
+    return w / w.sum()
+
+
 def stack(fits: dict, *, seed=0):
-    """Stack fitted InferenceData objects (same counts, same method) into one mixture posterior."""
+    """Stack fitted InferenceData objects (same counts, same method) into one mixture posterior.
+
+    Configs whose tasks have at most one sample each take the weights of
+    :func:`single_sample_weights` (recorded in ``attrs["stack_single_configs"]``).
+    """
+    import json
+
     import arviz as az
 
     names = list(fits)
     weights = stacking_weights(fits)
+    single = fits[names[0]].constant_data["n"].max("task").values <= 1
+    weights.values[single] = single_sample_weights(names)
     model = StackModel(names)
     rng = np.random.default_rng(seed)
     posts = [fits[n].posterior for n in names]
@@ -122,5 +158,6 @@ def stack(fits: dict, *, seed=0):
               "param": list(model.coords), "model": names}
     posterior = xr.Dataset({"theta": (("chain", "draw", "config", "param"), theta),
                             "stacking_weight": (("config", "model"), weights.values)}, coords=coords)
-    posterior.attrs.update(stack_components=",".join(names))
+    posterior.attrs.update(stack_components=",".join(names),
+                           stack_single_configs=json.dumps([str(c) for c in posterior.config.values[single]]))
     return az.InferenceData(posterior=posterior), weights

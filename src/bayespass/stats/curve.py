@@ -91,7 +91,9 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     ``"hull-beyond"`` (the default)
         The mixture's band where k is at most the config's smallest number of
         samples per task (there the data identify pass@k, and the candidates
-        agree), the hull (below) beyond, where they extrapolate.  On the
+        agree), the hull (below) beyond, where they extrapolate, and at every
+        k for a config with one sample per task (the spread of p over the
+        tasks, part of the dataset pass@1's band, is not identified).  On the
         calibration benchmark the hull everywhere covered 0.955 on average
         over the simulated cells with m >= 2, k <= 100, above the target
         window [0.87, 0.95], nearly all of the excess at k <= m
@@ -131,7 +133,9 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         eti, h = ((hull + m) / 2 if hull is not None else None for hull, m in zip((eti, h), mix, strict=True))
     elif rule == "hull-beyond" and "n_min" in draws:
         mix = _bands(full, prob, hdi)
-        inside = draws["k"] <= draws["n_min"]  # (config, k): pass@k identified by the data
+        # (config, k): pass@k identified by the data.  Not with one sample per task: the dataset pass@1's band
+        # holds the spread of p over its tasks, which one sample each cannot tell (zoibb puts it at 0)
+        inside = (draws["k"] <= draws["n_min"]) & (draws["n_min"] >= 2)
         eti, h = (hull if hull is None else xr.where(inside, m, hull).transpose(*hull.dims)
                   for hull, m in zip((eti, h), mix, strict=True))
     return eti, h
