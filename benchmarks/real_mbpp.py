@@ -6,7 +6,7 @@ once), and writes the counts to ``data/real_mbpp/counts.csv`` with provenance,
 for the calibration and comparison benchmarks.
 
 Usage:
-    python benchmarks/real_mbpp.py [--configs 50|all] [--out runs/real-mbpp] [--workers 2]
+    python benchmarks/real_mbpp.py [--configs 50|rest|all] [--out runs/real-mbpp] [--workers 2]
 
 Interrupt it at any time and run it again: finished programs are not re-run.
 """
@@ -36,11 +36,12 @@ FIFTY = [f"{m}_temp{t}" for m in ("claude_sonnet_4", "deepseek_v3_0324", "gpt_4o
 
 
 def config_files(which: str = "50") -> list[Path]:
-    """The real-generation files, the 16 fifty-sample configs first."""
+    """The real-generation files: the 16 fifty-sample configs (``"50"``), the others (``"rest"``), or all."""
     files = sorted(REAL.glob("MBPP__*.jsonl.gz"))
     names = {f.name[len("MBPP__"):-len(".jsonl.gz")]: f for f in files}
     first = [names[n] for n in FIFTY if n in names]
-    return first if which == "50" else first + [f for f in files if f not in first]
+    rest = [f for f in files if f not in first]
+    return {"50": first, "rest": rest}.get(which, first + rest)
 
 
 def parse_name(path: Path) -> tuple[str, float]:
@@ -101,12 +102,32 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
     return pd.concat(frames, ignore_index=True), timing
 
 
+def _merge_existing(df: pd.DataFrame, timing: list[dict]) -> tuple[pd.DataFrame, list[dict]]:
+    """Add the configs of the cached counts (and their README rows) that this run did not execute."""
+    path, readme = OUT_DATA / "counts.csv", OUT_DATA / "README.md"
+    if not path.exists():
+        return df, timing
+    old = pd.read_csv(path)
+    new_cfgs = set(zip(df.model, df.temperature, strict=True))
+    old = old[[(m, t) not in new_cfgs for m, t in zip(old.model, old.temperature, strict=True)]]
+    done = {t["config"] for t in timing}
+    rows = []
+    for line in readme.read_text().splitlines() if readme.exists() else []:
+        cells = line.strip().removeprefix("| ").removesuffix(" |").split(" | ")
+        if line.startswith("| ") and len(cells) == 5 and cells[1].isdigit() and cells[0] not in done:
+            rows.append({"config": cells[0], "samples": int(cells[1]), "skipped": int(cells[2]),
+                         "distinct": int(cells[3]), "seconds": float(cells[4])})
+    return pd.concat([old, df], ignore_index=True), rows + timing
+
+
 def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
-    """``data/real_mbpp/counts.csv`` and its provenance (README.md)."""
+    """``data/real_mbpp/counts.csv`` and its provenance (README.md), keeping the configs this run did not touch."""
     import bayespass as bp
     from bayespass.execution.sandbox import HARNESS_VERSION
 
     OUT_DATA.mkdir(parents=True, exist_ok=True)
+    df, timing = _merge_existing(df, timing)
+    prov = next(t for t in timing if "layer" in t)  # this run's sandbox settings
     df = df.sort_values(["model", "temperature", "task"])
     df.to_csv(OUT_DATA / "counts.csv", index=False)
     n_cfg = df.groupby(["model", "temperature"]).ngroups
@@ -117,8 +138,8 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
         "Source: `../shared/data/real/difftrust_mbpp/` (the public artifact of *Incoherence as Oracle-less Measure",
         "of Error in LLM-Based Code Generation*, GitHub mwhicks1/DiffTrust, MBPP experiment caches), executed with",
         f"`python benchmarks/real_mbpp.py` (bayespass {bp.__version__}, harness {HARNESS_VERSION}, layer "
-        f"{timing[0]['layer']}, mode {timing[0]['mode']}, default time limits: max(1 s, 4x ground truth), "
-        f"max_timeouts {timing[0]['max_timeouts']}).",
+        f"{prov['layer']}, mode {prov['mode']}, default time limits: max(1 s, 4x ground truth), "
+        f"max_timeouts {prov['max_timeouts']}).",
         "Task ids not in MBPP+ are skipped (counted below).", "",
         f"{n_cfg} configs, {df.task.nunique()} tasks, {int(df.n.sum())} samples.", "",
         "| config | samples | skipped | distinct programs | seconds |", "|---|---|---|---|---|",
@@ -140,7 +161,8 @@ def load_counts(min_n: int = 1, path: Path | None = None):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", choices=["50", "all"], default="50")
+    ap.add_argument("--configs", choices=["50", "rest", "all"], default="50",
+                    help="the 16 fifty-sample configs, the 18 others (10 samples per task), or all 34")
     ap.add_argument("--out", default=str(REPO / "runs" / "real-mbpp"))
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--max-timeouts", type=int, default=None,
