@@ -47,13 +47,15 @@ def test_mutations_are_type_preserving_and_deterministic():
 def test_fuzz_keeps_only_valid_inputs_and_is_deterministic():
     task = Task("toy/sqrt", "def f(x):\n", "f", "    assert x >= 0\n    return int(x ** 0.5)\n",
                 inputs=[[4], [9], [16]], n_base=3)
-    a = fuzz.fuzz_inputs(task, 60, seed=1)
-    b = fuzz.fuzz_inputs(task, 60, seed=1)
+    # a generous limit: an input whose canonical call times out is dropped, so on a busy machine the default
+    # 0.2 s would make the two runs differ by load, not by seed
+    a = fuzz.fuzz_inputs(task, 60, seed=1, time_limit=30.0)
+    b = fuzz.fuzz_inputs(task, 60, seed=1, time_limit=30.0)
     assert a["inputs"] == b["inputs"] and len(a["inputs"]) > 20
     from bayespass.execution.child import decode
 
     assert all(decode(x)[0] >= 0 for x in a["inputs"])  # negatives raise in the canonical: dropped
-    c = fuzz.fuzz_inputs(task, 60, seed=2)
+    c = fuzz.fuzz_inputs(task, 60, seed=2, time_limit=30.0)
     assert c["inputs"] != a["inputs"]
 
 
