@@ -147,29 +147,32 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
                 idata, secs = _fit(counts, name, ks, flex_settings)
                 fits[name] = idata
                 fit_secs[name] = secs
-            cur = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)
-        eti = cur["eti"]
-        out[name] = (cur["mean"].values, eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values, secs)
-        if name == "auto":
-            for variant in (v for v in models if v in BAND_VARIANTS):
-                out[variant] = band_variant(idata, variant, ks, out["auto"])
-            for variant in (v for v in models if v in WEIGHT_VARIANTS):
-                with bp.rc_context(WEIGHT_VARIANTS[variant]):
-                    other = bp.stack({c: fits[c] for c in cands}, counts, k=list(ks))
-                    cur = bp.passk_curve(other, list(ks), ci_prob=1 - ALPHA)
-                eti = cur["eti"]
-                out[variant] = (cur["mean"].values, eti.sel(ci_bound="lower").values,
-                                eti.sel(ci_bound="upper").values, secs)
+            out[name] = (*_mean_band(idata, ks), secs)
+            if name == "auto":
+                for variant in (v for v in models if v in BAND_VARIANTS):
+                    out[variant] = band_variant(idata, variant, ks, out["auto"])
+                for variant in (v for v in models if v in WEIGHT_VARIANTS):
+                    with bp.rc_context(WEIGHT_VARIANTS[variant]):
+                        out[variant] = (*_mean_band(bp.stack({c: fits[c] for c in cands}, counts, k=list(ks)), ks),
+                                        secs)
     return out
 
 
+def _mean_band(idata, ks) -> tuple:
+    """(mean, lower, upper) of the 90% pass@k band of ``idata``, each (configs, K)."""
+    cur = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)
+    eti = cur["eti"]
+    return cur["mean"].values, eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values
+
+
+#: the stack of the same candidate fits under other stacking settings (list them after ``auto`` in --models):
+#: ``auto-eq1`` weighs the candidates of a config with one sample per task equally (what stacking gives there;
+#: the default before the twelfth session)
+WEIGHT_VARIANTS = {"auto-eq1": {"stats.stack_single_weights": {}}}
 #: other bands of the same stacked fit, measured beside the default's (no fit of their own; list them after
 #: ``auto`` in --models): the hull of the candidates' bands at every k (the default until the eleventh session),
 #: the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20% of the draws, the midpoint
 #: of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85% bands
-#: the stack of the same candidate fits under other stacking settings: ``auto-eq1`` weighs the candidates of a
-#: config with one sample per task equally (what stacking gives there; the default before the twelfth session)
-WEIGHT_VARIANTS = {"auto-eq1": {"stats.stack_single_weights": {}}}
 BAND_VARIANTS = ("auto-hull", "auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
 
 
