@@ -8,7 +8,9 @@ server can misbehave on purpose:
 
     --no-n            ignore ``n`` (one choice per request, as some servers do)
     --no-logprobs     never return log-probabilities
-    --fail 429,500    answer the first requests with these statuses (429s carry ``Retry-After``)
+    --fail 429,500    answer the first requests with these statuses (429s carry ``Retry-After``); ``cut``
+                      answers 200 and closes the connection after a few bytes of the body, as a server killed
+                      mid-answer does
     --retry-after S   the ``Retry-After`` seconds of those 429s
     --malformed X     answer 200 with a body without ``choices`` when the prompt contains X
     --log FILE        one JSON line per request: time, status, n, seed, prompt head
@@ -48,7 +50,7 @@ def main(argv=None) -> None:
     tok = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir).eval()
     lock = threading.Lock()
-    failures = [int(x) for x in args.fail.split(",") if x]
+    failures = [x if x == "cut" else int(x) for x in args.fail.split(",") if x]
     counter = {"n": 0}
 
     def generate(prompt: str, n: int, body: dict):
@@ -125,6 +127,14 @@ def main(argv=None) -> None:
             head = prompt[-60:]
             if i < len(failures):
                 self._log(status=failures[i], n=n, seed=body.get("seed"), head=head)
+                if failures[i] == "cut":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "600")
+                    self.end_headers()
+                    self.wfile.write(b'{"id": "x", "choi')
+                    self.close_connection = True
+                    return None
                 hdr = {"Retry-After": f"{args.retry_after:g}"} if failures[i] == 429 else {}
                 return self._send(failures[i], {"error": {"message": "injected failure"}}, hdr)
             if body.get("model") != args.name:

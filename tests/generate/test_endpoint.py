@@ -146,6 +146,17 @@ def test_gives_up_after_max_retries_with_a_clear_error(server, suite):
         closed.generate(suite, 1, temperature=0.8, tasks=["HumanEval/1"])
 
 
+def test_answer_cut_mid_body_is_retried(server, suite):
+    srv = server("--fail", "cut,cut")  # what a server killed while writing its answer leaves
+    coder = OpenAICompatibleCoder(srv.url, "tiny-llama", max_new_tokens=8, backoff=0.01)
+    recs = coder.generate(suite, 2, temperature=0.8, tasks=["HumanEval/0"])
+    assert [r["sample"] for r in recs] == [0, 1] and coder.stats["retry_connection"] == 2
+    assert [r["status"] for r in srv.requests()[:3]] == ["cut", "cut", 200]
+    once = OpenAICompatibleCoder(server("--fail", "cut").url, "tiny-llama", max_new_tokens=8, max_retries=0)
+    with pytest.raises(EndpointError, match=r"after 1 tries \(last: connection broken mid-answer"):
+        once.generate(suite, 1, temperature=0.8, tasks=["HumanEval/1"])
+
+
 def test_malformed_response_names_the_task_and_request(server, suite, tmp_path):
     srv = server("--malformed", "def truncate_number")  # HumanEval/2's prompt
     coder = OpenAICompatibleCoder(srv.url, "tiny-llama", max_new_tokens=8, concurrency=1)

@@ -210,6 +210,8 @@ class OpenAICompatibleCoder(Coder):
                 last, reason = f"no answer within {self.timeout:g} s", "timeout"
             except requests.ConnectionError as err:
                 last, reason = f"connection failed ({type(err).__name__})", "connection"
+            except requests.exceptions.ChunkedEncodingError:  # the server went away mid-answer
+                last, reason = "connection broken mid-answer (ChunkedEncodingError)", "connection"
             else:
                 latency = time.perf_counter() - t0
                 if r.status_code == 200:
