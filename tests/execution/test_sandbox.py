@@ -145,6 +145,22 @@ def test_crash_is_never_timeout(tmp_path, suite, layer):
     assert np.all(v == 5), v  # crash
 
 
+def test_cpu_used_by_earlier_tests_of_a_child_does_not_fail_a_later_one(layer):
+    """RLIMIT_CPU counts the whole child: a correct program with many CPU-heavy tests (Mbpp/599 sums to 1e8
+    sixteen times) must not crash on the test where the sum of them crosses the limit."""
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox
+
+    sb = Sandbox(limits=Limits(cpu_s=1), layer=layer)
+    code = "import time\ndef f(x):\n    t = time.process_time()\n    while time.process_time() - t < 0.35:\n" \
+           "        pass\n    return x + 1\n"
+    outs = sb.run(code, "f", [encode((i,)) for i in range(6)], [30.0] * 6)  # 2.1 CPU seconds in all
+    assert [o.status for o in outs] == ["value"] * 6 and [o.value for o in outs] == list(range(1, 7))
+    spin = "def f(x):\n    while x:\n        pass\n    return x\n"  # test 1 alone is over the limit
+    outs = sb.run(spin, "f", [encode((0,)), encode((1,)), encode((0,))], [30.0] * 3)
+    assert [o.status for o in outs] == ["value", "timeout", "value"]  # SIGXCPU: over its CPU, not a crash
+
+
 def test_float_tolerance_and_fast_check(suite, layer):
     samples = [{"task_id": "toy/halve", "completion": "    return x / 2 + 1e-9\n"},
                {"task_id": "toy/halve", "completion": "    return x * 0.5 + 1e-3\n"}]

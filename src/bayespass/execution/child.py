@@ -377,7 +377,11 @@ def minimal_root(view, user_ns, scratch_mb):
 
 
 def set_limits(lim):
-    """Apply rlimits (hard = soft, so they cannot be raised again)."""
+    """Apply rlimits (hard = soft, so they cannot be raised again).
+
+    The CPU limit's hard one is a second later, so a child over it gets SIGXCPU, read as a timeout, before
+    the SIGKILL of the hard limit.
+    """
     import resource as r
 
     mb = 1024 * 1024
@@ -387,7 +391,7 @@ def set_limits(lim):
     if lim.get("nproc"):
         pairs.append((r.RLIMIT_NPROC, lim["nproc"]))
     for res, val in pairs:
-        r.setrlimit(res, (val, val))
+        r.setrlimit(res, (val, val + 1 if res == r.RLIMIT_CPU else val))
 
 
 def drop_privileges(libc, uid, user_ns):
