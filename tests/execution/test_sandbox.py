@@ -159,6 +159,10 @@ def test_cpu_used_by_earlier_tests_of_a_child_does_not_fail_a_later_one(layer):
     spin = "def f(x):\n    while x:\n        pass\n    return x\n"  # test 1 alone is over the limit
     outs = sb.run(spin, "f", [encode((0,)), encode((1,)), encode((0,))], [30.0] * 3)
     assert [o.status for o in outs] == ["value", "timeout", "value"]  # SIGXCPU: over its CPU, not a crash
+    third = "n = [0]\ndef f(x):\n    n[0] += 1\n    if n[0] == 3:\n        raise SystemExit(os._exit(1))\n" \
+            "    return x\nimport os\n"  # a crash of its own making is not re-run in a fresh child
+    outs = sb.run(third, "f", [encode((i,)) for i in range(5)], [30.0] * 5)
+    assert [o.status for o in outs] == ["value", "value", "crash", "value", "value"]
 
 
 def test_float_tolerance_and_fast_check(suite, layer):

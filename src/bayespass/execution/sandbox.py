@@ -581,10 +581,9 @@ class Sandbox:
                     outs[j] = (Outcome("timeout", duration=float("nan"), presumed=True) if att.event == "budget"
                                else Outcome("error" if att.event == "load_error" else "timeout", error=att.error))
                 break
-            if att.event == "crash" and att.at > i:
-                # a child that dies after other tests may have died of what they used up together (RLIMIT_CPU
-                # and RLIMIT_AS count the whole child): the test that was running starts a fresh child, and
-                # only a crash as a child's first test is the test's own
+            if att.event == "crash" and att.at > i and "SIGXCPU" in att.error:
+                # over RLIMIT_CPU after other tests: the limit counts the whole child, so the CPU may be theirs;
+                # the test that was running starts a fresh child, and is charged only if it is over there too
                 i = att.at
                 continue
             o = self._failed_test(base, inputs, caps, time_limits, att, state)
