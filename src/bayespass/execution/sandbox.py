@@ -94,7 +94,9 @@ class Limits:
     memory_mb : int
         Address-space limit (RLIMIT_AS) of a child (default ``rcParams["execute.memory_limit_mb"]``).
     cpu_s : int
-        CPU seconds for one child (RLIMIT_CPU); the per-test wall-clock limit is separate.
+        CPU seconds for one child (RLIMIT_CPU; a backstop, the per-test wall-clock limit is separate).
+        A child runs many tests: one over it after other tests restarts at the running test in a
+        fresh child, so a test is charged only for its own CPU (then as a timeout).
     min_time_limit, gt_time_factor : float
         Per-test wall limit ``max(min_time_limit, gt_time_factor * gt_time)``
         (evalplus defaults 1 s and 4x; ``rcParams["execute.min_time_limit"]`` and
