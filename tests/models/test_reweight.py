@@ -158,3 +158,25 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_then_sixteen_times_as_lon
     theta[0, :, 2, 4] += 3.0  # one chain far off in a spline coefficient only: a shape the others lack
     r = real_rhat(flex, theta, counts.config.values, PairData.from_counts(counts))
     assert r[2] > 1.05 and np.all(r[:2] < 1.05)
+
+
+@pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
+def test_one_sample_per_task_samples_the_fast_path_with_longer_trajectories(monkeypatch):
+    import bayespass.models.fit as fit_module
+
+    steps, real_hmc = [], fit_module._hmc
+
+    def spy_hmc(counts, m, warmup, draws, kw):
+        steps.append((kw.get("steps"), kw["target_accept"]))
+        return real_hmc(counts, m, warmup, draws, kw)
+
+    monkeypatch.setattr(fit_module, "_hmc", spy_hmc)
+    rng = np.random.default_rng(5)
+    p = rng.beta(0.5, 0.5, (2, 120))
+    with bp.rc_context({"eb.draws": 40, "eb.warmup": 60, "eb.chains": 4}):
+        for n, want in ((1, (fit_module.HMC_MCMC["steps"], 0.9)), (2, (None, 0.8))):
+            steps.clear()
+            fit = bp.fit(bp.make_counts(np.full(p.shape, n), rng.binomial(n, p)), "flex", "eb", seed=1,
+                         progressbar=False)
+            assert steps and all(s == want for s in steps), (n, steps)
+            assert np.isfinite(fit.posterior["theta"].values).all()

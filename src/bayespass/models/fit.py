@@ -150,6 +150,12 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:
         theta, stats = _sample_reweighted(counts, m, warmup, draws, kw)
     else:
+        if int(counts["n"].max()) <= 1:
+            # one sample per task: the data fix only each config's mean of G, so the posterior is the prior on
+            # a thin curved surface; longer trajectories and smaller steps cross it without flex's divergences
+            # (1-11 per real MBPP replicate with 4-16 steps at 0.8, 0-1 with 8-32 at 0.9) or reruns (5-9 of 12
+            # configs, none), in less time (benchmarks/RESULTS.md, "One sample per task: flex's trajectories")
+            kw |= {"steps": HMC_MCMC["steps"], "target_accept": target_accept or 0.9}
         theta, stats = _sample_gated(counts, m, warmup, draws, kw, rhat_max=rcParams["eb.rhat_max"])
     return _hmc_idata(m, theta, stats, counts)
 
