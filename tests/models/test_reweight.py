@@ -130,7 +130,7 @@ def test_configs_the_correction_cannot_take_get_full_length_chains(monkeypatch):
 
 # short chains keep this test fast; the gate's R-hat over them may fail and warn (what is checked is the rerun)
 @pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
-def test_chains_that_fail_the_rhat_gate_run_again_four_then_sixteen_times_as_long(monkeypatch):
+def test_chains_that_fail_the_rhat_gate_run_again_longer(monkeypatch):
     import bayespass.models.fit as fit_module
 
     calls, real_hmc, real_rhat = [], fit_module._hmc, fit_module._rhat_by_config
@@ -148,7 +148,12 @@ def test_chains_that_fail_the_rhat_gate_run_again_four_then_sixteen_times_as_lon
     counts = bp.make_counts(np.full((3, 80), 5), rng.binomial(5, rng.beta(1, 1, (3, 80))))
     with bp.rc_context({"eb.draws": 40, "eb.warmup": 60, "eb.chains": 8, "eb.reweight": False}):
         fit = bp.fit(counts, "bb", "eb", seed=2, progressbar=False)
-    # config 1 alone, twice the warm-up and four times the draws; failing again, 4x and 16x; then it stays
+    # config 1 alone, twice the warm-up and four times the draws; on the fast path it then stays
+    assert calls == [(3, 60, 40), (1, 120, 160)]
+    assert fit.posterior.attrs["rerun"] == [0, 1, 0] and np.isfinite(fit.posterior["theta"].values).all()
+    # MCMC (gate 1.01) runs a config that fails again once more, 4x the warm-up and 16x the draws
+    calls.clear()
+    fit = bp.fit(counts, "bb", "mcmc", draws=40, tune=60, chains=8, seed=2, progressbar=False)
     assert calls == [(3, 60, 40), (1, 120, 160), (1, 240, 640)]
     assert fit.posterior.attrs["rerun"] == [0, 2, 0] and np.isfinite(fit.posterior["theta"].values).all()
     # the per-config R-hat sees a chain whose learnt shape differs (flex: named mean_p and dataset pass@k)
