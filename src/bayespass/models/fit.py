@@ -258,17 +258,16 @@ def _sample_gated(counts, m, warmup, draws, kw, *, rhat_max: float, reruns=RERUN
     theta = res.draws
     stats = {"step_size": res.step_size, "acceptance": res.acceptance, "divergences": res.divergences,
              "rerun": np.zeros(theta.shape[2], int)}
-    bad = np.arange(theta.shape[2])
+    bad, sub = np.arange(theta.shape[2]), counts  # the configs last sampled, and their counts (pairs: data)
     progress = kw.get("progress")
     for stage, (f_warm, f_draws) in enumerate(reruns, 1):
-        sub = counts if stage == 1 else counts.isel(config=bad)
-        sub_data = data if stage == 1 else PairData.from_counts(sub)
-        bad = bad[~(_rhat_by_config(m, theta[:, :, bad], sub.config.values, sub_data) <= rhat_max)]
+        bad = bad[~(_rhat_by_config(m, theta[:, :, bad], sub.config.values, data) <= rhat_max)]
         if not bad.size:
             break
         if progress:
             kw = kw | {"progress": f"{progress}, {bad.size} config{'s' * (bad.size > 1)} again {f_draws}x as long"}
-        again = _hmc(counts.isel(config=bad), m, f_warm * warmup, f_draws * draws, kw)[0]
+        sub = counts.isel(config=bad)
+        again, _, data = _hmc(sub, m, f_warm * warmup, f_draws * draws, kw)
         theta[:, :, bad] = again.draws[:, f_draws - 1::f_draws]
         for key, value in (("step_size", again.step_size), ("acceptance", again.acceptance),
                            ("divergences", again.divergences), ("rerun", stage)):
