@@ -86,19 +86,23 @@ def main_mcmc():
 
 
 def main():
+    global CANDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=bp.rcParams["eb.draws"])
     ap.add_argument("--warmup", type=int, default=bp.rcParams["eb.warmup"])
     ap.add_argument("--method", choices=("eb", "mcmc"), default="eb")
+    ap.add_argument("--models", default=",".join(CANDS), help="candidates measured (comma-separated)")
     args = ap.parse_args()
+    CANDS = tuple(args.models.split(","))
     if args.method == "mcmc":
         return main_mcmc()
     bp.rcParams["eb.draws"], bp.rcParams["eb.warmup"] = args.draws, args.warmup
     print(f"eb.draws = {args.draws}, eb.warmup = {args.warmup}, {bp.rcParams['eb.chains']} chains\n")
     print("Per candidate: share of configs failing the gate (R-hat > 1.05 where the chains' draws are kept; "
           "k-hat > 0.7 or ESS < 200 cannot happen where they were importance-resampled) / share "
-          "importance-resampled / share whose chains ran again 4x as long; largest R-hat over kept chains\n")
-    print("| cell | " + " | ".join(f"{c}: fail / resampled / rerun (max R-hat)" for c in CANDS) + " | seconds |")
+          "importance-resampled / share whose chains ran again 4x as long; largest R-hat over kept chains; "
+          "divergences in the draws kept\n")
+    print("| cell | " + " | ".join(f"{c}: fail / resampled / rerun (max R-hat; div)" for c in CANDS) + " | seconds |")
     print("|---|" + "---|" * (len(CANDS) + 1))
     for label, counts in cells():
         t0, row = time.perf_counter(), []
@@ -112,7 +116,7 @@ def main():
             rerun = np.asarray(attrs.get("rerun", np.zeros_like(r)), bool)
             kept = r[~used]
             row.append(f"{np.mean(~used & (r > 1.05)):.2f} / {used.mean():.2f} / {rerun.mean():.2f} "
-                       f"({kept.max() if kept.size else float('nan'):.2f})")
+                       f"({kept.max() if kept.size else float('nan'):.2f}; {attrs.get('convergence_divergences', 0)})")
         print(f"| {label} | " + " | ".join(row) + f" | {time.perf_counter() - t0:.0f} |", flush=True)
 
 if __name__ == "__main__":

@@ -166,22 +166,30 @@ def test_chains_that_fail_the_rhat_gate_run_again_longer(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
-def test_one_sample_per_task_samples_the_fast_path_with_longer_trajectories(monkeypatch):
+def test_kept_chains_take_long_trajectories_and_half_the_warmup_from_two_samples_on(monkeypatch):
     import bayespass.models.fit as fit_module
 
-    steps, real_hmc = [], fit_module._hmc
+    calls, real_hmc = [], fit_module._hmc
 
     def spy_hmc(counts, m, warmup, draws, kw):
-        steps.append((kw.get("steps"), kw["target_accept"]))
+        calls.append((kw.get("steps"), kw["target_accept"], warmup))
         return real_hmc(counts, m, warmup, draws, kw)
 
     monkeypatch.setattr(fit_module, "_hmc", spy_hmc)
     rng = np.random.default_rng(5)
     p = rng.beta(0.5, 0.5, (2, 120))
+    long = fit_module.HMC_MCMC["steps"]
     with bp.rc_context({"eb.draws": 40, "eb.warmup": 60, "eb.chains": 4}):
-        for n, want in ((1, (fit_module.HMC_MCMC["steps"], 0.9)), (2, (None, 0.8))):
-            steps.clear()
+        # (samples per task, tune passed) -> the first run's warm-up: one sample keeps all 60, two or more
+        # take 30; a tune the user passes is kept as given
+        for n, tune, warmup in ((1, None, 60), (2, None, 30), (2, 50, 50)):
+            calls.clear()
             fit = bp.fit(bp.make_counts(np.full(p.shape, n), rng.binomial(n, p)), "flex", "eb", seed=1,
-                         progressbar=False)
-            assert steps and all(s == want for s in steps), (n, steps)
+                         tune=tune, progressbar=False)
+            assert calls and all(c[:2] == (long, 0.9) for c in calls), (n, calls)
+            assert calls[0][2] == warmup, (n, tune, calls)
+            assert all(c[2] == 2 * warmup for c in calls[1:]), calls  # a rerun doubles the first run's warm-up
             assert np.isfinite(fit.posterior["theta"].values).all()
+        calls.clear()
+        bp.fit(bp.make_counts(np.full(p.shape, 3), rng.binomial(3, p)), "bb", "eb", seed=1, progressbar=False)
+        assert calls and all(c[:2] == (None, 0.8) for c in calls), calls  # the corrected path keeps 4-16 at 0.8

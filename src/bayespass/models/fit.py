@@ -150,12 +150,18 @@ def _fit_eb(counts, m, *, draws, tune, chains, seed, target_accept, **_):
     if rcParams["eb.reweight"] and m.n_params <= MAX_DIM:
         theta, stats = _sample_reweighted(counts, m, warmup, draws, kw)
     else:
-        if int(counts["n"].max()) <= 1:
-            # one sample per task: the data fix only each config's mean of G, so the posterior is the prior on
-            # a thin curved surface; longer trajectories and smaller steps cross it without flex's divergences
-            # (1-11 per real MBPP replicate with 4-16 steps at 0.8, 0-1 with 8-32 at 0.9) or reruns (5-9 of 12
-            # configs, none), in less time (benchmarks/RESULTS.md, "One sample per task: flex's trajectories")
+        # chains kept as they are (flex): MCMC's 8-32 leapfrog steps at acceptance 0.9.  With the 4-16 steps at
+        # 0.8 of the corrected path, flex diverged on most real MBPP fits (1-3 per fit, so bp.fit warned on
+        # nearly every one) and reran 25-100% of the configs; with the longer steps none diverged, fewer reran,
+        # and where every task has two samples or more half the warm-up iterations (the same leapfrog budget)
+        # suffice, faster on 6 of 9 measured cells (real m = 5: 5 s instead of 11).  One sample per task keeps
+        # the full warm-up (the posterior is the prior on a thin curved surface; with half, a divergence came
+        # back).  benchmarks/RESULTS.md, "flex's trajectories at every m"
+        single = int(counts["n"].max()) <= 1
+        if single or m.n_params > MAX_DIM:  # not bb, zoibb or lnorm run with eb.reweight off: not measured
             kw |= {"steps": HMC_MCMC["steps"], "target_accept": target_accept or 0.9}
+            if tune is None and not single:
+                warmup = max(warmup // 2, 20)
         # one rerun: a second (16x) made flex's fast path on real MBPP at m = 2 half as slow again, where
         # every config reruns once and 2-4 of 12 would rerun twice
         theta, stats = _sample_gated(counts, m, warmup, draws, kw, rhat_max=rcParams["eb.rhat_max"],
