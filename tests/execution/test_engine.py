@@ -143,7 +143,8 @@ def test_dask_localcluster_gives_identical_dataset(humaneval):
 
 
 def test_dask_run_survives_a_killed_worker_with_every_verdict_once(tmp_path, suite, monkeypatch):
-    """Kill a Dask worker mid-run: its batches are re-run elsewhere and every program is recorded once."""
+    """Kill a Dask worker mid-run (the one holding the task's tests): its batches are re-run elsewhere, and
+    every program is recorded once."""
     import collections
     import threading
 
@@ -163,14 +164,17 @@ def test_dask_run_survives_a_killed_worker_with_every_verdict_once(tmp_path, sui
     monkeypatch.setattr(VerdictStore, "put", counting_put)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        pids = list(client.run(os.getpid).values())
+        pids = client.run(os.getpid)  # worker address -> pid
         result = {}
         runner = threading.Thread(target=lambda: result.update(ds=engine.execute(
             recs, suite, out=tmp_path, progress=False, scheduler=client, max_timeouts=None)))
         runner.start()
         while not puts and runner.is_alive():  # the first batch is back: the run is under way
             time.sleep(0.01)
-        os.kill(pids[0], signal.SIGKILL)
+        # the worker holding the task's tests (sent once per task, as a Dask task): they must be recomputed
+        holders = [a for key, where in client.who_has().items() if "_tests_of" in str(key) for a in where]
+        assert holders, client.who_has()
+        os.kill(pids[holders[0]], signal.SIGKILL)
         recorded_at_kill = sum(puts.values())
         runner.join(timeout=600)
         assert not runner.is_alive()

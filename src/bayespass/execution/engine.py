@@ -6,6 +6,8 @@ import json
 import os
 import tempfile
 import threading
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +141,11 @@ def _remote_batch(judge_: _Judge, items: list[tuple[str, str]], layer: str, max_
     sb = _worker_sandbox(judge_._limits, layer, fresh)
     return [judge_.score(task, _judged_run(sb, judge_, task, judge_.job(task, code), fast_check, max_timeouts))
             for task, code in items]
+
+
+def _tests_of(judge_: _Judge) -> _Judge:
+    """Return ``judge_`` (a Dask task whose result, a batch's tests, workers fetch once and share)."""
+    return judge_
 
 
 def _judged_run(sb: Sandbox, judge_: _Judge, task: str, job: dict, fast_check: bool, max_timeouts) -> list[Outcome]:
@@ -340,25 +347,37 @@ def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fres
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         jobs = sorted(jobs, key=lambda j: j[0])  # batches of one task where possible: its tests travel once
         size = max(1, min(8, -(-len(jobs) // (8 * n_workers))))
-        batches = iter([jobs[i:i + size] for i in range(0, len(jobs), size)])
-        pending, done = {}, as_completed()
+        batches = [(tuple(dict.fromkeys(t for t, _, _ in b)), b) for b in
+                   (jobs[i:i + size] for i in range(0, len(jobs), size))]
+        left = Counter(key for key, _ in batches)  # batches still to run per set of tasks
+        tests, pending, done, todo = {}, {}, as_completed(), iter(batches)
 
         def submit() -> None:
-            batch = next(batches, None)
-            if batch is not None:
-                fut = client.submit(_remote_batch, judge_.subset(t for t, _, _ in batch),
-                                    [(t, j["code"]) for t, _, j in batch], layer, max_timeouts, fresh, fast_check,
-                                    pure=False)
-                pending[fut] = batch
-                done.add(fut)
+            key, batch = next(todo, (None, None))
+            if batch is None:
+                return
+            if key not in tests:
+                # the tasks' tests go to the cluster once, as a task of their own (recomputed from the
+                # scheduler's copy if the worker holding them is lost), not with every batch of those tasks
+                tests[key] = client.submit(_tests_of, judge_.subset(key), pure=False)
+            fut = client.submit(_remote_batch, tests[key], [(t, j["code"]) for t, _, j in batch], layer,
+                                max_timeouts, fresh, fast_check, pure=False)
+            pending[fut] = key, batch
+            done.add(fut)
 
-        for _ in range(4 * n_workers):
-            submit()
-        for fut in done:
-            for (task, h, _), scored in zip(pending.pop(fut), fut.result(), strict=True):
-                record(task, h, scored)
-            fut.release()
-            submit()
+        with warnings.catch_warnings():  # a task's tests above 10 MB (MBPP+ inputs): sent once, on purpose
+            warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+            for _ in range(4 * n_workers):
+                submit()
+            for fut in done:
+                key, batch = pending.pop(fut)
+                for (task, h, _), scored in zip(batch, fut.result(), strict=True):
+                    record(task, h, scored)
+                fut.release()
+                left[key] -= 1
+                if not left[key]:
+                    tests.pop(key).release()
+                submit()
         return layer if layer != "auto" else "auto (per dask worker)"
     finally:
         if client is not scheduler:
