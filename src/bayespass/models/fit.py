@@ -58,7 +58,9 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         layout, so every post-processor works on both.
     draws, tune, chains, cores : int, optional
         Sampler settings; defaults from ``rcParams["mcmc.*"]`` / ``rcParams["eb.*"]``.
-        With ``method="eb"`` and ``model="auto"``, ``cores`` (default
+        With ``method="eb"``, flex's chains (8-32 leapfrog steps each) take half of
+        ``rcParams["eb.warmup"]`` where tasks have two samples or more; a ``tune`` given is used as
+        given.  With ``method="eb"`` and ``model="auto"``, ``cores`` (default
         ``rcParams["eb.cores"]``, 2 where the machine has them) is the number of
         forked processes that sample the candidates (Linux; the draws are the
         same as in one process).
