@@ -50,7 +50,8 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",
               "fuzz/samples.nc", "figures/passk_curves.png", "figures/ppc.png", "figures/risk_coverage.png",
               "figures/set_size.png", "figures/incoherence.png", "tables/gating.csv", "figures/forest.png",
-              "figures/prob_better.png", "tables/leaderboard.csv", "tables/prob_better.csv"):
+              "figures/prob_better.png", "tables/leaderboard.csv", "tables/prob_better.csv",
+              "tables/prob_better_all.csv"):
         assert (out / p).exists(), p
     import bayespass as bp
     from bayespass.pipeline import fits_of

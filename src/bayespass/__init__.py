@@ -42,6 +42,7 @@ _LAZY = {
     "plan": "stats.plan",
     "allocate": "stats.plan",
     "leaderboard": "stats.ranking",
+    "prob_better_table": "stats.ranking",
     "plot_forest": "stats.ranking",
     "plot_prob_better": "stats.ranking",
     "plot_diff_curve": "stats.ranking",
@@ -102,6 +103,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats.passk import avg_at_n, cons_at_k, passk
     from .stats.plan import allocate, plan
     from .stats.ppc import plot_ppc, ppc
-    from .stats.ranking import compare_configs, leaderboard, plot_diff_curve, plot_forest, plot_prob_better
+    from .stats.ranking import (
+        compare_configs,
+        leaderboard,
+        plot_diff_curve,
+        plot_forest,
+        plot_prob_better,
+        prob_better_table,
+    )
     from .stats.reliability import reliability
     from .stats.table import estimate_table

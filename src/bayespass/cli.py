@@ -197,6 +197,10 @@ def compare_cmd(
     plot: Annotated[Path | None, typer.Option(help="PNG path prefix: writes PREFIX-forest.png, "
                                                    "PREFIX-prob_better.png and PREFIX-diff.png (top two).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
+                                            "every pair up to 4 configs; above, in --format table, each config "
+                                            "against the next one down the ranking (json and csv list every pair).")]
+    = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
     from .stats.ranking import compare_configs, leaderboard, prob_better_table
@@ -221,7 +225,8 @@ def compare_cmd(
                err=True)
     if pair_list is None:
         _print_table(leaderboard(cmp), format)
-    _print_table(prob_better_table(cmp), format)
+    _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format != "table" or pair_list else "auto"),
+                 format)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list)
 

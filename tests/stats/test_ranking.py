@@ -108,7 +108,35 @@ def test_leaderboard_and_pair_table(three):
     with pytest.raises(ValueError, match="k=7"):
         bp.leaderboard(cmp, k=7)
     tab = prob_better_table(cmp)
-    assert len(tab) == 3 * 2 * 3 and (tab.config != tab.config_b).all()
+    assert len(tab) == 3 * 2 * 3 and (tab.config != tab.config_b).all()  # 3 configs: every pair by default
+
+
+def test_pair_table_lists_neighbours_in_the_ranking_above_four_configs():
+    g = np.random.default_rng(8)
+    base = g.beta(2, 2, 80)
+    shift = [0.3, -0.1, 0.2, 0.0, -0.3, 0.1]  # ranking: c0, c2, c5, c3, c1, c4
+    p = np.stack([np.clip(base + s, 0, 1) for s in shift])
+    counts = _counts(p, 6, seed=5, names=[f"c{i}" for i in range(6)])
+    cmp = bp.compare_configs(counts, k=(1, 10), model="bb", method="eb")
+    tab = bp.prob_better_table(cmp)
+    assert len(tab) == 2 * 5 and list(tab["rank"][:5]) == [1, 2, 3, 4, 5]
+    for kk in (1, 10):
+        order = [str(c) for c in cmp.config.values[np.argsort(cmp["expected_rank"].sel(k=kk).values)]]
+        rows = tab[tab.k == kk]
+        assert list(rows.config) == order[:-1] and list(rows.config_b) == order[1:]
+        for r in rows.itertuples():  # the numbers of the comparison, not recomputed
+            sel = cmp.sel(k=kk, config=r.config, config_b=r.config_b)
+            assert r.prob_better == pytest.approx(float(sel["prob_better"]))
+            assert (r.diff_lower, r.diff_upper) == pytest.approx(tuple(sel["diff_eti"].values))
+            assert r.prob_better >= 0.5  # the better-ranked config first
+    assert order[0] == "c0" and order[-1] == "c4"
+    assert len(bp.prob_better_table(cmp, pairs="all")) == 2 * 6 * 5
+    with pytest.raises(ValueError, match="pairs='every'"):
+        bp.prob_better_table(cmp, pairs="every")
+    sub = bp.compare_configs(counts, k=1, model="bb", method="eb", pairs=[("c0", "c1")])
+    assert len(bp.prob_better_table(sub)) == 1
+    with pytest.raises(ValueError, match="neighbours"):
+        bp.prob_better_table(sub, pairs="neighbours")
 
 
 def test_plots(three):

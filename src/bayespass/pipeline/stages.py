@@ -198,6 +198,10 @@ def _post(ctx: Context) -> None:
     ctx.tables, ctx.post = all_tables(ctx, truth_passk)
     for name, df in ctx.tables.items():
         df.to_csv(ctx.out / "tables" / f"{name}.csv", index=False)
+    if "cmp" in ctx.post:  # the screen and the report list neighbours in the ranking above 4 configs; every pair here
+        from ..stats.ranking import prob_better_table
+
+        prob_better_table(ctx.post["cmp"], pairs="all").to_csv(ctx.out / "tables" / "prob_better_all.csv", index=False)
 
 
 def _figures(ctx: Context) -> None:

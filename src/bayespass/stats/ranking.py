@@ -255,9 +255,26 @@ def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> T
                     "unbiased estimate (naive) where every task has n >= k.")
 
 
-def prob_better_table(cmp: xr.Dataset, k=None) -> Table:
-    """P(pass@k of config > config_b) as a long table (k, config, config_b, prob_better, diff, band)."""
+#: above this many configs, ``prob_better_table(pairs="auto")`` lists neighbours in the ranking only
+ALL_PAIRS_MAX_CONFIGS = 4
+
+
+def prob_better_table(cmp: xr.Dataset, k=None, *, pairs: str = "auto") -> Table:
+    """P(pass@k of config > config_b) as a long table (k, config, config_b, prob_better, diff, band).
+
+    ``pairs``: ``"all"`` lists every ordered pair; ``"neighbours"`` each config against the next one down
+    the ranking by expected rank (is rank r better than rank r + 1?), per k; ``"auto"`` (default) lists
+    every pair up to ``ALL_PAIRS_MAX_CONFIGS`` configs and neighbours above (34 configs have 1,122
+    ordered pairs per k; every pair stays in ``cmp`` and in :func:`plot_prob_better`).
+    """
+    if pairs not in ("all", "neighbours", "auto"):
+        raise ValueError(f"pairs={pairs!r} is not supported; choose one of ['all', 'neighbours', 'auto']")
     ks = cmp.k.values if k is None else as_k(k)
+    square = list(cmp.config.values) == list(cmp.config_b.values) and "expected_rank" in cmp
+    if pairs == "auto":
+        pairs = "neighbours" if square and cmp.sizes["config"] > ALL_PAIRS_MAX_CONFIGS else "all"
+    if pairs == "neighbours" and not square:
+        raise ValueError("pairs='neighbours' needs a comparison of every config (compare_configs without pairs=)")
     sub = cmp.sel(k=ks)
     df = sub[["prob_better", "diff"]].to_dataframe()[["prob_better", "diff"]]
     band = sub["diff_eti"].to_dataframe().unstack("ci_bound")["diff_eti"][["lower", "upper"]]
@@ -265,10 +282,22 @@ def prob_better_table(cmp: xr.Dataset, k=None) -> Table:
     df = df[df["config"] != df["config_b"]]
     cols = ["k", "config", "config_b", "prob_better", "diff", "diff_lower", "diff_upper"]
     ci = f"{float(cmp.attrs.get('ci_prob', rcParams['stats.ci_prob'])):.0%}"
-    return Table.of(df[cols].sort_values(["k", "config", "config_b"], kind="stable").reset_index(drop=True),
-                    "P(pass@k of config > config_b)",
-                    note=f"Posterior probability that config beats config_b, and the difference of their pass@k "
-                    f"with its {ci} band (diff_lower, diff_upper), from the same posterior draws.")
+    note = (f"Posterior probability that config beats config_b, and the difference of their pass@k "
+            f"with its {ci} band (diff_lower, diff_upper), from the same posterior draws.")
+    if pairs == "all":
+        df = df[cols].sort_values(["k", "config", "config_b"], kind="stable")
+        return Table.of(df.reset_index(drop=True), "P(pass@k of config > config_b)", note=note)
+    keep = []
+    for kk in ks:
+        order = [str(x) for x in sub.config.values[np.argsort(sub["expected_rank"].sel(k=kk).values, kind="stable")]]
+        keep += [(int(kk), a, b, r) for r, (a, b) in enumerate(zip(order[:-1], order[1:], strict=True), start=1)]
+    nb = pd.DataFrame(keep, columns=["k", "config", "config_b", "rank"])
+    df = nb.merge(df.astype({"k": int}), on=["k", "config", "config_b"], how="left")
+    n_all = cmp.sizes["config"] * (cmp.sizes["config"] - 1)
+    return Table.of(df[["k", "rank", *cols[1:]]], "P(pass@k of config > the next config down the ranking)",
+                    note=f"{note} Each config against the one ranked just below it (rank = config's place by "
+                    f"expected rank): {len(order) - 1} of the {n_all} ordered pairs per k; every pair is in the "
+                    "comparison (bp.compare_configs, the P(better) matrix plot; 'bayespass compare --all-pairs').")
 
 
 def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
