@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from bayespass.cli import app
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "evalplus"
 
 
 class _Imgs(HTMLParser):
@@ -186,6 +189,30 @@ def test_run_from_existing_samples(tmp_path):
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])
     assert (tmp_path / "r" / "report.html").exists() and "incoherence" not in tables
+
+
+@pytest.mark.skipif(not (SHARED / "MbppPlus.jsonl.gz").exists(), reason="shared evalplus data not present")
+def test_an_mbpp_plus_run_measures_incoherence(tmp_path):
+    # MBPP+'s contracts belong inside the def of the canonical solution; prompt + contract + canonical was not
+    # Python, fuzzing kept no input for any task and the run stopped at its incoherence stage
+    import bayespass as bp
+    from bayespass.generate.hf import write_samples
+    from bayespass.pipeline import RunConfig, run
+
+    data = SHARED / "MbppPlus.jsonl.gz"
+    suite = bp.load_suite("mbpp+", data, expected=False)
+    tasks = list(suite.tasks.values())[:5]
+    recs = [{"task_id": t.task_id, "solution": prog, "config": cfg}
+            for t in tasks for cfg, prog in (("right", t.reference_program),
+                                             ("wrong", f"def {t.entry_point}(*args):\n    return None\n"))
+            for _ in range(3)]
+    path = write_samples(recs, tmp_path / "mbpp.jsonl")
+    cfg = RunConfig(coder="samples", samples=str(path), suite="mbpp+", dataset=str(data), models=("bb",),
+                    main_model="bb", methods=("eb",), fuzz_n=30, n_splits=10)
+    tables = run(tmp_path / "r", cfg, echo=None)
+    inc = tables["incoherence"].set_index("config")
+    assert inc.loc["right", "tasks"] == inc.loc["wrong", "tasks"] == 5
+    assert inc.loc["right", "mean_error"] == 0 and inc.loc["wrong", "mean_error"] > 0.5
 
 
 def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):

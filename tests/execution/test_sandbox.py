@@ -183,6 +183,30 @@ def test_digests_cluster_behaviour(suite):
     assert (d[0, :3] == d[1, :3]).all() and (d[0, :3] != d[2, :3]).all()
 
 
+def test_set_equal_tasks_digest_outputs_as_sets():
+    # MBPP's similar_elements returns tuple(set(a) & set(b)): its order moves with the hash seed of the
+    # process, and the judge compares it as a set, so the digest must not see the order either
+    from bayespass.data.suites import Suite, Task
+    from bayespass.execution.child import encode
+    from bayespass.execution.judge import digest, judge
+    from bayespass.execution.sandbox import Outcome
+
+    def out(v):
+        return Outcome("value", encode(v))
+
+    a, b, c = out(("x", "y", 1.0)), out(["y", 1.0, "x", "x"]), out(("x", "z", 1.0))
+    assert judge(a, ("y", 1.0, "x"), entry_point="similar_elements") == judge(b, ("x", "y", 1.0),
+                                                                              entry_point="similar_elements") == "pass"
+    assert digest(a, set_equal=True) == digest(b, set_equal=True) != digest(c, set_equal=True)
+    assert digest(a) != digest(b)  # elsewhere order and duplicates are behaviour
+    assert digest(out(3), set_equal=True) == digest(out(3))  # not a collection: as before
+    tasks = {n: Task(n, "", n, "", inputs=[[1]]) for n in ("similar_elements", "other")}
+    s = Suite("x", tasks, "h")
+    assert tasks["similar_elements"].set_equal and not tasks["other"].set_equal
+    # the verdict-store key of a set-equal task changed with its digests (old stores hold order-bound ones)
+    assert s.testset_hash("similar_elements") != s.testset_hash("other")
+
+
 def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):
     from bayespass.execution.child import Hashed, decode, encode
     from bayespass.execution.judge import digest, judge

@@ -1,3 +1,4 @@
+import warnings
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,53 @@ def test_fuzz_keeps_only_valid_inputs_and_is_deterministic():
     assert all(decode(x)[0] >= 0 for x in a["inputs"])  # negatives raise in the canonical: dropped
     c = fuzz.fuzz_inputs(task, 60, seed=2, time_limit=30.0)
     assert c["inputs"] != a["inputs"]
+
+
+def test_the_contract_goes_first_in_the_entry_points_body():
+    mbpp = Task("toy/mbpp", '"""\nDouble it.\n"""\n', "f", "\ndef g(y):\n    return y\n\ndef f(x,\n      k=2):\n"
+                "    return g(x) * k\n", contract='\n  assert isinstance(x, int), "invalid inputs"\n  assert x >= 0\n')
+    assert mbpp.contracted_program == ('"""\nDouble it.\n"""\n\ndef g(y):\n    return y\n\ndef f(x,\n      k=2):\n'
+                                       '    assert isinstance(x, int), "invalid inputs"\n    assert x >= 0\n'
+                                       "    return g(x) * k\n")
+    tabs = Task("toy/tabs", "", "f", "def f(x):\n\treturn x\n", contract="    assert x >= 0\n")
+    assert tabs.contracted_program == "def f(x):\n\tassert x >= 0\n\treturn x\n"
+    he = Task("toy/he", 'def f(x):\n    """Doc."""\n', "f", "    return x\n", contract="\n    assert x >= 0\n")
+    ns = {}
+    exec(compile(he.contracted_program, "he", "exec"), ns)  # noqa: S102 - our own toy program
+    with pytest.raises(AssertionError):
+        ns["f"](-1)
+    for unchanged in (Task("a", "", "f", "def f(x): return x\n", contract="  assert x\n"),  # body on the def line
+                      Task("b", "", "f", "def f(x):\n    return x\n"),  # no contract
+                      Task("c", "", "h", "def f(x):\n    return x\n", contract="  assert x\n")):  # no entry point
+        assert unchanged.contracted_program == unchanged.reference_program
+
+
+def test_fuzz_applies_an_mbpp_style_contract():
+    # MBPP's prompt is a docstring and its contract is indented for the body of the def in the canonical
+    # solution: prompt + contract + canonical is not Python, and fuzzing kept no input at all
+    task = Task("toy/mbpp", '"""\nDouble a non-negative int.\n"""\n', "f", "\ndef f(x):\n    return 2 * x\n",
+                inputs=[[4], [9], [16]], n_base=3, contract='\n  assert x >= 0, "invalid inputs" # $_CONTRACT_$\n')
+    res = fuzz.fuzz_inputs(task, 60, seed=1, time_limit=30.0)
+    from bayespass.execution.child import decode
+
+    got = [decode(x)[0] for x in res["inputs"]]
+    assert len(got) > 20 and min(got) >= 0  # the canonical accepts negatives: only the contract drops them
+    assert [decode(v) for v in res["values"]] == [2 * x for x in got]
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared evalplus data not present")
+def test_evalplus_contracts_compile_and_mbpp_plus_fuzzes():
+    he = bp.load_suite("humaneval+", SHARED / "HumanEvalPlus.jsonl.gz", expected=False)
+    mb = bp.load_suite("mbpp+", SHARED / "MbppPlus.jsonl.gz", expected=False)
+    for s in (he, mb):
+        for t in s.tasks.values():
+            assert t.contract.strip() and t.contracted_program != t.reference_program, t.task_id
+            with warnings.catch_warnings():  # some tasks' own code has invalid escapes ("\\w")
+                warnings.simplefilter("ignore")
+                compile(t.contracted_program, t.task_id, "exec")
+    some = ["Mbpp/2", "Mbpp/3", "Mbpp/100"]
+    res = fuzz.fuzz_suite(mb, 60, seed=0, use_cache=False, tasks=some)
+    assert all(len(res[t]["inputs"]) >= 30 for t in some), {t: len(res[t]["inputs"]) for t in some}
 
 
 @pytest.mark.slow

@@ -24,6 +24,10 @@ __all__ = ["Task", "Suite", "read_suite", "SUITES", "cache_dir", "split_indices"
 SUITES = ("humaneval", "humaneval+", "mbpp+")
 _ENV = {"humaneval+": "HUMANEVAL_OVERRIDE_PATH", "mbpp+": "MBPP_OVERRIDE_PATH"}
 _NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
+#: evalplus's MBPP tasks whose output is compared as a set (``MBPP_OUTPUT_SET_EQ_TASKS``): their canonical
+#: solutions return ``tuple(set(...))`` and the like, in an order that changes with the hash seed
+SET_EQ = frozenset({"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
+                    "larg_nnum", "intersection_array", "find_dissimilar", "Diff"})
 
 
 
@@ -69,9 +73,51 @@ class Task:
         return self.prompt + self.canonical_solution
 
     @property
+    def contracted_program(self) -> str:
+        """The ground-truth program with the input contract as the entry point's first statements.
+
+        evalplus's contracts are assertions on the arguments, indented for a function body. HumanEval's prompt
+        ends inside the function (its docstring), so the contract could follow it; MBPP's prompt is a module
+        docstring and the ``def`` is in the canonical solution, so the contract goes after the ``def`` (as
+        evalplus's ``insert_contract_into_code`` does), re-indented to the body's own indentation (tabs or
+        any width) and after a signature over several lines.  Without a contract, or when the entry point is
+        not a plain top-level function with its body on its own lines, the reference program unchanged.
+        """
+        import ast
+        import textwrap
+        import warnings
+
+        program = self.reference_program
+        if not self.contract.strip():
+            return program
+        try:
+            with warnings.catch_warnings():  # invalid escapes ("\\w" in a non-raw string) warn; they are the task's
+                warnings.simplefilter("ignore")
+                tree = ast.parse(program)
+        except SyntaxError:
+            return program
+        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                and n.name == self.entry_point]
+        if not defs:
+            return program
+        first = defs[-1].body[0]
+        lines = program.split("\n")
+        indent = lines[first.lineno - 1].encode()[:first.col_offset].decode(errors="replace")
+        if indent.strip():  # the body starts on the def's line: nowhere to put statements before it
+            return program
+        contract = [indent + line if line.strip() else line
+                    for line in textwrap.dedent(self.contract.strip("\n")).split("\n")]
+        return "\n".join(lines[:first.lineno - 1] + contract + lines[first.lineno - 1:])
+
+    @property
     def output_not_none(self) -> bool:
         """Evalplus's oracle for MBPP tasks whose outputs are not serialisable."""
         return self.entry_point in _NOT_NONE
+
+    @property
+    def set_equal(self) -> bool:
+        """Whether outputs are compared (and digested) as sets, as evalplus does for a few MBPP tasks."""
+        return self.entry_point in SET_EQ
 
 
 @dataclass
@@ -109,7 +155,9 @@ class Suite:
     def testset_hash(self, task_id: str) -> str:
         """Hash of a task's inputs (part of the verdict-store key)."""
         t = self.tasks[task_id]
-        return hashlib.sha256(json.dumps([t.inputs, t.atol], default=repr).encode()).hexdigest()[:16]
+        # set-equal tasks' digests are of the output as a set (since 2026-11): a new key, not old stores' digests
+        key = [t.inputs, t.atol] + (["set-equal digests"] if t.set_equal else [])
+        return hashlib.sha256(json.dumps(key, default=repr).encode()).hexdigest()[:16]
 
 
 def _humaneval(path: str | None) -> tuple[dict, str]:

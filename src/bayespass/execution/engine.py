@@ -97,7 +97,7 @@ class _Judge:
         t = self.suite.tasks[task_id]
         o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
                           expected_digest=lambda: self.expected_digest(task_id, i))
-        o.digest = digest(o, atol=t.atol) if o.status != "not_run" else 0
+        o.digest = digest(o, atol=t.atol, set_equal=t.set_equal) if o.status != "not_run" else 0
         o.value = None
         return o
 
@@ -450,8 +450,9 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     for t in tasks:
         n, nb = len(suite.expected[t]["values"]), suite.expected[t]["n_base"]
         is_plus[ti[t], :nb], is_plus[ti[t], nb:n] = 0, 1
-        atol = suite.tasks[t].atol
-        ref[ti[t], :n] = [digest(Outcome("value", v), atol=atol) for v in suite.expected[t]["values"]]
+        task = suite.tasks[t]
+        ref[ti[t], :n] = [digest(Outcome("value", v), atol=task.atol, set_equal=task.set_equal)
+                          for v in suite.expected[t]["values"]]
     notes = _logprob_note(extras.get("mean_logprob"), exists)
     present = verdict != VERDICTS["absent"]
     passed = (verdict == VERDICTS["pass"]) | ~present

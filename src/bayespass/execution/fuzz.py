@@ -22,6 +22,10 @@ import numpy as np
 
 __all__ = ["mutate", "fuzz_inputs", "fuzz_suite", "fuzzed_suite"]
 
+#: part of the cache key of fuzzed inputs: bump when which inputs are kept changes (2: MBPP+'s contracts go
+#: inside the entry point's body; before, every MBPP+ task kept no input)
+FUZZ_VERSION = 2
+
 
 def _mutate_scalar(x, rng: random.Random):
     if type(x) is bool:
@@ -133,7 +137,7 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
     own = sandbox is None
     sb = sandbox or Sandbox(limits=Limits(cpu_s=600))
     cands = _candidates(task.inputs, int(n * oversample), rng, budget=int(20 * n * oversample))
-    program = task.prompt + task.contract + task.canonical_solution if task.contract else task.reference_program
+    program = task.contracted_program
     tagged = []
     keep_c = []
     for c in cands:
@@ -178,7 +182,8 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
 
         tasks = sorted(set(tasks))
         tag = "-t" + hashlib.sha256("\n".join(tasks).encode()).hexdigest()[:10]
-    path = cache_dir() / f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{HARNESS_VERSION}.json"
+    path = cache_dir() / (f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{HARNESS_VERSION}"
+                          f"-f{FUZZ_VERSION}.json")
     if use_cache and path.exists():
         return json.loads(path.read_text())
     tasks = [t for t in suite.tasks.values() if tasks is None or t.task_id in tasks]

@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 
+from ..data.suites import SET_EQ
 from .child import Hashed, canonical_digest, decode
 
 __all__ = ["VERDICTS", "CODES", "judge", "digest", "equal"]
@@ -38,8 +39,7 @@ VERDICTS = {"absent": -1, "not_run": 0, "pass": 1, "fail": 2, "error": 3, "timeo
             "crash": 5, "oversize": 6}
 CODES = {v: k for k, v in VERDICTS.items()}
 
-_SET_EQ = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
-           "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
+_SET_EQ = SET_EQ
 
 
 def _is_floats(x) -> bool:
@@ -182,17 +182,25 @@ def _normalise(x, tol):
     return x
 
 
-def digest(outcome, *, atol: float = 0.0) -> int:
+def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
     """Stable 63-bit digest of a test's behaviour: normalised value, error type, or verdict.
 
     Floats are rounded to the task's tolerance (1e-6 when atol is 0) so that
-    programs equal under the judge's float comparison share a digest.
+    programs equal under the judge's float comparison share a digest.  With
+    ``set_equal`` (tasks whose outputs the judge compares as sets) a list, tuple
+    or set is digested as the set of its elements, so that two outputs the judge
+    finds equal share a digest whatever their order.
     """
     if outcome.status == "value" and isinstance(outcome.value, dict):
         key = "hashed:" + str(outcome.value.get("H"))
     elif outcome.status == "value":
         try:
-            key = json.dumps(_normalise(decode(outcome.value), atol or 1e-6), sort_keys=True)
+            x = decode(outcome.value)
+            tol = atol or 1e-6
+            if set_equal and isinstance(x, list | tuple | set | frozenset):
+                key = json.dumps(["set-equal", sorted({json.dumps(_normalise(v, tol), sort_keys=True) for v in x})])
+            else:
+                key = json.dumps(_normalise(x, tol), sort_keys=True)
         except (ValueError, TypeError, RecursionError):
             key = "undecodable"
     elif outcome.status == "error":

@@ -179,7 +179,16 @@ def _fuzz(ctx: Context) -> None:
 
     cfg = ctx.cfg
     say(ctx.echo, f"[4/7] fuzzing {cfg.fuzz_n} inputs per task and executing the samples on them")
-    fsuite = fuzzed_suite(ctx.suite, cfg.fuzz_n, seed=0, workers=cfg.workers, tasks=list(ctx.samples.task.values))
+    tasks = [str(t) for t in ctx.samples.task.values]
+    fsuite = fuzzed_suite(ctx.suite, cfg.fuzz_n, seed=0, workers=cfg.workers, tasks=tasks)
+    if len(fsuite.tasks) < len(tasks):
+        msg = (f"fuzzing: {len(tasks) - len(fsuite.tasks)} of {len(tasks)} tasks have no fuzzed input that the "
+               "task's contract and canonical solution accept")
+        say(ctx.echo, f"      {msg}; " + ("incoherence uses the others" if fsuite.tasks else "no incoherence"))
+        warnings.warn(msg, stacklevel=2)
+    if not fsuite.tasks:
+        ctx.fuzz = None
+        return
     frecs = [r for r in ctx.recs if r["task_id"] in fsuite.tasks]
     ctx.fuzz = execute(frecs, fsuite, out=ctx.out / "fuzz", workers=cfg.workers, progress=ctx.progress)
 
