@@ -116,7 +116,8 @@ def test_report_renders_in_headless_chromium(rundir, tmp_path):
     assert sum(hist[:200]) > 0.02 * im.size[0] * im.size[1]  # not a blank page: figures drawn
 
 
-@pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--splits", "20"], ["incoherence"]])
+@pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--splits", "20"], ["incoherence"],
+                                 ["curve", "--k", "1,10,1000"]])
 def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     out, _ = rundir
     plot = tmp_path / "p.png"
@@ -129,6 +130,18 @@ def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
 def test_cli_post_processor_errors(tmp_path):
     res = CliRunner().invoke(app, ["gate", str(tmp_path)])
     assert res.exit_code == 2 and "not a run directory" in res.output
+
+
+def test_cli_curve_picks_a_fit_of_a_run_directory(rundir):
+    out, _ = rundir
+    res = CliRunner().invoke(app, ["curve", str(out), "--fit", "bb-eb", "--k", "5"])
+    assert res.exit_code == 0, res.output
+    assert "fit bb-eb" in res.output and "model bb by eb" in res.output
+    for args, msg in ((["curve", str(out), "--fit", "nope"], "has no fits/nope.nc; it has ['auto-eb'"),
+                      (["curve", str(out / "counts.csv")], "is not a fit"),
+                      (["curve", str(out / "fits" / "bb-eb.nc"), "--fit", "x"], "--fit applies to a run directory")):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and msg in res.output, res.output
 
 
 def test_interrupted_run_resumes(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -142,22 +143,24 @@ def _check_out(out: Path) -> None:
 
 @app.command()
 def curve(
-    fit_path: Annotated[Path, typer.Argument(metavar="FIT", help="InferenceData netCDF from 'bayespass fit'.")],
+    fit_path: Annotated[Path, typer.Argument(metavar="FIT_OR_RUN", help="InferenceData netCDF from 'bayespass "
+                                             "fit', or a run directory (its main fit, or --fit).")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     ci_prob: Annotated[float | None, typer.Option(
         help="Credible interval probability (default rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of the curves with bands.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    fit: Annotated[str | None, typer.Option("--fit", help="With a run directory: which of its fits (fits/NAME.nc, "
+                                            "e.g. auto-mcmc); default its main fit.")] = None,
 ) -> None:
-    """pass@k with credible intervals from a saved fit; optional plot."""
+    """pass@k with credible intervals from a saved fit or a run's fit; optional plot."""
     import arviz as az
 
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     if format not in FORMATS:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
-    if not fit_path.exists():
-        fail(f"fit file {str(fit_path)!r} does not exist")
+    fit_path = _fit_file(fit_path, fit)
     try:
         idata = az.from_netcdf(str(fit_path))
         res = passk_curve(idata, k, ci_prob=ci_prob)
@@ -280,6 +283,33 @@ def allocate_cmd(
     if out is not None:
         df.to_csv(out, index=False)
         typer.echo(f"wrote {out}", err=True)
+
+
+def _fit_file(path: Path, fit: str | None) -> Path:
+    """Return the fit file of FIT_OR_RUN: the file itself, or a run directory's main fit (or ``fit``)."""
+    if not path.exists():
+        fail(f"FIT_OR_RUN {str(path)!r} does not exist")
+    if path.is_dir():
+        if not (path / "run.json").exists():
+            fail(f"{str(path)!r} is a directory without run.json: pass a fit file or a run directory")
+        from .pipeline import _main_fit
+
+        name = fit or _main_fit(json.loads((path / "run.json").read_text()))
+        have = sorted(p.stem for p in (path / "fits").glob("*.nc"))
+        if name not in have:
+            fail(f"--fit {name!r}: the run directory has no fits/{name}.nc; it has {have}")
+        typer.echo(f"{path}: fit {name}", err=True)
+        return path / "fits" / f"{name}.nc"
+    if fit is not None:
+        fail("--fit applies to a run directory; FIT_OR_RUN is a file")
+    try:
+        ok = _is_fit(path)
+    except OSError:
+        ok = False
+    if not ok:
+        fail(f"{str(path)!r} is not a fit (an InferenceData netCDF from 'bayespass fit'); for counts use "
+             "'bayespass fit' first, or pass a run directory")
+    return path
 
 
 def _is_fit(path: Path) -> bool:
@@ -462,8 +492,6 @@ def _as_option(msg: str) -> str:
 
 def _print_run(tables: dict, out: Path) -> None:
     """Print the tables of a run (what 'bayespass run' shows), in the report's order; each brings its title."""
-    import json
-
     from .report.html import SECTION_ORDER
 
     for key in SECTION_ORDER:
