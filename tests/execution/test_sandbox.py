@@ -56,6 +56,8 @@ def threats(canary_dir: Path) -> dict[str, tuple[str, set[str]]]:
         "kill_parent": ("    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return x + 2\n",
                         {"error", "fail"}),
         "kill_all": ("    import os, signal\n    os.kill(-1, signal.SIGKILL)\n    return x + 2\n", {"error", "fail"}),
+        # x / tolerance overflowed in the digest of a huge float: the evaluator itself crashed
+        "huge_floats": ("    return [1.7e308, [-1e308, 8.9e307]]\n", {"fail"}),
         "always_equal": ("    class E:\n        def __eq__(self, o):\n            return True\n"
                          "        __hash__ = object.__hash__\n    return E()\n", {"error"}),
         "always_equal_int": ("    class E(int):\n        def __eq__(self, o):\n            return True\n"

@@ -168,7 +168,8 @@ def _normalise(x, tol):
     if type(x) is float:
         if math.isnan(x) or math.isinf(x):
             return ["F", repr(x)]
-        return ["F", round(x / tol) * tol if tol > 0 else x]
+        q = x / tol if tol > 0 else math.inf
+        return ["F", round(q) * tol if math.isfinite(q) else x]  # x / tol overflows for |x| near 1.8e308
     if isinstance(x, list):
         return ["L", [_normalise(v, tol) for v in x]]
     if isinstance(x, tuple):
@@ -201,7 +202,7 @@ def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
                 key = json.dumps(["set-equal", sorted({json.dumps(_normalise(v, tol), sort_keys=True) for v in x})])
             else:
                 key = json.dumps(_normalise(x, tol), sort_keys=True)
-        except (ValueError, TypeError, RecursionError):
+        except (ValueError, TypeError, RecursionError, OverflowError):
             key = "undecodable"
     elif outcome.status == "error":
         key = "error:" + outcome.error.split(":")[0]
