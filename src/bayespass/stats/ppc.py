@@ -109,8 +109,10 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     for j, a in enumerate(axes):
         lo, hi = np.quantile(h_rep[:, j], [(1 - prob) / 2, (1 + prob) / 2], axis=0)
         a.bar(mids, h_obs[j], width=0.09, color="0.6", label="observed")
-        a.errorbar(mids, h_rep[:, j].mean(0), yerr=[h_rep[:, j].mean(0) - lo, hi - h_rep[:, j].mean(0)],
-                   fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
+        mean = h_rep[:, j].mean(0)
+        # a bin that every replicate fills alike has a mean a rounding error outside its own quantiles
+        yerr = np.clip([mean - lo, hi - mean], 0.0, None)
+        a.errorbar(mids, mean, yerr=yerr, fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
         a.set_title(str(configs[j]), fontsize=8)
         a.set_xlabel("c / n")
     axes[0].set_ylabel("fraction of tasks")
