@@ -188,7 +188,7 @@ def test_digests_cluster_behaviour(suite):
 def test_set_equal_tasks_digest_outputs_as_sets():
     # MBPP's similar_elements returns tuple(set(a) & set(b)): its order moves with the hash seed of the
     # process, and the judge compares it as a set, so the digest must not see the order either
-    from bayespass.data.suites import Suite, Task
+    from bayespass.data.suites import Task
     from bayespass.execution.child import encode
     from bayespass.execution.judge import digest, judge
     from bayespass.execution.sandbox import Outcome
@@ -202,11 +202,26 @@ def test_set_equal_tasks_digest_outputs_as_sets():
     assert digest(a, set_equal=True) == digest(b, set_equal=True) != digest(c, set_equal=True)
     assert digest(a) != digest(b)  # elsewhere order and duplicates are behaviour
     assert digest(out(3), set_equal=True) == digest(out(3))  # not a collection: as before
-    tasks = {n: Task(n, "", n, "", inputs=[[1]]) for n in ("similar_elements", "other")}
-    s = Suite("x", tasks, "h")
-    assert tasks["similar_elements"].set_equal and not tasks["other"].set_equal
-    # the verdict-store key of a set-equal task changed with its digests (old stores hold order-bound ones)
-    assert s.testset_hash("similar_elements") != s.testset_hash("other")
+    assert Task("a", "", "similar_elements", "").set_equal and not Task("b", "", "other", "").set_equal
+
+
+def test_digests_follow_the_judges_equality_of_numbers():
+    # a real MBPP program returning 209934 where the canonical returns 209934.0 passes, and was counted as an
+    # error (and as incoherent with its float-returning siblings) on every fuzzed input
+    from bayespass.execution.child import encode
+    from bayespass.execution.judge import digest, judge
+    from bayespass.execution.sandbox import Outcome
+
+    def d(v, **kw):
+        return digest(Outcome("value", encode(v)), **kw)
+
+    for a, b in ((209934, 209934.0), (True, 1), ([1, (2.0, {3: 4.0})], [1.0, (2, {3.0: 4})]), (10**20, 1e20),
+                 (1 + 2j, complex(1.0, 2.0)), (0.1 + 0.2, 0.3)):
+        assert judge(Outcome("value", encode(a)), b) == "pass", (a, b)
+        assert d(a) == d(b), (a, b)
+    for a, b in ((1, 2), (1, "1"), (0.5, 0.5001), ([1], (1,)), (None, 0), (1 + 2j, 1 + 3j), (2**60, 2**60 + 1)):
+        assert d(a) != d(b), (a, b)
+    assert d(1.0000001, atol=1e-3) == d(1.0, atol=1e-3) and d(1.0000001) != d(1.1)
 
 
 def test_values_over_the_cap_are_sent_as_digests_and_judged_exactly(layer):

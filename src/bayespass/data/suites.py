@@ -155,9 +155,7 @@ class Suite:
     def testset_hash(self, task_id: str) -> str:
         """Hash of a task's inputs (part of the verdict-store key)."""
         t = self.tasks[task_id]
-        # set-equal tasks' digests are of the output as a set (since 2026-11): a new key, not old stores' digests
-        key = [t.inputs, t.atol] + (["set-equal digests"] if t.set_equal else [])
-        return hashlib.sha256(json.dumps(key, default=repr).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([t.inputs, t.atol], default=repr).encode()).hexdigest()[:16]
 
 
 def _humaneval(path: str | None) -> tuple[dict, str]:

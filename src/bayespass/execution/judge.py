@@ -164,12 +164,20 @@ def _digest_of(x) -> str | None:
         return None
 
 
+def _number(x, tol: float) -> list:
+    """One form for real numbers that ``==`` finds equal: 2, 2.0 and True-as-1 alike, rounded to ``tol``."""
+    if type(x) is float and not math.isfinite(x):
+        return ["F", repr(x)]
+    if abs(x) > 2**53:  # beyond float precision: integral either way, compared exactly (10**20 == 1e20)
+        return ["N", int(x)]
+    return ["N", round(x / tol)]  # an int and a float of the same value divide to the same float
+
+
 def _normalise(x, tol):
-    if type(x) is float:
-        if math.isnan(x) or math.isinf(x):
-            return ["F", repr(x)]
-        q = x / tol if tol > 0 else math.inf
-        return ["F", round(q) * tol if math.isfinite(q) else x]  # x / tol overflows for |x| near 1.8e308
+    if type(x) in (int, float, bool):
+        return _number(x, tol)
+    if type(x) is complex:
+        return ["C", _number(x.real, tol), _number(x.imag, tol)]
     if isinstance(x, list):
         return ["L", [_normalise(v, tol) for v in x]]
     if isinstance(x, tuple):
@@ -186,8 +194,9 @@ def _normalise(x, tol):
 def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
     """Stable 63-bit digest of a test's behaviour: normalised value, error type, or verdict.
 
-    Floats are rounded to the task's tolerance (1e-6 when atol is 0) so that
-    programs equal under the judge's float comparison share a digest.  With
+    Numbers are put in one form whatever their type (``2``, ``2.0`` and ``True`` are equal under the
+    judge's ``==``) and rounded to the task's tolerance (1e-6 when atol is 0), so that programs equal
+    under the judge's comparison share a digest.  With
     ``set_equal`` (tasks whose outputs the judge compares as sets) a list, tuple
     or set is digested as the set of its elements, so that two outputs the judge
     finds equal share a digest whatever their order.
