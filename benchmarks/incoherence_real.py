@@ -4,10 +4,11 @@ For each config of the real MBPP generations (``../shared/data/real/difftrust_mb
 ``--samples`` samples of the first ``--tasks`` MBPP+ tasks are executed on ``--fuzz-n`` fuzzed inputs per
 task (inputs that the task's evalplus contract and canonical solution accept), and
 :func:`bayespass.incoherence` compares them with each other (incoherence I) and with the canonical
-solution (error E) per task. Reported per config: mean E and I; the rank correlation of I and E over
-tasks; the detection rate (the share of tasks with E > 0 where I > 0, i.e. where the samples disagree
-among themselves and so reveal, without an oracle, that something is wrong); and the undetected error
-(the mean E over tasks where I = 0: every sample agrees, and is wrong alike).
+solution (error E) per task. Reported per config (``incoherence_summary``, as ``bayespass incoherence``
+prints it): mean E and I; the rank correlation of I and E over tasks; the detection rate (the share of
+tasks with E > 0 where I > 0, i.e. where the samples disagree among themselves and so reveal, without an
+oracle, that something is wrong); the undetected error (the mean E over tasks where I = 0: every sample
+agrees, and any error is shared); the zero-incoherence rate and the share of tasks where I <= 2E.
 
 Usage:
     python benchmarks/incoherence_real.py [--configs 12] [--tasks 100] [--samples 10] [--fuzz-n 100]
@@ -46,25 +47,6 @@ def samples(n_configs: int, tasks: list[str], k: int) -> list[dict]:
     return recs
 
 
-def table(inc) -> pd.DataFrame:
-    """Per config: tasks, mean E and I, Spearman(I, E), detection rate, undetected error."""
-    from scipy.stats import spearmanr
-
-    rows = []
-    for cfg in inc.config.values:
-        e, i = inc["E"].sel(config=cfg).values, inc["I"].sel(config=cfg).values
-        ok = np.isfinite(e) & np.isfinite(i)
-        e, i = e[ok], i[ok]
-        wrong = e > 0
-        rows.append({"config": str(cfg), "tasks": int(ok.sum()), "mean_E": e.mean(), "mean_I": i.mean(),
-                     "spearman_I_E": spearmanr(i, e).statistic if (i > 0).any() and wrong.any() else np.nan,
-                     "tasks_with_error": int(wrong.sum()),
-                     "detected": float((i[wrong] > 0).mean()) if wrong.any() else np.nan,
-                     "undetected_error": float(e[i == 0].sum() / len(e)),
-                     "bound_I<=2E": float(np.mean(i <= 2 * e + 1e-12))})
-    return pd.DataFrame(rows)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", type=int, default=12, help="the first N of the fifty-sample configs")
@@ -88,13 +70,15 @@ def main() -> None:
     n_in = [len(fsuite.tasks[t].inputs) for t in fsuite.tasks]
     print(f"{len(fsuite.tasks)} of {len(tasks)} tasks kept fuzzed inputs (median {np.median(n_in):.0f} per task); "
           f"{len(recs)} samples; fuzzing {t1 - t0:.0f} s, execution {t2 - t1:.0f} s")
-    df = table(bp.incoherence(fz))
+    from bayespass.stats.incoherence import incoherence_summary
+
+    df = pd.DataFrame(incoherence_summary(bp.incoherence(fz)))
     print("| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns))
     for row in df.itertuples(index=False):
         print("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v).replace("|", "\\|") for v in row)
               + " |")
-    print(f"\nmean over configs: detected {df['detected'].mean():.3f}, Spearman {df['spearman_I_E'].mean():.3f}, "
-          f"undetected error {df['undetected_error'].mean():.3f} of mean E {df['mean_E'].mean():.3f}")
+    means = df.drop(columns=["config", "tasks"]).mean()
+    print("\nmean over configs: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
 
 
 if __name__ == "__main__":
