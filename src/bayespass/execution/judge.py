@@ -39,8 +39,6 @@ VERDICTS = {"absent": -1, "not_run": 0, "pass": 1, "fail": 2, "error": 3, "timeo
             "crash": 5, "oversize": 6}
 CODES = {v: k for k, v in VERDICTS.items()}
 
-_SET_EQ = SET_EQ
-
 
 def _is_floats(x) -> bool:
     if type(x) is float:
@@ -124,7 +122,7 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expec
                 exact = exact or out == _digit_distance_nums(*inp)
         except (TypeError, ValueError):
             pass
-    elif entry_point in _SET_EQ:
+    elif entry_point in SET_EQ:
         try:
             return isinstance(out, list | tuple | set) and set(out) == set(exp)
         except TypeError:
@@ -173,6 +171,11 @@ def _number(x, tol: float) -> list:
     return ["N", round(x / tol)]  # an int and a float of the same value divide to the same float
 
 
+def _set_form(xs, tol: float) -> list:
+    """Return the form of a set, or of an output the judge compares as one: members normalised, unordered, once."""
+    return ["S", sorted({json.dumps(_normalise(v, tol), sort_keys=True) for v in xs})]
+
+
 def _normalise(x, tol):
     if type(x) in (int, float, bool):
         return _number(x, tol)
@@ -183,7 +186,7 @@ def _normalise(x, tol):
     if isinstance(x, tuple):
         return ["T", [_normalise(v, tol) for v in x]]
     if isinstance(x, set | frozenset):
-        return ["S", sorted((_normalise(v, tol) for v in x), key=repr)]
+        return _set_form(x, tol)
     if isinstance(x, dict):
         return ["D", sorted(([_normalise(k, tol), _normalise(v, tol)] for k, v in x.items()), key=repr)]
     if isinstance(x, bytes):
@@ -205,12 +208,10 @@ def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
         key = "hashed:" + str(outcome.value.get("H"))
     elif outcome.status == "value":
         try:
-            x = decode(outcome.value)
-            tol = atol or 1e-6
-            if set_equal and isinstance(x, list | tuple | set | frozenset):
-                key = json.dumps(["set-equal", sorted({json.dumps(_normalise(v, tol), sort_keys=True) for v in x})])
-            else:
-                key = json.dumps(_normalise(x, tol), sort_keys=True)
+            x, tol = decode(outcome.value), atol or 1e-6
+            as_set = set_equal and isinstance(x, list | tuple | set | frozenset)
+            form = _set_form(x, tol) if as_set else _normalise(x, tol)
+            key = json.dumps(form, sort_keys=True)
         except (ValueError, TypeError, RecursionError, OverflowError):
             key = "undecodable"
     elif outcome.status == "error":

@@ -293,10 +293,10 @@ def prob_better_table(cmp: xr.Dataset, k=None, *, pairs: str = "auto") -> Table:
         keep += [(int(kk), a, b, r) for r, (a, b) in enumerate(zip(order[:-1], order[1:], strict=True), start=1)]
     nb = pd.DataFrame(keep, columns=["k", "config", "config_b", "rank"])
     df = nb.merge(df.astype({"k": int}), on=["k", "config", "config_b"], how="left")
-    n_all = cmp.sizes["config"] * (cmp.sizes["config"] - 1)
+    n = cmp.sizes["config"]
     return Table.of(df[["k", "rank", *cols[1:]]], "P(pass@k of config > the next config down the ranking)",
                     note=f"{note} Each config against the one ranked just below it (rank = config's place by "
-                    f"expected rank): {len(order) - 1} of the {n_all} ordered pairs per k; every pair is in the "
+                    f"expected rank): {n - 1} of the {n * (n - 1)} ordered pairs per k; every pair is in the "
                     "comparison (bp.compare_configs, the P(better) matrix plot; 'bayespass compare --all-pairs').")
 
 
