@@ -160,7 +160,9 @@ def test_mcmc_by_hmc_matches_importance_sampling_of_the_same_posterior():
         log_p = np.array([log_marginal(t, d, grad=False, workers=1)[0] + _log_prior(t, 2)[0] for t in x])
     w = np.exp(log_p - log_q - np.nanmax(log_p - log_q))
     w = np.nan_to_num(w) / np.nansum(w)
-    assert 1.0 / np.sum(w**2) > 500  # the reference itself is precise enough
+    # the reference itself is precise enough: with an importance ESS of 200 its means carry a standard error of
+    # 0.07 sd, against the tolerance of 0.25 sd below (the ESS is 270-1,700 depending on the draws' covariance)
+    assert 1.0 / np.sum(w**2) > 200
     alpha_is = _split(x, 2)[0]
     mean_is = w @ alpha_is
     sd_is = np.sqrt(w @ (alpha_is - mean_is) ** 2)
@@ -177,3 +179,55 @@ def test_hmc_sampler_needs_integrated_task_parameters():
     with pytest.raises(ValueError, match="sampler='hmc' needs a model whose task-level parameters are integrated "
                        "out; got model='hier'"):
         bp.fit(counts, "hier", "mcmc", sampler="hmc")
+
+
+def test_grid_from_the_dispersions_is_coarser_and_keeps_the_marginal():
+    """MCMC's grid (from the dispersions at the mode) against a grid 10x finer than the default one."""
+    from bayespass.models.shared import PHI_MARGIN
+
+    rng = np.random.default_rng(3)
+    J, T, m = 12, 60, 50
+    x = np.where(rng.random(T) < 0.25, 8.0, rng.normal(0, 1.5, T))
+    alpha = np.linspace(-1.0, 1.0, J)
+    phi = np.full(J, 6.0)
+    mu = expit(alpha[:, None] - x[None, :])
+    n = np.full((J, T), m)
+    c = rng.binomial(n, rng.beta(mu * phi[:, None], (1 - mu) * phi[:, None]))
+    n, c = n.astype(float), c.astype(float)
+    fine, coarse = _Data(n, c), _Data(n, c, phi=PHI_MARGIN * phi)
+    assert coarse.x.size < 0.6 * fine.x.size
+    ref = _Data(n, c)
+    ref.x = np.linspace(KNOTS[0], KNOTS[-1], 10 * fine.x.size)
+    ref.hat = _hat(ref.x)
+    th = np.concatenate([alpha, np.log(phi), -0.5 * (KNOTS / 3.0) ** 2])
+    for t in (th, th + rng.normal(0, 0.1, th.size)):
+        want, g_want = log_marginal(t, ref)
+        got, g_got = log_marginal(t, coarse)
+        # the trapezoid sums of the three grids differ by a constant (the normalisation of g on each grid
+        # enters every task alike); the parameters' log density, up to that constant, is what the sampler sees
+        assert abs((got - want) - (log_marginal(th, coarse)[0] - log_marginal(th, ref)[0])) < 0.02
+        assert np.max(np.abs(g_got - g_want)) < 0.01 * np.max(np.abs(g_want))
+
+
+def test_gate_quantities_do_not_see_the_unidentified_shift():
+    """A common shift of every ability and of g (one knot) leaves the gated quantities as they were."""
+    import xarray as xr
+
+    from bayespass.models.base import get_model
+
+    rng = np.random.default_rng(0)
+    h = KNOTS[1] - KNOTS[0]
+    beta = np.concatenate([[-40.0, -40.0], rng.normal(0, 1, KNOTS.size - 4), [-40.0, -40.0]])
+    alpha = rng.normal(0, 1, (1, 5, 3))
+
+    def post(a, b):
+        return xr.Dataset({"alpha": (("chain", "draw", "config"), a),
+                           "log_phi": (("chain", "draw", "config"), np.zeros_like(a)),
+                           "beta": (("chain", "draw", "knot"), np.broadcast_to(b, (1, 5, KNOTS.size)))})
+
+    m = get_model("shared")
+    before = m.gated_quantities(post(alpha, beta))
+    after = m.gated_quantities(post(alpha + h, np.roll(beta, 1)))
+    for v in before.data_vars:
+        np.testing.assert_allclose(after[v].values, before[v].values, atol=1e-6, err_msg=v)
+    assert not np.allclose(after.alpha_rel.values + 0.0, alpha + h)  # relative, not the raw abilities

@@ -646,7 +646,9 @@ def convergence_report(idata, model=None) -> dict:
     import arviz as az
 
     m = get_model(model or idata.posterior.attrs.get("bayespass_model"))
-    if m.joint:
+    if hasattr(m, "gated_quantities"):  # a joint model whose parameters are identified only jointly
+        target = m.gated_quantities(idata.posterior)
+    elif m.joint:
         target = idata.posterior[[v for v in m.free if v in idata.posterior]]
     else:
         # the identified quantities: the model's named parameters and the dataset pass@k at k = 1, 10, 100

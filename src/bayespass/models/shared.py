@@ -41,6 +41,15 @@ KNOTS = np.linspace(-10.0, 10.0, 13)
 #: 378 tasks) but made P(better) less calibrated on real MBPP (ECE 0.051 -> 0.084 at m = 1, 0.018 -> 0.025 at
 #: m = 2; benchmarks/RESULTS.md): the Laplace posterior is over-confident, and 5 stays until it is not
 N_THETA = 5
+#: the grid of MCMC assumes dispersions up to this multiple of the posterior mode's (or 3 sd above it where
+#: their posterior is wider; at m = 50 on 34 x 378 the sd of log phi is about 0.05): tests/models/test_shared.py
+#: checks the log density's differences and gradient against a grid 10x finer
+PHI_MARGIN = 2.0
+#: leapfrog steps per HMC transition in the whitened coordinates (drawn uniformly): the posterior is near a
+#: standard normal there and the adapted step size near 0.4, so 3-8 steps travel 1.2-3.4, around the quarter
+#: period (pi / 2) that decorrelates a normal's draws; 4-16 came close to a full period (ESS per gradient 1.8x
+#: lower on 34 configs x 120 tasks at m = 50)
+STEPS = (3, 8)
 _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
 
 
@@ -52,15 +61,19 @@ def _hat(x: np.ndarray) -> np.ndarray:
 class _Data:
     """Distinct task columns (counts of every config on a task) with their multiplicities."""
 
-    def __init__(self, n: np.ndarray, c: np.ndarray):
+    def __init__(self, n: np.ndarray, c: np.ndarray, phi: np.ndarray | None = None):
         obs = (n > 0).any(0)
         cols = np.concatenate([n[:, obs], c[:, obs]]).T
         uniq, inverse, w = np.unique(cols, axis=0, return_inverse=True, return_counts=True)
         J = n.shape[0]
         self.n, self.c, self.w = uniq[:, :J].T.astype(float), uniq[:, J:].T.astype(float), w.astype(float)
         self.inverse, self.observed = inverse.ravel(), obs  # observed task -> distinct column
-        # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd
-        h = min(0.2, 2.4 / np.sqrt(max(float(self.n.sum(0).max()), 1.0)))
+        self.n_full, self.c_full = n, c
+        # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd.
+        # Given dispersions phi_j (J,), a config's count tells at most as much as n (1 + phi) / (n + phi) trials
+        # (its Beta-Binomial variance), so the bound is 2 / sqrt(sum_j n_eff_ij)
+        n_eff = self.n if phi is None else self.n * (1.0 + phi[:, None]) / (self.n + phi[:, None])
+        h = min(0.2, 2.4 / np.sqrt(max(float(n_eff.sum(0).max()), 1.0)))
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
         self.hat = _hat(self.x)
         self._onehot = None
@@ -287,13 +300,17 @@ class Shared(Model):
     free = ("alpha", "log_phi", "beta")
 
     # -- fit -----------------------------------------------------------------------------------
-    def mode(self, counts):
-        """Posterior mode of (alpha, log phi, log g knots), the negative log posterior and the data."""
+    def mode(self, counts, *, data: _Data | None = None, start: np.ndarray | None = None):
+        """Posterior mode of (alpha, log phi, log g knots), the negative log posterior and the data.
+
+        ``data``: the tasks on another grid (default: the grid that holds for any dispersion); ``start``: a
+        starting point (default: from the pass rates).
+        """
         from scipy.optimize import minimize
 
         n, c = counts.n.values.astype(float), counts.c.values.astype(float)
         J = n.shape[0]
-        d = _Data(n, c)
+        d = _Data(n, c) if data is None else data
 
         def neg(theta):
             ll, g = log_marginal(theta, d)
@@ -302,8 +319,9 @@ class Shared(Model):
 
         with np.errstate(all="ignore"):
             frac = np.clip((c.sum(1) + 0.5) / (n.sum(1) + 1.0), 0.02, 0.98)
-        start = np.concatenate([np.log(frac / (1 - frac)), np.full(J, _PRIOR["log_phi"][0]),
-                                -0.5 * (KNOTS / 3.0) ** 2])
+        if start is None:
+            start = np.concatenate([np.log(frac / (1 - frac)), np.full(J, _PRIOR["log_phi"][0]),
+                                    -0.5 * (KNOTS / 3.0) ** 2])
         bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size
         res = minimize(neg, start, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6})
@@ -337,6 +355,13 @@ class Shared(Model):
 
         res, neg, _, d = self.mode(counts)
         J = counts.sizes["config"]
+        # the dispersions bound what a count tells about a task's difficulty, so the grid can be coarser (m = 50
+        # on 34 x 378: 160 nodes instead of 345); it holds for dispersions up to PHI_MARGIN times the mode's, or
+        # 3 Laplace sd above it where the data leave them wider.  The mode and curvature are then taken on it
+        sd = np.sqrt(np.diag(_laplace_cov(res.x, d, J)[0])[J:2 * J])
+        coarse = _Data(d.n_full, d.c_full, phi=np.exp(res.x[J:2 * J] + np.maximum(np.log(PHI_MARGIN), 3 * sd)))
+        if coarse.x.size < d.x.size:
+            res, neg, _, d = self.mode(counts, data=coarse, start=res.x)
         mode = res.x
         P = mode.size
         H = np.empty((P, P))
@@ -363,7 +388,7 @@ class Shared(Model):
             return (np.array([o[0] for o in out]).reshape(z.shape[:-1]),
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
-        r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
+        r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed, steps=STEPS,
                        use_map=False, jitter=0.5, progress=progress)
         theta = mode + r.draws[:, :, 0] @ L.T
         post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
@@ -392,6 +417,33 @@ class Shared(Model):
             s = ll.sum(0) + (s - pm.math.logsumexp(s))[None, :]
             pm.Potential("marginal", pt.dot(d.w, pm.math.logsumexp(s, axis=1).ravel()))
         return model
+
+    def gated_quantities(self, post: xr.Dataset) -> xr.Dataset:
+        """Return what the data identify, for the convergence gate.
+
+        That is the abilities relative to their mean, the dispersions, and the difficulty distribution relative
+        to the mean ability (its mean, spread and the mass of tasks 5 logits harder or easier than the average
+        config finds them).  The likelihood depends on ``alpha_j - x_i`` only: a common shift of every ability
+        and of ``g`` is set by the priors alone, and with ``g`` piecewise linear the posterior along that shift
+        has a mode per alignment of its sharp features with the knots (34 configs x 378 tasks at m = 50: two
+        modes 1.3 logits apart, the raw abilities' ESS 80-230 while every identified quantity's is above
+        1,200).  Every prediction is a function of these quantities, so the gate checks them (as flex's gate
+        skips its far spline coefficients).
+        """
+        alpha = post["alpha"]
+        centre = alpha.mean("config")
+        grid = np.linspace(KNOTS[0], KNOTS[-1], 40 * (KNOTS.size - 1) + 1)  # 40 points per knot interval
+        s = post["beta"].transpose("chain", "draw", "knot").values @ _hat(grid).T
+        g = np.exp(s - logsumexp(s, axis=-1, keepdims=True))
+        rel = grid - centre.values[..., None]  # difficulty relative to the mean ability, per draw
+        mean = (g * rel).sum(-1)
+        dims = ("chain", "draw")
+        sd = np.sqrt((g * (rel - mean[..., None]) ** 2).sum(-1))
+        return xr.Dataset({"alpha_rel": alpha - centre, "log_phi": post["log_phi"],
+                           "g_mean_rel": (dims, mean), "g_sd": (dims, sd),
+                           "g_mass_hard": (dims, (g * (rel > 5.0)).sum(-1)),
+                           "g_mass_easy": (dims, (g * (rel < -5.0)).sum(-1))},
+                          coords={"chain": post.chain, "draw": post.draw})
 
     # -- predictions ---------------------------------------------------------------------------
     @staticmethod
