@@ -87,8 +87,8 @@ def estimate(
         typer.echo(f"warning: {w.message}", err=True)
     if any("mean_only" in str(w.message) for w in caught):
         typer.echo(f"note: with one sample per task only pass@1 is identified, so the closed-form bb/zoibb/linmix "
-                   f"estimates are undefined (—); 'bayespass fit {counts}' gives pass@k with a band as wide as the "
-                   "data warrant", err=True)
+                   f"estimates beyond it are undefined (—); 'bayespass fit {counts}' gives pass@k with a band as wide "
+                   "as the data warrant", err=True)
     emit(df, format)
 
 

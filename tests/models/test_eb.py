@@ -67,9 +67,23 @@ def test_missing_tasks_ignored_in_fit():
     assert_allclose(fit.a.values, 0.6, rtol=0.15)
 
 
-def test_mean_only_gives_undefined_passk_not_zero():
+def test_mean_only_gives_the_mean_at_k1_and_undefined_passk_beyond():
     rng = np.random.default_rng(1)
-    ds = bp.make_counts(np.ones(300, int), rng.binomial(1, 0.6, 300))
+    c = rng.binomial(1, 0.6, 300)
+    ds = bp.make_counts(np.ones(300, int), c)
     with pytest.warns(bp.FitWarning):
         out = bp.passk(ds, [1, 10], method=["bb", "zoibb", "linmix"]).values
-    assert np.isnan(out).all()
+    assert_allclose(out[:, 0, 0], c.mean(), rtol=1e-12)  # pass@1: the observed mean, whatever the prior's shape
+    assert np.isnan(out[:, 0, 1]).all()  # pass@10 depends on the shape, which one sample per task cannot tell
+
+
+@pytest.mark.parametrize("kappa", [0.05, 1.0, 30.0])
+def test_dataset_pass1_with_one_sample_per_task_is_the_mean_under_any_spread(kappa):
+    """Why the fill above is right: with n = 1, every Beta prior of mean c_bar gives dataset pass@1 = c_bar."""
+    from bayespass.stats import kernels
+
+    c = np.random.default_rng(2).binomial(1, 0.3, 200)
+    a, b = c.mean() * kappa, (1 - c.mean()) * kappa
+    per_task = kernels.passk_bb_predictive_grid(np.ones(200), c.astype(float), np.array([1, 10]), a, b)
+    assert per_task[:, 0].mean() == pytest.approx(c.mean(), rel=1e-12)
+    assert per_task[:, 1].std() > 0  # pass@10 per task does depend on kappa and c

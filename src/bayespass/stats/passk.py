@@ -46,6 +46,25 @@ def _pair_values(method: str, table: PairTable, k: np.ndarray, fits: dict,
     return w * z + (1 - w) * bb
 
 
+def _mean_only_pass1(vals: np.ndarray, method: str, k: np.ndarray, fits: dict, counts: xr.Dataset) -> np.ndarray:
+    """Fill the dataset pass@1 of a Bayesian method for configs whose EB fit identifies only the mean.
+
+    With one sample per task the prior's shape is not identified, but the dataset mean of the posterior
+    predictive pass@1 is: for any prior G with mean mu, averaging E[p | c_i] over tasks gives
+    c_bar E_G[p^2] / mu + (1 - c_bar) (mu - E_G[p^2]) / (1 - mu), which is c_bar when mu = c_bar (the EB
+    mean there).  So pass@1 is the observed mean; pass@k for k > 1 stays NaN (it depends on the shape).
+    """
+    if method not in ("bb", "zoibb", "linmix") or not np.any(k == 1):
+        return vals
+    priors = ("bb", "zoibb") if method == "linmix" else (method,)
+    mean_only = np.all([fits[p]["status"].values == "mean_only" for p in priors], axis=0)
+    if not mean_only.any():
+        return vals
+    vals = vals.copy()
+    vals[np.ix_(mean_only, k == 1)] = avg_at_n(counts).values[mean_only, None]
+    return vals
+
+
 def passk(
     counts: xr.Dataset,
     k: int | Sequence[int] | str = (1, 10, 100),
@@ -117,7 +136,7 @@ def passk(
             if m in ("naive", "unbiased"):
                 vals = np.where((counts.n.values > 0)[..., None], vals, np.nan)
         else:
-            vals = table.dataset_mean(vals)
+            vals = _mean_only_pass1(table.dataset_mean(vals), m, k, fits, counts)
         arrays.append(vals)
     dims = ("config", "task", "k") if per_task else ("config", "k")
     coords = dict(counts.coords) if per_task else _config_coords(counts)
