@@ -75,3 +75,18 @@ def test_fit_and_curve_cli(tmp_path):
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--method", "mcmc", "--sampler", "stan",
                               "--out", str(tmp_path / "x.nc")])
     assert res.exit_code != 0 and "sampler='stan' is not supported" in res.output
+
+
+def test_cli_prints_warnings_on_one_line_without_source(tmp_path, capsys):
+    """A FitWarning under the CLI reads like its errors: 'warning: ...', not the library's file and line."""
+    import warnings
+
+    f = tmp_path / "c.csv"
+    f.write_text("task,n,c\nt1,3,2\nt2,3,1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert runner.invoke(app, ["estimate", str(f), "--method", "naive"]).exit_code == 0  # the root callback ran
+        capsys.readouterr()
+        warnings.warn("convergence gates failed for model 'flex'", bp.FitWarning, stacklevel=1)
+        err = capsys.readouterr().err
+    assert err == "warning: convergence gates failed for model 'flex'\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +37,12 @@ def _root(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """Honest uncertainty for code-LLM evaluation."""
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+    """Print a warning as the CLI prints its errors: one line, without the library's source line."""
+    (file or sys.stderr).write(f"warning: {message}\n")
 
 
 def fail(message: str) -> None:
@@ -69,8 +76,6 @@ def estimate(
     correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
 ) -> None:
     """Closed-form pass@k estimates, one row per config and method."""
-    import warnings
-
     from .data.io import read_counts
     from .stats.table import estimate_table
 
