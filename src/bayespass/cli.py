@@ -67,7 +67,7 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
 
 @app.command()
 def estimate(
-    counts: Annotated[Path, typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,model,"
+    counts: Annotated[Path, typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
                                            "temperature,benchmark]), evalplus .json, or .nc.")],
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",
     method: Annotated[str, typer.Option(help="Comma-separated: naive,unbiased,bb,zoibb,linmix.")]

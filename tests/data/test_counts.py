@@ -52,6 +52,23 @@ def test_csv_roundtrip_and_missing_pairs(tmp_path):
     np.testing.assert_array_equal(again.n.values, ds.n.values)
 
 
+def test_labels_survive_a_csv_round_trip(tmp_path):
+    """A run labels its configs 'model|T=..' and records the suite as benchmark: reading its counts.csv
+    back must give the same labels (it gave 'model|T=..|suite', so --pairs from the run's tables failed)."""
+    ds = bp.make_counts([[3, 3], [2, 3]], [[1, 3], [0, 2]], task=["t1", "t2"], config=["a|T=0.2", "b|T=1"],
+                        model=["a", "b"], temperature=[0.2, 1.0], benchmark=["mbpp+", "mbpp+"])
+    bp.write_counts(ds, tmp_path / "counts.csv")
+    back = bp.read_counts(tmp_path / "counts.csv")
+    assert list(back.config.values) == ["a|T=0.2", "b|T=1"]
+    assert list(back.benchmark.values) == ["mbpp+", "mbpp+"] and list(back.temperature.values) == [0.2, 1.0]
+    np.testing.assert_array_equal(back.c.values, ds.c.values)
+    # a config column is taken as it is; two labels that would be built alike stay apart
+    f = tmp_path / "own.csv"
+    f.write_text("config,model,task,n,c\nx,m,t1,2,1\ny,m,t1,2,2\n")
+    own = bp.read_counts(f)
+    assert list(own.config.values) == ["x", "y"] and own.c.sel(config="y").item() == 2
+
+
 def test_csv_errors_name_file_and_row(tmp_path):
     f = tmp_path / "bad.csv"
     f.write_text("task,n,c\nt1,5,2\nt2,3,4\n")

@@ -176,7 +176,10 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
 
 def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | None = None,
                       where: str = "input") -> xr.Dataset:
-    """Build a counts dataset from a long table with columns ``task, n, c`` (+ model, temperature, benchmark).
+    """Build a counts dataset from a long table with columns ``task, n, c`` (+ config, model, temperature, benchmark).
+
+    A ``config`` column gives each config's label as it is; without one the label is built from model,
+    temperature and benchmark (``"m1|T=0.8|humaneval"``).
 
     Rows for the same (config, task) are an error; pairs absent from the table
     become ``n = 0``.  ``where`` names the input in error messages.
@@ -184,7 +187,7 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
     missing = [col for col in ("task", "n", "c") if col not in df.columns]
     if missing:
         raise ValueError(f"{where}: missing column(s) {missing}; a counts table needs task,n,c "
-                         f"(optional model,temperature,benchmark); found {list(df.columns)}")
+                         f"(optional config,model,temperature,benchmark); found {list(df.columns)}")
     if len(df) == 0:
         raise ValueError(f"{where}: no rows")
     df = df.copy()
@@ -207,10 +210,16 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
                          f"got c={df['c'].iloc[row]}, n={df['n'].iloc[row]}")
     # configs and tasks are numbered in order of first appearance, without a per-row Python loop
     keys = pd.DataFrame({"model": df["model"], "temperature": df["temperature"], "benchmark": df["benchmark"]})
-    cfg_code = keys.groupby(["model", "temperature", "benchmark"], sort=False, dropna=False).ngroup().to_numpy()
-    meta = keys.drop_duplicates().reset_index(drop=True)
-    configs = [config_label(m, t, b) for m, t, b in zip(meta["model"], meta["temperature"], meta["benchmark"],
-                                                         strict=True)]
+    if "config" in df:  # labels as written (write_counts keeps a fit's own labels): one config per label
+        labels = df["config"].map(lambda v: "" if pd.isna(v) else str(v))
+        cfg_code, configs = pd.factorize(labels, sort=False)
+        configs = list(configs)
+        meta = keys[~labels.duplicated()].reset_index(drop=True)
+    else:
+        cfg_code = keys.groupby(["model", "temperature", "benchmark"], sort=False, dropna=False).ngroup().to_numpy()
+        meta = keys.drop_duplicates().reset_index(drop=True)
+        configs = [config_label(m, t, b) for m, t, b in zip(meta["model"], meta["temperature"], meta["benchmark"],
+                                                             strict=True)]
     task_code, tasks = pd.factorize(df["task"].astype(str), sort=False)
     key = cfg_code.astype(np.int64) * len(tasks) + task_code
     dup = pd.Series(key).duplicated().to_numpy()

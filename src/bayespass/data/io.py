@@ -2,7 +2,7 @@
 
 ``read_counts(path)`` detects the format from the suffix and content:
 
-* ``.csv`` / ``.tsv``: columns ``task,n,c`` (+ optional ``model,temperature,benchmark``);
+* ``.csv`` / ``.tsv``: columns ``task,n,c`` (+ optional ``config,model,temperature,benchmark``);
 * ``.jsonl``: one JSON object per line with the same keys;
 * ``.json``: evalplus ``eval_results.json`` (per-sample base/plus status);
 * ``.nc``: a counts dataset written by :func:`write_counts`, or a samples
@@ -194,7 +194,7 @@ def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
         ds.to_netcdf(path, engine="h5netcdf")
     elif suffix == ".csv":
         df = ds[["n", "c"]].to_dataframe().reset_index()
-        df = df[df["n"] > 0][["model", "temperature", "benchmark", "task", "n", "c"]]
+        df = df[df["n"] > 0][["config", "model", "temperature", "benchmark", "task", "n", "c"]]
         df.to_csv(path, index=False)
     else:
         raise ValueError(f"path {str(path)!r}: write_counts supports '.nc' and '.csv' suffixes")
