@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -90,3 +91,23 @@ def test_cli_prints_warnings_on_one_line_without_source(tmp_path, capsys):
         warnings.warn("convergence gates failed for model 'flex'", bp.FitWarning, stacklevel=1)
         err = capsys.readouterr().err
     assert err == "warning: convergence gates failed for model 'flex'\n"
+
+
+def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
+    """Ollama-style names ('llama3:8b') hold the separator of --pairs: the split that names two configs wins."""
+    rng = np.random.default_rng(0)
+    p = rng.beta(1, 1, 40)
+    rows = [f"{m},0.2,t{i},4,{rng.binomial(4, min(1.0, q * s))}" for m, s in (("llama3:8b", 0.6), ("llama3:70b", 1.0))
+            for i, q in enumerate(p)]
+    f = tmp_path / "c.csv"
+    f.write_text("model,temperature,task,n,c\n" + "\n".join(rows) + "\n")
+    pair = "llama3:70b|T=0.2:llama3:8b|T=0.2"
+    res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--pairs", pair, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 2 and "llama3:70b|T=0.2,llama3:8b|T=0.2" in lines[1]
+    res = runner.invoke(app, ["allocate", str(f), "--pair", pair, "--budget", "10"])
+    assert res.exit_code == 0, res.output
+    assert "pass@10 of llama3:70b|T=0.2 - llama3:8b|T=0.2" in res.output
+    res = runner.invoke(app, ["compare", str(f), "--model", "bb", "--pairs", "llama3:70b|T=0.2:nope"])
+    assert res.exit_code == 2 and "not in the fit" in res.output

@@ -33,3 +33,17 @@ def test_as_k_and_parse_list():
             as_k(bad)
     assert parse_list("a, b,c", name="configs") == ["a", "b", "c"]
     assert parse_list([1, 2], name="k", cast=int) == [1, 2]
+
+
+def test_split_pair_finds_the_colon_between_two_configs():
+    from bayespass.validate import split_pair
+
+    configs = ["llama3:8b|T=0.2", "llama3:70b|T=0.2", "a", "b"]
+    assert split_pair("llama3:8b|T=0.2:llama3:70b|T=0.2", configs) == ("llama3:8b|T=0.2", "llama3:70b|T=0.2")
+    assert split_pair("a:b", configs) == ("a", "b")
+    assert split_pair(("a", "b"), configs) == ("a", "b")  # not a string: as it is
+    assert split_pair("a:nope", configs) == ("a", "nope")  # the caller's check names 'nope'
+    with pytest.raises(ValueError, match="must look like 'A:B'"):
+        split_pair("ab", configs)
+    with pytest.raises(ValueError, match="in 2 ways"):
+        split_pair("x:y:z", ["x", "y:z", "x:y", "z"])

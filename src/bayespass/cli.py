@@ -211,22 +211,27 @@ def compare_cmd(
     = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
+    import numpy as np
+
     from .stats.ranking import compare_configs, leaderboard, prob_better_table
+    from .validate import split_pair
 
     if format not in FORMATS:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
     if not data.exists():
         fail(f"RUN_OR_COUNTS {str(data)!r} does not exist")
     try:
-        pair_list = None if pairs is None else [tuple(p.split(":", 1)) for p in pairs.split(",")]
-        if pair_list is not None and any(len(p) != 2 for p in pair_list):
+        raw = None if pairs is None else pairs.split(",")
+        if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
         src = data
         if data.is_file() and data.suffix == ".nc" and _is_fit(data):
             import arviz as az
 
             src = az.from_netcdf(str(data)).load()
-        cmp = compare_configs(src, k=k, pairs=pair_list, ci_prob=ci_prob, model=model, method=method)
+        cmp = compare_configs(src, k=k, pairs=raw, ci_prob=ci_prob, model=model, method=method)
+        names = [str(x) for x in np.union1d(cmp.config.values, cmp.config_b.values)]
+        pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws",
@@ -256,21 +261,24 @@ def allocate_cmd(
     from .data.io import read_counts
     from .models.fit import fit
     from .stats.plan import _check_pair, allocate
+    from .validate import split_pair
 
     if out is not None:
         _check_out(out)
     if not data.exists():
         fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
     try:
-        pair_t = None if pair is None else tuple(pair.split(":", 1))
-        if pair_t is not None and len(pair_t) != 2:
+        if pair is not None and ":" not in pair:
             fail(f"--pair must look like 'A:B'; got {pair!r}")
         if data.is_file() and data.suffix == ".nc" and _is_fit(data):
             idata = az.from_netcdf(str(data)).load()
+            configs = [str(x) for x in idata.posterior.config.values]
         else:
             counts = read_counts(data / "counts.nc" if data.is_dir() else data)
-            _check_pair(pair_t, [str(x) for x in counts.config.values])  # before the fit
+            configs = [str(x) for x in counts.config.values]
+            _check_pair(pair, configs)  # before the fit
             idata = fit(counts, progressbar=False)
+        pair_t = None if pair is None else split_pair(pair, configs, name="--pair")
         a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "parse_list"]
+__all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "parse_list", "split_pair"]
 
 
 def parse_list(value: Any, *, name: str, cast=str) -> list:
@@ -70,3 +70,21 @@ def check_positive_int(value: Any, *, name: str) -> int:
     if value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
+
+
+def split_pair(pair: Any, configs: Sequence[str], *, name: str = "pair") -> Any:
+    """Return ``(a, b)`` from ``"A:B"``, split at the colon that leaves two of ``configs`` (names may hold ':').
+
+    A pair that is not a string is returned as it is (its checks are the caller's); a string that no colon
+    splits into two configs is split at its first colon, so the caller's error names what is not a config.
+    """
+    if not isinstance(pair, str):
+        return pair
+    cuts = [i for i, ch in enumerate(pair) if ch == ":"]
+    if not cuts:
+        raise ValueError(f"{name} must look like 'A:B' (two config names); got {pair!r}")
+    known = [(pair[:i], pair[i + 1:]) for i in cuts if pair[:i] in configs and pair[i + 1:] in configs]
+    if len(known) > 1:
+        raise ValueError(f"{name} {pair!r} splits into two configs in {len(known)} ways: {known}; pass the "
+                         "pair as a tuple (Python) instead")
+    return known[0] if known else (pair[:cuts[0]], pair[cuts[0] + 1:])

@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 
 from ..defaults import rcParams
-from ..validate import as_k, check_positive_int, check_prob
+from ..validate import as_k, check_positive_int, check_prob, split_pair
 
 __all__ = ["allocate", "plan"]
 
@@ -249,6 +249,7 @@ def _check_pair(pair, configs: list) -> list[int]:
     """Return the indices of the configs that get samples: both of ``pair``, or all."""
     if pair is None:
         return list(range(len(configs)))
+    pair = split_pair(pair, configs)
     if not (isinstance(pair, list | tuple) and len(pair) == 2) or any(p not in configs for p in pair) \
             or pair[0] == pair[1]:
         raise ValueError(f"pair must be two different configs of the fit, e.g. ({configs[0]!r}, "

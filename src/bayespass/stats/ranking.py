@@ -33,7 +33,7 @@ from scipy.special import ndtr, ndtri
 
 from ..defaults import rcParams
 from ..results import Table
-from ..validate import as_k, check_prob
+from ..validate import as_k, check_prob, split_pair
 from . import kernels
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,6 +206,7 @@ def _pairs(pairs, configs):
     if pairs is None:
         return configs, configs
     try:
+        pairs = [split_pair(p, configs, name="pairs") for p in ([pairs] if isinstance(pairs, str) else pairs)]
         pairs = [(str(a), str(b)) for a, b in pairs]
     except (TypeError, ValueError):
         raise ValueError(f"pairs must be a sequence of (config, config_b) pairs; got {pairs!r}") from None
