@@ -298,7 +298,9 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
                                              **{v: r.get(v) for v in _VOLATILE}}) + "\n" for r in recs))
                 n_tok += sum(int(r.get("n_tokens", 0)) for r in recs)
                 bar.update(1)
-                bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t_start, 1e-9):.0f}")
+                # refresh=False: the bar redraws at tqdm's own pace (every set_postfix redrew it, one line per
+                # task in a log)
+                bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t_start, 1e-9):.0f}", refresh=False)
     finally:
         bar.close()
     return path
@@ -358,7 +360,7 @@ def _stream_to_jsonl(coder, suite, path: Path, *, k: int, temperature: float, se
                 bar.update(len(recs))
                 st, dt = coder.stats, max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix(req_s=f"{st['requests'] / dt:.1f}", tok_s=f"{st['completion_tokens'] / dt:.0f}",
-                                errors=st["retries"])
+                                errors=st["retries"], refresh=False)
     finally:
         bar.close()
     return path
