@@ -79,7 +79,8 @@ def mcmc_row(counts, m):
     J, T = counts.sizes["config"], counts.sizes["task"]
     print(f"MCMC m = {m}, {J} x {T}: {secs:.1f} s; {a['convergence']} (r_hat max "
           f"{a['convergence_r_hat_max']:.4f}, ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
-          f"{a['step_size']:.2f}, acceptance {a['acceptance']:.2f}; max |pass@k mean - EB's| at k = 1, 10, 100: "
+          f"{a['step_size']:.2f}, leapfrog steps {a.get('leapfrog_steps')}, acceptance {a['acceptance']:.2f}; "
+          f"max |pass@k mean - EB's| at k = 1, 10, 100: "
           f"{gap:.4f}", flush=True)
 
 if __name__ == "__main__":

@@ -48,3 +48,28 @@ def test_a_draw_outside_the_support_is_rejected_not_kept():
     x = res.draws.ravel()
     assert np.all(x > 0)
     assert abs(x.mean() - np.sqrt(2 / np.pi)) < 0.1  # the half-normal mean
+
+
+def _normal(cov):
+    prec = np.linalg.inv(cov)
+
+    def logp_grad(th):  # one config, (chains, 1, P)
+        g = -th @ prec
+        return 0.5 * np.sum(th * g, -1), g
+
+    return logp_grad
+
+
+def test_steps_choices_pick_short_trajectories_for_a_normal_and_long_ones_along_a_ridge():
+    """The warm-up trial keeps the range with the larger squared jump per gradient; sampling then uses it."""
+    choices = ((2, 4), (16, 24))
+    iso = hmc.sample(_normal(np.eye(6)), np.zeros((1, 6)), chains=4, warmup=300, draws=200, rng=0, use_map=False,
+                     steps_choices=choices)
+    rho = 0.999  # a ridge the diagonal mass matrix cannot straighten: the step size is set by its narrow side
+    ridge_cov = np.array([[1.0, rho], [rho, 1.0]])
+    ridge = hmc.sample(_normal(ridge_cov), np.zeros((1, 2)), chains=4, warmup=300, draws=400, rng=0, use_map=False,
+                       steps_choices=choices)
+    assert iso.steps == (2, 4) and ridge.steps == (16, 24)
+    x = ridge.draws.reshape(-1, 2)
+    assert_allclose(np.cov(x.T), ridge_cov, atol=0.25)  # and it samples the ridge
+    assert hmc.sample(_normal(np.eye(2)), np.zeros((1, 2)), rng=0, use_map=False, warmup=50, draws=10).steps == (4, 16)

@@ -45,11 +45,13 @@ N_THETA = 5
 #: their posterior is wider; at m = 50 on 34 x 378 the sd of log phi is about 0.05): tests/models/test_shared.py
 #: checks the log density's differences and gradient against a grid 10x finer
 PHI_MARGIN = 2.0
-#: leapfrog steps per HMC transition in the whitened coordinates (drawn uniformly): the posterior is near a
-#: standard normal there and the adapted step size near 0.4, so 3-8 steps travel 1.2-3.4, around the quarter
-#: period (pi / 2) that decorrelates a normal's draws; 4-16 came close to a full period (ESS per gradient 1.8x
-#: lower on 34 configs x 120 tasks at m = 50)
-STEPS = (3, 8)
+#: ranges of leapfrog steps per HMC transition in the whitened coordinates (drawn uniformly), one chosen in the
+#: warm-up by its squared jump per gradient (hmc.sample's steps_choices).  Where the posterior is near a
+#: standard normal there (m = 50: step size about 0.25) 3-8 steps travel around the quarter period that
+#: decorrelates its draws and 4-16 come close to a full period (ESS per gradient 1.8x lower on 34 configs x 120
+#: tasks); with one sample per task the dispersions and the spread of g trade off along a ridge that only
+#: long trajectories cross (12 real configs x 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
+STEPS = ((3, 8), (6, 16))
 _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
 
 
@@ -388,11 +390,11 @@ class Shared(Model):
             return (np.array([o[0] for o in out]).reshape(z.shape[:-1]),
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
-        r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed, steps=STEPS,
-                       use_map=False, jitter=0.5, progress=progress)
+        r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
+                       steps=STEPS[0], steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress)
         theta = mode + r.draws[:, :, 0] @ L.T
         post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
-                                          "step_size": float(r.step_size[0]),
+                                          "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
                                           "divergences": int(r.divergences[0])})
         return post
