@@ -231,3 +231,25 @@ def test_gate_quantities_do_not_see_the_unidentified_shift():
     for v in before.data_vars:
         np.testing.assert_allclose(after[v].values, before[v].values, atol=1e-6, err_msg=v)
     assert not np.allclose(after.alpha_rel.values + 0.0, alpha + h)  # relative, not the raw abilities
+
+
+def test_mcmc_runs_again_longer_when_the_first_chains_miss_the_gate(monkeypatch):
+    """A first run whose chains disagree is replaced by one with 4x the draws (2x the warm-up), thinned back."""
+    from bayespass.models.shared import Shared
+
+    counts, _ = _simulate(np.random.default_rng(11), J=2, T=40, m=3)
+    real, calls = Shared.fit_hmc, []
+
+    def first_bad(self, counts, *, draws, warmup, chains, seed, progress=None):
+        calls.append((draws, warmup))
+        post = real(self, counts, draws=draws, warmup=warmup, chains=chains, seed=seed, progress=progress)
+        if len(calls) == 1:  # chains that disagree: r_hat far above the gate
+            post["alpha"] = post["alpha"] + 3.0 * post["alpha"].chain * (post["alpha"].config == post.config[0])
+        return post
+
+    monkeypatch.setattr(Shared, "fit_hmc", first_bad)
+    idata = bp.fit(counts, "shared", "mcmc", draws=300, tune=200, seed=3, progressbar=False)
+    assert calls == [(300, 200), (1200, 400)]
+    post = idata.posterior
+    assert post.sizes["draw"] == 300 and "rerun" in post.attrs
+    assert post.attrs["convergence"] == "ok"
