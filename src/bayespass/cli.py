@@ -211,8 +211,6 @@ def compare_cmd(
     = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
-    import numpy as np
-
     from .stats.ranking import compare_configs, leaderboard, prob_better_table
     from .validate import split_pair
 
@@ -230,7 +228,7 @@ def compare_cmd(
 
             src = az.from_netcdf(str(data)).load()
         cmp = compare_configs(src, k=k, pairs=raw, ci_prob=ci_prob, model=model, method=method)
-        names = [str(x) for x in np.union1d(cmp.config.values, cmp.config_b.values)]
+        names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))

@@ -230,7 +230,7 @@ def test_gate_quantities_do_not_see_the_unidentified_shift():
     after = m.gated_quantities(post(alpha + h, np.roll(beta, 1)))
     for v in before.data_vars:
         np.testing.assert_allclose(after[v].values, before[v].values, atol=1e-6, err_msg=v)
-    assert not np.allclose(after.alpha_rel.values + 0.0, alpha + h)  # relative, not the raw abilities
+    assert not np.allclose(after.alpha_rel.values, alpha + h)  # relative, not the raw abilities
 
 
 def test_mcmc_runs_again_longer_when_the_first_chains_miss_the_gate(monkeypatch):

@@ -111,10 +111,10 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
 
     Warm-up adapts each config's step size throughout and its diagonal mass
     matrix once (the variance of the draws from 1/4 to 2/3 of the warm-up).
-    ``steps_choices``: ranges of leapfrog steps to choose from; the last third of the warm-up alternates
-    between them and the sampling keeps the one with the largest expected squared jump (in the adapted
-    metric) per gradient, which favours long trajectories along a ridge and short ones where they already
-    decorrelate (the idea of Hoffman et al.'s ChEES, over a few fixed ranges).
+    ``steps_choices``: ranges of leapfrog steps to choose from (then ``steps`` is not used); the last
+    third of the warm-up alternates between them and the sampling keeps the one with the largest expected
+    squared jump (in the adapted metric) per gradient, which favours long trajectories along a ridge and
+    short ones where they already decorrelate (the idea of Hoffman et al.'s ChEES, over a few fixed ranges).
     ``progress``: a label, to show a progress bar (stderr) with it.
     """
     rng = np.random.default_rng(rng)

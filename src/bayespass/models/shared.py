@@ -70,7 +70,6 @@ class _Data:
         J = n.shape[0]
         self.n, self.c, self.w = uniq[:, :J].T.astype(float), uniq[:, J:].T.astype(float), w.astype(float)
         self.inverse, self.observed = inverse.ravel(), obs  # observed task -> distinct column
-        self.n_full, self.c_full = n, c
         # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd.
         # Given dispersions phi_j (J,), a config's count tells at most as much as n (1 + phi) / (n + phi) trials
         # (its Beta-Binomial variance), so the bound is 2 / sqrt(sum_j n_eff_ij)
@@ -361,7 +360,8 @@ class Shared(Model):
         # on 34 x 378: 160 nodes instead of 345); it holds for dispersions up to PHI_MARGIN times the mode's, or
         # 3 Laplace sd above it where the data leave them wider.  The mode and curvature are then taken on it
         sd = np.sqrt(np.diag(_laplace_cov(res.x, d, J)[0])[J:2 * J])
-        coarse = _Data(d.n_full, d.c_full, phi=np.exp(res.x[J:2 * J] + np.maximum(np.log(PHI_MARGIN), 3 * sd)))
+        phi_max = np.exp(res.x[J:2 * J] + np.maximum(np.log(PHI_MARGIN), 3 * sd))
+        coarse = _Data(counts.n.values.astype(float), counts.c.values.astype(float), phi=phi_max)
         if coarse.x.size < d.x.size:
             res, neg, _, d = self.mode(counts, data=coarse, start=res.x)
         mode = res.x
@@ -391,7 +391,7 @@ class Shared(Model):
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
-                       steps=STEPS[0], steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress)
+                       steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress)
         theta = mode + r.draws[:, :, 0] @ L.T
         post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),

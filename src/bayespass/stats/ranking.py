@@ -207,6 +207,9 @@ def _pairs(pairs, configs):
         return configs, configs
     try:
         pairs = [split_pair(p, configs, name="pairs") for p in ([pairs] if isinstance(pairs, str) else pairs)]
+    except TypeError:
+        raise ValueError(f"pairs must be a sequence of (config, config_b) pairs; got {pairs!r}") from None
+    try:
         pairs = [(str(a), str(b)) for a, b in pairs]
     except (TypeError, ValueError):
         raise ValueError(f"pairs must be a sequence of (config, config_b) pairs; got {pairs!r}") from None
