@@ -20,10 +20,21 @@ def cli(*args):
 
 
 def test_read_counts_of_a_directory(tmp_path):
-    with pytest.raises(ValueError, match="is a directory, not a file"):
+    with pytest.raises(ValueError, match="is a directory, not a file, and holds no counts.nc"):
         bp.read_counts(tmp_path)
     res = cli("estimate", tmp_path)
     assert res.exit_code == 2 and "is a directory" in res.output and "Traceback" not in res.output
+    # a run directory (what 'bayespass execute' writes) reads as its counts.nc
+    counts = bp.read_counts(EXAMPLE)
+    bp.write_counts(counts, tmp_path / "counts.nc")
+    got = bp.read_counts(tmp_path)
+    assert np.array_equal(got.n.values, counts.n.values) and np.array_equal(got.c.values, counts.c.values)
+    with pytest.raises(ValueError, match=r"correctness='base'.*no samples.nc"):
+        bp.read_counts(tmp_path, correctness="base")
+    res = cli("estimate", tmp_path, "--k", "1")
+    assert res.exit_code == 0, res.output
+    res = cli("curve", tmp_path)
+    assert res.exit_code == 2 and f"'bayespass fit {tmp_path}'" in res.output
 
 
 def test_fit_out_in_a_missing_directory_fails_before_fitting(tmp_path):

@@ -68,7 +68,8 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
 @app.command()
 def estimate(
     counts: Annotated[Path, typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
-                                           "temperature,benchmark]), evalplus .json, or .nc.")],
+                                           "temperature,benchmark]), evalplus .json, .nc, or a run "
+                                           "directory.")],
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",
     method: Annotated[str, typer.Option(help="Comma-separated: naive,unbiased,bb,zoibb,linmix.")]
     = "naive,unbiased,bb,zoibb,linmix",
@@ -99,7 +100,8 @@ def estimate(
 
 @app.command("fit")
 def fit_cmd(
-    counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate').")],
+    counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate') or a run directory (of "
+                                           "'execute' or 'run').")],
     model: Annotated[str | None, typer.Option(
         help="bb, zoibb, flex, lnorm, shared, hier or auto (stacking); default: the calibration benchmark's "
              "winner (rcParams['stats.model']).")] = None,
@@ -302,7 +304,9 @@ def _fit_file(path: Path, fit: str | None) -> Path:
         fail(f"FIT_OR_RUN {str(path)!r} does not exist")
     if path.is_dir():
         if not (path / "run.json").exists():
-            fail(f"{str(path)!r} is a directory without run.json: pass a fit file or a run directory")
+            hint = (f" ('bayespass execute' wrote its counts: fit them with 'bayespass fit {path}' and pass the fit)"
+                    if (path / "counts.nc").exists() else "")
+            fail(f"{str(path)!r} is a directory without run.json: pass a fit file or a run directory{hint}")
         from .pipeline import _main_fit
 
         name = fit or _main_fit(json.loads((path / "run.json").read_text()))

@@ -195,9 +195,17 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
     assert "sandbox layer" in res.stdout and (tmp_path / "run" / "counts.csv").exists()
     counts = bp.read_counts(tmp_path / "run" / "counts.nc")
     assert counts.c.sum().item() == 5
+    # the run directory itself reads as counts; base correctness is counted again from samples.nc
+    assert bp.read_counts(tmp_path / "run").c.sum().item() == 5
+    assert bp.read_counts(tmp_path / "run", correctness="base").attrs["correctness"] == "base"
     f.write_text('{"task_id": "HumanEval/9999", "completion": "x"}\n')
     res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run2")])
-    assert res.exit_code == 2 and "not in suite 'humaneval'" in res.output
+    assert res.exit_code == 2 and "none of the 1 task id(s) is in suite 'humaneval'" in res.output
+    # a task the suite lacks is skipped with a warning, as evalplus does (MBPP generations vs MBPP+)
+    mixed = [*canonical_samples(humaneval)[:2], {"task_id": "HumanEval/9999", "completion": "x"}]
+    with pytest.warns(UserWarning, match=r"1 sample task id\(s\) are not in suite 'humaneval' and are skipped"):
+        ds = engine.execute(mixed, humaneval, progress=False, workers=1)
+    assert list(ds.task.values) == ["HumanEval/0", "HumanEval/1"] and int(ds.correct.sum()) == 2
     res = CliRunner().invoke(app, ["execute", str(f), "--suite", "mbpp+"])
     assert res.exit_code == 2 and "cannot download" in res.output
     with pytest.raises(ValueError, match="needs 'solution' or 'completion'"):

@@ -49,7 +49,8 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     Parameters
     ----------
     path : path-like
-        The file to read.
+        The file to read, or a run directory of ``execute`` or ``run`` (its counts.nc; samples.nc
+        for ``correctness="base"``).
     format : {"csv", "jsonl", "evalplus", "netcdf"}, optional
         Overrides detection from the suffix.
     correctness : {"base", "plus"}
@@ -75,8 +76,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     if not path.exists():
         raise FileNotFoundError(f"counts file {str(path)!r} does not exist")
     if path.is_dir():
-        hint = " (a run directory: pass its counts.nc or counts.csv)" if (path / "counts.nc").exists() else ""
-        raise ValueError(f"counts path {str(path)!r} is a directory, not a file{hint}")
+        return _read_run_counts(path, correctness)
     fmt = _detect(path) if format is None else check_choice(format, _FORMATS, name="format")
     src = str(path)
     if fmt == "csv":
@@ -110,6 +110,23 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     if "correct" in ds and "exists" in ds:  # an executed samples dataset (bayespass.execute)
         return samples_to_counts(ds, correctness)
     return validate_counts(ds)
+
+
+def _read_run_counts(path: Path, correctness: str) -> xr.Dataset:
+    """Read the counts of a run directory (from ``execute`` or ``run``): counts.nc, or samples.nc for base."""
+    counts, samples = path / "counts.nc", path / "samples.nc"
+    if counts.exists() and (correctness == "plus" or not samples.exists()):
+        ds = read_counts(counts)
+        done = ds.attrs.get("correctness", "plus")
+        if done != correctness:
+            raise ValueError(f"correctness={correctness!r}: {str(counts)!r} counts {done!r} correctness and the "
+                             "run has no samples.nc to count it again")
+        return ds
+    if samples.exists():
+        with xr.open_dataset(samples) as ds:
+            return samples_to_counts(ds[["exists", "correct", "base_correct"]].load(), correctness)
+    raise ValueError(f"counts path {str(path)!r} is a directory, not a file, and holds no counts.nc or "
+                     "samples.nc (a run directory of 'bayespass execute' or 'bayespass run')")
 
 
 def samples_to_counts(ds: xr.Dataset, correctness: str = "plus") -> xr.Dataset:

@@ -28,8 +28,14 @@ __all__ = ["execute", "to_counts"]
 
 def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
     unknown = sorted(set(table["task"]) - set(suite.tasks))
-    if unknown:
-        raise ValueError(f"{len(unknown)} sample task id(s) are not in suite {suite.name!r}: {unknown[:5]}")
+    if unknown and len(unknown) == table["task"].nunique():
+        raise ValueError(f"samples: none of the {len(unknown)} task id(s) is in suite {suite.name!r} "
+                         f"(e.g. {unknown[:3]}; the suite's ids look like {next(iter(suite.tasks))!r})")
+    if unknown:  # as evalplus: generations of the original MBPP include tasks MBPP+ dropped
+        skipped = int(table["task"].isin(unknown).sum())
+        warnings.warn(f"{len(unknown)} sample task id(s) are not in suite {suite.name!r} and are skipped "
+                      f"({skipped} samples): {unknown[:5]}", UserWarning, stacklevel=3)
+        table = table[~table["task"].isin(unknown)].reset_index(drop=True)
     codes = [suite.program(t, solution=r.get("solution") if isinstance(r.get("solution"), str) else None,
                            completion=r.get("completion") if isinstance(r.get("completion"), str) else None)
              for t, r in zip(table["task"], table.to_dict("records"), strict=True)]

@@ -50,8 +50,10 @@ def _ppc_table(idatas: dict) -> pd.DataFrame:
         p.columns.name = None
         p.insert(0, "fit", name)
         rows.append(p.reset_index())
-    return Table.of(pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(), "Posterior predictive checks",
-                    note="Mid-p values per statistic and fit; values near 0 or 1 flag a misfit.")
+    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return Table.of(table, "Posterior predictive checks (Bayesian p-values)",
+                    note="Mid-p values per statistic and fit, not the statistics themselves; values near 0 or 1 "
+                         "flag a misfit (hist_distance, a distance to the expected histogram: only values near 0).")
 
 
 def _loo_tables(cfg, idatas: dict) -> dict:

@@ -55,12 +55,9 @@ def _resolve(data, model, method, seed):
             raise ValueError("model/method apply when data are counts; a fit was given")
         return data
     if isinstance(data, str | os.PathLike):
-        path = Path(data)
-        if path.is_dir():  # a run directory: its counts, fitted like ``bayespass run`` does for its leaderboard
-            if not (path / "run.json").exists():
-                raise FileNotFoundError(f"data={str(path)!r} is a directory without run.json: not a run directory")
-            data = path / "counts.nc"
         from ..data.io import read_counts
+
+        # a run directory (of ``run`` or ``execute``): its counts, fitted like ``bayespass run`` does
 
         if not Path(data).exists():
             raise FileNotFoundError(f"data={str(data)!r} does not exist")
