@@ -67,7 +67,13 @@ def _loo_tables(cfg, idatas: dict) -> dict:
                 warnings.simplefilter("ignore")
                 df = compare(pair).reset_index()
             name = "empirical Bayes" if method == "eb" else "MCMC"
-            out[f"loo_{method}"] = Table.of(df, f"Model comparison (PSIS-LOO, {name} fits)",
+            bad = sorted(set(df.loc[df["pareto_k_max"] > 0.7, "model"])) if "pareto_k_max" in df else []
+            flag = f"; Pareto k > 0.7: elpd of {', '.join(bad)} approximate" if bad else ""
+            out[f"loo_{method}"] = Table.of(df, f"Model comparison (PSIS-LOO, {name} fits{flag})",
+                                            note="pareto_k_max above 0.7 means some tasks sway that model's "
+                                                 "hyperparameters so much that importance sampling cannot leave "
+                                                 "them out reliably: its elpd_loo, and the stacking weight built "
+                                                 "on it, are then approximate (more tasks or samples help).",
                                             brief=[c for c in ("config", "model", "rank", "elpd_loo", "elpd_diff",
                                                                "se", "dse", "weight", "pareto_k_max") if c in df])
     return out
