@@ -110,4 +110,4 @@ def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     assert res.exit_code == 0, res.output
     assert "pass@10 of llama3:70b|T=0.2 - llama3:8b|T=0.2" in res.output
     res = runner.invoke(app, ["compare", str(f), "--model", "bb", "--pairs", "llama3:70b|T=0.2:nope"])
-    assert res.exit_code == 2 and "not in the fit" in res.output
+    assert res.exit_code == 2 and "not among the configs" in res.output

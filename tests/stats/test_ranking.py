@@ -79,6 +79,16 @@ def test_pairs_restrict_and_bad_input_is_refused(three):
                       cmp["prob_better"].sel(config="strong", config_b="mid", k=5), atol=0.05)
     with pytest.raises(ValueError, match="'nope'"):
         bp.compare_configs(counts, k=5, model="bb", method="eb", pairs=[("strong", "nope")])
+    # counts are checked against the pairs before they are fitted
+    import bayespass.models.fit as fit_module
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the pairs were checked")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fit_module, "fit", no_fit)
+        with pytest.raises(ValueError, match="'nope', which is not among the configs"):
+            bp.compare_configs(counts, k=5, pairs=[("nope", "strong")])
     with pytest.raises(ValueError, match="at least two configs"):
         bp.compare_configs(counts.isel(config=[0]), k=5, model="bb", method="eb")
     with pytest.raises(TypeError, match="data must be"):

@@ -43,8 +43,11 @@ __all__ = ["compare_configs", "leaderboard", "prob_better_table", "plot_forest",
            "plot_diff_curve"]
 
 
-def _resolve(data, model, method, seed):
-    """Return an InferenceData from a fit, counts (fitted here), a counts file or a run directory."""
+def _resolve(data, model, method, seed, check=None):
+    """Return an InferenceData from a fit, counts (fitted here), a counts file or a run directory.
+
+    ``check(configs)`` validates the other arguments against the counts' configs before fitting.
+    """
     import arviz as az
 
     from ..data.counts import validate_counts
@@ -67,6 +70,8 @@ def _resolve(data, model, method, seed):
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
                              f"{counts.sizes['config']} ({list(map(str, counts.config.values))})")
+        if check is not None:
+            check([str(c) for c in counts.config.values])
         # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
         return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=False)
     raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
@@ -160,7 +165,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     k = as_k(k)
     if extend_inferencedata:
         check_target(data)
-    idata = _resolve(data, model, method, seed)
+    idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs))
     configs = [str(c) for c in idata.observed_data.config.values]
     if len(configs) < 2:
         raise ValueError(f"compare_configs needs at least two configs; the fit has {configs}")
@@ -213,7 +218,7 @@ def _pairs(pairs, configs):
     for a, b in pairs:
         for x in (a, b):
             if x not in configs:
-                raise ValueError(f"pairs names config {x!r}, which is not in the fit; configs are {configs}")
+                raise ValueError(f"pairs names config {x!r}, which is not among the configs {configs}")
     return list(dict.fromkeys(a for a, _ in pairs)), list(dict.fromkeys(b for _, b in pairs))
 
 
