@@ -129,3 +129,16 @@ def test_unknown_model_method_and_candidates():
         bp.fit(counts, "bb", "nuts")
     with pytest.raises(ValueError, match="stats.model='beta' is not supported"):
         bp.rcParams["stats.model"] = "beta"
+
+
+@pytest.mark.parametrize("args", [("--k", "0"), ("--budget", "0"), ("--step", "-1"), ("--pair", "nope:coder-small|T=0.8")])
+def test_allocate_refuses_bad_options_before_fitting_counts(monkeypatch, args):
+    import bayespass.models.fit as fit_module
+
+    def no_fit(*a, **kw):
+        raise AssertionError("fitted before the options were checked")
+
+    monkeypatch.setattr(fit_module, "fit", no_fit)
+    res = cli("allocate", EXAMPLE, *args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert args[0].lstrip("-") in res.output or "nope" in res.output, res.output

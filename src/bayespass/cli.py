@@ -261,20 +261,21 @@ def allocate_cmd(
     from .data.io import read_counts
     from .models.fit import fit
     from .stats.plan import _check_pair, allocate
-    from .validate import split_pair
+    from .validate import as_k, check_positive_int, split_pair
 
     if out is not None:
         _check_out(out)
     if not data.exists():
         fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
     try:
+        as_k(k), check_positive_int(budget, name="budget"), check_positive_int(step, name="step")  # before a fit
         if pair is not None and ":" not in pair:
             fail(f"--pair must look like 'A:B'; got {pair!r}")
         if data.is_file() and data.suffix == ".nc" and _is_fit(data):
             idata = az.from_netcdf(str(data)).load()
             configs = [str(x) for x in idata.posterior.config.values]
         else:
-            counts = read_counts(data / "counts.nc" if data.is_dir() else data)
+            counts = read_counts(data)
             configs = [str(x) for x in counts.config.values]
             _check_pair(pair, configs)  # before the fit
             idata = fit(counts, progressbar=False)
