@@ -110,12 +110,19 @@ def test_replayed_samples_are_drawn_in_file_order_until_they_run_out(tmp_path):
 def test_bad_round_settings_are_refused_before_any_work(tmp_path):
     for kw, msg in ((dict(until_width=1.5), "until_width must be a band width in \\(0, 1\\)"),
                     (dict(until_width=0.1, max_samples=0), "max_samples"),
-                    (dict(until_width=0.1, width_k=0), "width_k")):
+                    (dict(until_width=0.1, width_k=0), "width_k"),
+                    (dict(max_samples=500), "max_samples=500 applies only when generating in rounds"),
+                    (dict(round_size=10), "round_size=10 applies only"),
+                    (dict(max_new_tokens=0), "max_new_tokens must be a positive integer")):
         with pytest.raises(ValueError, match=msg):
             RunConfig(**kw)
     res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--until-width", "2", "--out",
                           str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and "--until-width must be a band width in (0, 1)" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--max-samples", "50", "--out",
+                          str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and "--max-samples 50 applies only when generating in rounds: give --until-width" \
+        in res.stderr
     assert not (tmp_path / "x").exists()
 
 

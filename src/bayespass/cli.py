@@ -501,8 +501,10 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
 def _as_option(msg: str) -> str:
     """Name a RunConfig field in an error message as the command-line option that sets it."""
     msg = msg.replace("alpha", "--alpha")
-    for name in ("tasks", "until_width", "max_samples", "width_k", "round_size"):
-        msg = msg.replace(f"{name} must", f"--{name.replace('_', '-')} must")
+    for name in ("tasks", "until_width", "max_samples", "width_k", "round_size", "max_new_tokens"):
+        option = f"--{name.replace('_', '-')}"
+        msg = msg.replace(f"{name} must", f"{option} must").replace(f"{name}=", f"{option} ")
+        msg = msg.replace(f"{name} ({option})", option)
     return msg
 
 

@@ -54,7 +54,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         from ..validate import check_positive_int, check_prob
 
-        for name in ("k", "n_splits", "max_mutants", "concurrency"):
+        for name in ("k", "n_splits", "max_mutants", "concurrency", "max_new_tokens"):
             check_positive_int(getattr(self, name), name=name)
         for name in ("tasks", "workers", "draws", "tune", "chains"):
             if getattr(self, name) is not None:
@@ -94,6 +94,9 @@ class RunConfig:
         for name in ("max_samples", "round_size"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name=name)
+                if self.until_width is None:
+                    raise ValueError(f"{name}={getattr(self, name)!r} applies only when generating in rounds: give "
+                                     f"until_width (--until-width), the band width to reach")
         if self.until_width is not None and (isinstance(self.until_width, bool)
                                              or not isinstance(self.until_width, int | float)
                                              or not 0 < self.until_width < 1):
