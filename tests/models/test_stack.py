@@ -206,7 +206,24 @@ def test_configs_with_one_sample_per_task_take_the_single_sample_weights():
     assert (cur["eti"].sel(config="two", k=1) != hull.sel(config="two", k=1)).any()  # m = 2: the mixture's
     assert "have one sample per task (one)" in stacking_table(auto).note
     with bp.rc_context({"stats.stack_single_weights": {"bb": 0.4, "zoibb": 0.6}}):
-        np.testing.assert_allclose(bp.stack(fits, counts, k=ks).posterior["stacking_weight"].sel(config="one"),
+        np.testing.assert_allclose(bp.stack(fits, counts, k=ks).stacking["stacking_weight"].sel(config="one"),
                                    np.array([0.4, 0.6, 0.1, 0.1]) / 1.2, atol=1e-12)  # floored at 2 x min share
     with pytest.raises(ValueError, match=r"stats.stack_single_weights must hold weights in \[0, 1\] that sum"):
         bp.rcParams["stats.stack_single_weights"] = {"zoibb": 0.8, "bb": 0.3}
+
+
+def test_arviz_reads_a_stacked_fit(tmp_path):
+    """The default fit is an InferenceData that arviz.summary, arviz.loo and a netCDF round trip accept."""
+    import arviz as az
+
+    counts = bp.make_counts(np.full((1, 40), 5), np.tile(np.arange(6), 7)[:40][None])
+    fits = {m: bp.fit(counts, m, "eb", progressbar=False) for m in ("bb", "zoibb")}
+    auto = bp.stack(fits, counts, k=[1, 10])
+    summary = az.summary(auto, kind="stats")  # the weights (no chain, draw) used to break it
+    assert len(summary) == auto.posterior["theta"].sizes["param"] and np.isfinite(summary["mean"]).any()
+    assert np.isfinite(az.loo(auto).elpd_loo)
+    path = tmp_path / "auto.nc"
+    auto.to_netcdf(str(path))
+    back = az.from_netcdf(str(path))
+    assert stacking_table(back) is not None
+    np.testing.assert_allclose(back.stacking["stacking_weight"].values, auto.stacking["stacking_weight"].values)

@@ -591,8 +591,8 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
 
     Per config, the weights maximise the PSIS-LOO predictive density of the
     mixture (Bayesian stacking, ``arviz.compare(method="stacking")``); they are
-    recorded in ``posterior.attrs["stacking_weights"]`` and as the
-    ``stacking_weight`` variable.
+    recorded in ``posterior.attrs["stacking_weights"]`` and as the variable
+    ``stacking_weight`` (config x model) of the group ``stacking``.
     """
     from ..data.counts import make_counts
     from .stack import StackModel, stack
@@ -622,10 +622,11 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
 
 def stacking_weights_of(idata) -> dict | None:
     """``{config: {model: weight}}`` of a stacked fit (``model="auto"``), or None for a single model."""
-    post = idata.posterior
-    if "stacking_weight" not in post:
+    # fits saved before the weights had their own group kept them in the posterior
+    src = idata["stacking"] if "stacking" in idata.groups() else idata.posterior
+    if "stacking_weight" not in src:
         return None
-    w = post["stacking_weight"].transpose("config", "model")
+    w = src["stacking_weight"].transpose("config", "model")
     return {str(c): {str(m): float(x) for m, x in zip(w.model.values, row, strict=True)}
             for c, row in zip(w.config.values, w.values, strict=True)}
 

@@ -155,9 +155,12 @@ def stack(fits: dict, *, seed=0):
             src = post["theta"].values[:chains, :draws, j]
             theta[:, :, j, 1:1 + src.shape[-1]][sel] = src[sel]
     coords = {"chain": np.arange(chains), "draw": np.arange(draws), "config": posts[0].config.values,
-              "param": list(model.coords), "model": names}
-    posterior = xr.Dataset({"theta": (("chain", "draw", "config", "param"), theta),
-                            "stacking_weight": (("config", "model"), weights.values)}, coords=coords)
+              "param": list(model.coords)}
+    posterior = xr.Dataset({"theta": (("chain", "draw", "config", "param"), theta)}, coords=coords)
     posterior.attrs.update(stack_components=",".join(names),
                            stack_single_configs=json.dumps([str(c) for c in posterior.config.values[single]]))
-    return az.InferenceData(posterior=posterior), weights
+    # the weights have no (chain, draw): a group of their own, so that arviz.summary and friends read the posterior
+    stacking = xr.Dataset({"stacking_weight": weights.reset_coords(drop=True)})
+    idata = az.InferenceData(posterior=posterior)
+    idata.add_groups({"stacking": stacking}, warn_on_custom_groups=False)
+    return idata, weights
