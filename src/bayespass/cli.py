@@ -229,7 +229,7 @@ def compare_cmd(
             import arviz as az
 
             src = az.from_netcdf(str(data)).load()
-        cmp = compare_configs(src, k=k, pairs=raw, ci_prob=ci_prob, model=model, method=method)
+        cmp = compare_configs(src, k=k, pairs=raw, ci_prob=ci_prob, model=model, method=method, progressbar=True)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
@@ -278,7 +278,7 @@ def allocate_cmd(
             counts = read_counts(data)
             configs = [str(x) for x in counts.config.values]
             _check_pair(pair, configs)  # before the fit
-            idata = fit(counts, progressbar=False)
+            idata = fit(counts)  # with its progress bar: the default fits four candidates
         pair_t = None if pair is None else split_pair(pair, configs, name="--pair")
         a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
     except (ValueError, TypeError, OSError) as err:

@@ -126,7 +126,7 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     window, out = [], []
     acc_sum, divergences = np.zeros(n_cfg), np.zeros(n_cfg, int)
     eps = step.eps
-    bar = _bar(progress, warmup + draws, f"{chains} chains x {n_cfg} config{'s' * (n_cfg > 1)}")
+    bar = _bar(progress, warmup + draws, f"{chains} chains" + (f" x {n_cfg} configs" if n_cfg > 1 else ""))
     trial = _StepsTrial(steps_choices, warmup) if steps_choices else None
     for it in range(warmup + draws):
         if bar is not None and it % 10 == 0:

@@ -43,7 +43,7 @@ __all__ = ["compare_configs", "leaderboard", "prob_better_table", "plot_forest",
            "plot_diff_curve"]
 
 
-def _resolve(data, model, method, seed, check=None):
+def _resolve(data, model, method, seed, check=None, progressbar=False):
     """Return an InferenceData from a fit, counts (fitted here), a counts file or a run directory.
 
     ``check(configs)`` validates the other arguments against the counts' configs before fitting.
@@ -73,7 +73,7 @@ def _resolve(data, model, method, seed, check=None):
         if check is not None:
             check([str(c) for c in counts.config.values])
         # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
-        return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=False)
+        return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=progressbar)
     raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
                     f"got {type(data).__name__}")
 
@@ -119,7 +119,7 @@ def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -
 
 def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None = None, model: str | None = None,
                     method: str | None = None, max_draws: int | None = 1000, seed: int = 0,
-                    extend_inferencedata: bool = False) -> xr.Dataset:
+                    extend_inferencedata: bool = False, progressbar: bool = False) -> xr.Dataset:
     """Compare the pass@k of configs evaluated on the same tasks.
 
     Parameters
@@ -143,6 +143,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         Seed of the task-spread noise, of rank tie-breaking and of the Beta baseline.
     extend_inferencedata : bool
         Also store the result in ``data`` (an InferenceData fit) as the group ``config_comparison``.
+    progressbar : bool
+        Show the sampler's progress when ``data`` are counts fitted here (``bayespass compare`` does).
 
     Returns
     -------
@@ -165,7 +167,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     k = as_k(k)
     if extend_inferencedata:
         check_target(data)
-    idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs))
+    idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs), progressbar=progressbar)
     configs = [str(c) for c in idata.observed_data.config.values]
     if len(configs) < 2:
         raise ValueError(f"compare_configs needs at least two configs; the fit has {configs}")
