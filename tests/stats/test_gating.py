@@ -207,3 +207,15 @@ def test_conformal_reliability_estimator_by_hand(make_samples):
     assert float(ev.set_size[0]) == pytest.approx(want.mean())
     # alpha so small that the quantile is beyond the calibration set: every class is in the set
     assert np.isinf(float(ConformalReliability(alpha=0.01).calibrate(ds, tasks=cal).qhat_[0]))
+
+
+def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
+    t, k = 40, 5
+    v = np.full((1, t, k, 3), P)
+    v[0, ::2] = F  # every task's samples behave alike; half of the tasks are wrong all the same
+    g = gate(make_samples(v), alpha=0.1, n_splits=5)
+    assert np.all(g.sel(rule="behaviour-CRC").abstention.values == 1.0)
+    tab = gate_table(g)
+    assert "behaviour-CRC abstains on every task for" in tab.title and "stable_wrong" in tab.title
+    v[0, ::2] = P  # all right: it answers, and the title says nothing more
+    assert "abstains" not in gate_table(gate(make_samples(v), alpha=0.1, n_splits=5)).title

@@ -310,8 +310,13 @@ def gate_table(gated: xr.Dataset) -> Table:
             row["threshold_median"] = np.median(lam[~np.isnan(lam)]) if (~np.isnan(lam)).any() else np.nan
             rows.append(row)
     a = gated.attrs
-    return Table.of(pd.DataFrame(rows), f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
-                    f"{a.get('n_splits', '?')} calibration/test splits)",
+    df = pd.DataFrame(rows)
+    mute = df.loc[(df["rule"] == "behaviour-CRC") & (df["abstention"] >= 0.99), "config"].astype(str).tolist()
+    flag = (f"; behaviour-CRC abstains on every task for {', '.join(mute)}: no threshold keeps the silent-failure "
+            "bound below alpha on the calibration tasks (too few of them, or wrong answers even where all samples "
+            "behave alike: stable_wrong in the diagnostics)" if mute else "")
+    return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
+                    f"{a.get('n_splits', '?')} calibration/test splits{flag})",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
                     "lambda of the K samples (lambda chosen by conformal risk control); silent = answered and "
                     "wrong, effective = answered and right; _sd = standard deviation over the splits.")
