@@ -162,3 +162,18 @@ def test_binomial_pmf_of_the_preposterior_is_scipys_and_survives_tiny_p():
     # `bayespass run --until-width`: here it is exact (all mass at y = 0)
     tiny = _binom_pmf(np.arange(2)[None, :], 1, np.array([[1.7e-47]]))
     np.testing.assert_allclose(tiny, [[1.0, 1.7e-47]], rtol=1e-12)
+
+
+def test_a_stacks_futures_mix_its_candidates_by_their_weights():
+    """plan() on the default fit: each simulated task comes from a candidate in the proportion of its weight."""
+    from bayespass.models.stack import StackModel
+    from bayespass.stats.plan import _stack_population
+
+    model = StackModel(["bb", "zoibb"])
+    bb_row = [0.0, 0.0, 0.0, np.nan, np.nan]  # Beta(0.5, 0.5): no exact zeros
+    zoibb_row = [1.0, 0.0, 0.0, 20.0, -20.0]  # all its mass on the atom at 0
+    draws = np.array([bb_row] * 700 + [zoibb_row] * 300)
+    pop = _stack_population(model, draws, 4000, np.random.default_rng(0))
+    assert pop.size == 4000
+    assert np.mean(pop == 0.0) == pytest.approx(0.3, abs=0.005)
+    assert np.all((pop[pop > 0] > 0) & (pop[pop > 0] < 1))

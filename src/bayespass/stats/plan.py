@@ -34,11 +34,32 @@ def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
     c = idata.observed_data["c"].transpose("config", "task").values
     out = np.zeros(n.shape)
     for j in range(n.shape[0]):
-        cand = np.clip(model.draw_p(theta[j], pool, rng), 0.0, 1.0)  # the fitted population
+        if getattr(model, "components", None):  # a stack: its candidates' populations, mixed task by task
+            draws = post["theta"].isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+            cand = _stack_population(model, draws, pool, rng)
+        else:
+            cand = model.draw_p(theta[j], pool, rng)  # the fitted population
+        cand = np.clip(cand, 0.0, 1.0)
         cdf = np.cumsum(_weights_on(cand, n[j], c[j]), axis=1)  # (task, pool)
         u = rng.random(n.shape[1]) * cdf[:, -1]
         out[j] = cand[np.minimum((cdf < u[:, None]).sum(1), pool - 1)]
     return out
+
+
+def _stack_population(model, draws: np.ndarray, pool: int, rng) -> np.ndarray:
+    """Candidate p's of a stack for one config: one posterior draw of each candidate, pooled by their weights.
+
+    Stacking weighs the candidates' predictive distributions observation by observation, so a simulated
+    future mixes them task by task; drawing every task from one candidate (one draw of the stack's
+    posterior) makes futures that one candidate fits and the others do not, and the planned band too wide.
+    """
+    comp = draws[:, 0].astype(int)
+    parts = []
+    for i in np.unique(comp):
+        rows = np.flatnonzero(comp == i)
+        size = max(1, int(round(pool * rows.size / comp.size)))
+        parts.append(model.draw_p(draws[rng.choice(rows)], size, rng))
+    return np.concatenate(parts)
 
 
 def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: float | None = None,
