@@ -111,3 +111,29 @@ def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     assert "pass@10 of llama3:70b|T=0.2 - llama3:8b|T=0.2" in res.output
     res = runner.invoke(app, ["compare", str(f), "--model", "bb", "--pairs", "llama3:70b|T=0.2:nope"])
     assert res.exit_code == 2 and "not among the configs" in res.output
+
+
+def test_plan_cli(tmp_path, monkeypatch):
+    import xarray as xr
+
+    counts = bp.make_counts(np.full((1, 60), 4), np.tile(np.arange(5), 12)[None], config=["m"])
+    fit_path = tmp_path / "bb.nc"
+    bp.fit(counts, "bb", "eb", progressbar=False).to_netcdf(str(fit_path))
+    bp.write_counts(counts, fit_path.with_suffix(".csv"))
+    res = runner.invoke(app, ["plan", str(fit_path), "--width", "0.05", "--n-grid", "4,16", "--sims", "2",
+                              "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    rows = [line.split(",") for line in res.stdout.strip().splitlines()]
+    assert rows[0][:3] == ["config", "n", "expected_width"] and [r[1] for r in rows[1:]] == ["4", "16"]
+    w4, w16 = float(rows[1][2]), float(rows[2][2])
+    assert w16 < w4  # more samples, a narrower band
+    # the same forecast as bp.plan with the same settings
+    ref = bp.plan(bp.fit(counts, "bb", "eb", progressbar=False), k=10, target_width=0.05, n_grid=[4, 16], n_sims=2)
+    assert isinstance(ref, xr.Dataset) and np.isclose(w4, ref.expected_width.sel(config="m", n=4).item(), rtol=1e-3)
+    import bayespass.models.fit as fit_module
+
+    monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
+    for bad, word in ((["--width", "0"], "--width"), (["--width", "0.05", "--sims", "0"], "--sims"),
+                      (["--width", "0.05", "--k", "0"], "k must")):
+        res = runner.invoke(app, ["plan", str(fit_path.with_suffix(".csv")), *bad])
+        assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output

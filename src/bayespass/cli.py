@@ -256,10 +256,6 @@ def allocate_cmd(
     = None,
 ) -> None:
     """Say which tasks (and configs) to sample next so the pass@k band shrinks fastest."""
-    import arviz as az
-
-    from .data.io import read_counts
-    from .models.fit import fit
     from .stats.plan import _check_pair, allocate
     from .validate import as_k, check_positive_int, split_pair
 
@@ -271,14 +267,7 @@ def allocate_cmd(
         as_k(k), check_positive_int(budget, name="budget"), check_positive_int(step, name="step")  # before a fit
         if pair is not None and ":" not in pair:
             fail(f"--pair must look like 'A:B'; got {pair!r}")
-        if data.is_file() and data.suffix == ".nc" and _is_fit(data):
-            idata = az.from_netcdf(str(data)).load()
-            configs = [str(x) for x in idata.posterior.config.values]
-        else:
-            counts = read_counts(data)
-            configs = [str(x) for x in counts.config.values]
-            _check_pair(pair, configs)  # before the fit
-            idata = fit(counts)  # with its progress bar: the default fits four candidates
+        idata, configs = _fit_or_counts(data, check=lambda cfgs: _check_pair(pair, cfgs))
         pair_t = None if pair is None else split_pair(pair, configs, name="--pair")
         a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
     except (ValueError, TypeError, OSError) as err:
@@ -297,6 +286,63 @@ def allocate_cmd(
     if out is not None:
         df.to_csv(out, index=False)
         typer.echo(f"wrote {out}", err=True)
+
+
+def _fit_or_counts(data: Path, check=None) -> tuple:
+    """Return ``(fit, configs)`` of FIT_OR_COUNTS: a saved fit, or counts (a file or a run directory).
+
+    Counts are fitted with the default model after ``check(configs)`` has vetted the other options.
+    """
+    import arviz as az
+
+    from .data.io import read_counts
+    from .models.fit import fit
+
+    if data.is_file() and data.suffix == ".nc" and _is_fit(data):
+        idata = az.from_netcdf(str(data)).load()
+        return idata, [str(x) for x in idata.posterior.config.values]
+    counts = read_counts(data)
+    configs = [str(x) for x in counts.config.values]
+    if check is not None:
+        check(configs)
+    return fit(counts), configs  # with its progress bar: the default fits four candidates
+
+
+@app.command("plan")
+def plan_cmd(
+    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a counts "
+                                         "file or a run directory (its counts, fitted with the default model).")],
+    width: Annotated[float, typer.Option(help="Target width of the band of pass@k, e.g. 0.05.")],
+    k: Annotated[int, typer.Option(help="The pass@k whose band is planned.")] = 10,
+    n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
+                                                    "2, 3, 5, 8 times today's).")] = None,
+    sims: Annotated[int, typer.Option(help="Simulated futures per candidate n.")] = 5,
+    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
+    from .results import Table
+    from .stats.plan import plan
+    from .validate import as_k, check_positive_int
+
+    if format not in FORMATS:
+        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+    if not data.exists():
+        fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
+    try:
+        as_k(k), check_positive_int(sims, name="--sims")  # before a fit
+        if not 0 < width < 1:
+            fail(f"--width must be a band width in (0, 1), e.g. 0.05; got {width}")
+        grid = None if n_grid is None else [int(x) for x in n_grid.split(",")]
+        idata, _ = _fit_or_counts(data)
+        p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
+    except (ValueError, TypeError, OSError) as err:
+        fail(str(err))
+    df = p[["expected_width", "width_sd"]].to_dataframe().reset_index()
+    df = df.merge(p[["current_width", "n_needed"]].to_dataframe().reset_index(), on="config")
+    _print_table(Table.of(df, f"Samples per task for the {p.attrs['ci_prob']:g} band of pass@{k} to reach "
+                              f"{width:g} (model {p.attrs['model']} by {p.attrs['method']}; {sims} simulated "
+                              "futures per n; a forecast: on real data it has been conservative, "
+                              "benchmarks/RESULTS.md)"), format)
 
 
 def _fit_file(path: Path, fit: str | None) -> Path:
