@@ -42,7 +42,7 @@ def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
         cand = np.clip(cand, 0.0, 1.0)
         cdf = np.cumsum(_weights_on(cand, n[j], c[j]), axis=1)  # (task, pool)
         u = rng.random(n.shape[1]) * cdf[:, -1]
-        out[j] = cand[np.minimum((cdf < u[:, None]).sum(1), pool - 1)]
+        out[j] = cand[np.minimum((cdf < u[:, None]).sum(1), cand.size - 1)]
     return out
 
 
