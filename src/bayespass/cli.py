@@ -51,6 +51,18 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def _check_format(format: str) -> None:
+    """Refuse an output format the CLI cannot write, before any work."""
+    if format not in FORMATS:
+        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+
+
+def _check_exists(path: Path, metavar: str) -> None:
+    """Refuse a missing input path, naming the argument as the help shows it."""
+    if not path.exists():
+        fail(f"{metavar} {str(path)!r} does not exist")
+
+
 def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
     """Print a table as text (a :class:`~bayespass.Table` brings its title), JSON records or CSV (every column)."""
     from .results import Table
@@ -80,8 +92,7 @@ def estimate(
     from .data.io import read_counts
     from .stats.table import estimate_table
 
-    if format not in FORMATS:
-        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+    _check_format(format)
     try:
         ds = read_counts(counts, correctness=correctness)
         with warnings.catch_warnings(record=True) as caught:
@@ -165,8 +176,7 @@ def curve(
 
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
-    if format not in FORMATS:
-        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
+    _check_format(format)
     fit_path = _fit_file(fit_path, fit)
     try:
         idata = az.from_netcdf(str(fit_path))
@@ -216,20 +226,15 @@ def compare_cmd(
     from .stats.ranking import compare_configs, leaderboard, prob_better_table
     from .validate import split_pair
 
-    if format not in FORMATS:
-        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
-    if not data.exists():
-        fail(f"RUN_OR_COUNTS {str(data)!r} does not exist")
+    _check_format(format)
+    _check_exists(data, "RUN_OR_COUNTS")
     try:
         raw = None if pairs is None else pairs.split(",")
         if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
-        src = data
-        if data.is_file() and data.suffix == ".nc" and _is_fit(data):
-            import arviz as az
-
-            src = az.from_netcdf(str(data)).load()
-        cmp = compare_configs(src, k=k, pairs=raw, ci_prob=ci_prob, model=model, method=method, progressbar=True)
+        src = _saved_fit(data)
+        cmp = compare_configs(data if src is None else src, k=k, pairs=raw, ci_prob=ci_prob, model=model,
+                              method=method, progressbar=True)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
@@ -261,8 +266,7 @@ def allocate_cmd(
 
     if out is not None:
         _check_out(out)
-    if not data.exists():
-        fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
+    _check_exists(data, "FIT_OR_COUNTS")
     try:
         as_k(k), check_positive_int(budget, name="budget"), check_positive_int(step, name="step")  # before a fit
         if pair is not None and ":" not in pair:
@@ -288,18 +292,24 @@ def allocate_cmd(
         typer.echo(f"wrote {out}", err=True)
 
 
+def _saved_fit(data: Path):
+    """Return the InferenceData of a fit file (.nc from 'bayespass fit'), loaded; None for anything else."""
+    if not (data.is_file() and data.suffix == ".nc" and _is_fit(data)):
+        return None
+    import arviz as az
+
+    return az.from_netcdf(str(data)).load()
+
+
 def _fit_or_counts(data: Path, check=None) -> tuple:
     """Return ``(fit, configs)`` of FIT_OR_COUNTS: a saved fit, or counts (a file or a run directory).
 
     Counts are fitted with the default model after ``check(configs)`` has vetted the other options.
     """
-    import arviz as az
-
     from .data.io import read_counts
     from .models.fit import fit
 
-    if data.is_file() and data.suffix == ".nc" and _is_fit(data):
-        idata = az.from_netcdf(str(data)).load()
+    if (idata := _saved_fit(data)) is not None:
         return idata, [str(x) for x in idata.posterior.config.values]
     counts = read_counts(data)
     configs = [str(x) for x in counts.config.values]
@@ -324,10 +334,8 @@ def plan_cmd(
     from .stats.plan import plan
     from .validate import as_k, check_positive_int
 
-    if format not in FORMATS:
-        fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
-    if not data.exists():
-        fail(f"FIT_OR_COUNTS {str(data)!r} does not exist")
+    _check_format(format)
+    _check_exists(data, "FIT_OR_COUNTS")
     try:
         as_k(k), check_positive_int(sims, name="--sims")  # before a fit
         if not 0 < width < 1:
