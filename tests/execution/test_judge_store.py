@@ -82,3 +82,109 @@ def test_store_commits_each_program_and_resumes_and_imports(tmp_path):
     assert other.import_results(tmp_path / "missing.sqlite", "7", {"t1": "ts1"}) == 0
     assert list(other.get("7")["t1", "h1"][0]) == [1, 1]
     other.close()
+
+
+def _reference_key(x, tol):
+    """The digest's key as first written (nested form, then ``json.dumps``): the fast writer must match it."""
+    import json
+    import math
+
+    def number(v):
+        if type(v) is float and not math.isfinite(v):
+            return ["F", repr(v)]
+        return ["N", int(v)] if abs(v) > 2**53 else ["N", round(v / tol)]
+
+    def form(v):
+        if type(v) in (int, float, bool):
+            return number(v)
+        if type(v) is complex:
+            return ["C", number(v.real), number(v.imag)]
+        if isinstance(v, list | tuple):
+            return ["L" if isinstance(v, list) else "T", [form(e) for e in v]]
+        if isinstance(v, set | frozenset):
+            return ["S", sorted({json.dumps(form(e), sort_keys=True) for e in v})]
+        if isinstance(v, dict):
+            return ["D", sorted(([form(k), form(e)] for k, e in v.items()), key=repr)]
+        return ["B", v.hex()] if isinstance(v, bytes) else v
+
+    return json.dumps(form(x), sort_keys=True)
+
+
+def _random_value(rng, depth=0):
+    leaves = [lambda: int(rng.integers(-5, 6)), lambda: int(rng.integers(-2**62, 2**62)), lambda: 2**53,
+              lambda: -2**53 - 1, lambda: float(rng.normal() * 10.0 ** rng.integers(-8, 20)),
+              lambda: [float("inf"), float("-inf"), float("nan"), -0.0][rng.integers(4)], lambda: bool(rng.integers(2)),
+              lambda: None, lambda: ["a", 'é"\\\n', "", "\u2603x"][rng.integers(4)], lambda: complex(rng.normal(), 1.0),
+              lambda: b"\x00ab", lambda: float(2**60)]
+    if depth > 3 or rng.random() < 0.3:
+        return leaves[rng.integers(len(leaves))]()
+    n = int(rng.integers(0, 5))
+    kind = rng.integers(6)
+    if kind == 0:
+        return [_random_value(rng, depth + 1) for _ in range(n)]
+    if kind == 1:
+        return tuple(_random_value(rng, depth + 1) for _ in range(n))
+    if kind == 2:
+        return [int(v) for v in rng.integers(-10**6, 10**6, 3 * n)]
+    if kind == 3:
+        return [str(v) for v in rng.choice(list("abc"), n)]
+    if kind == 4:
+        return {int(rng.integers(6)): _random_value(rng, depth + 1) for _ in range(n)}
+    return {int(v) for v in rng.integers(0, 10, n)}
+
+
+def test_fast_digest_key_writes_the_same_text_as_the_nested_form():
+    from bayespass.execution.judge import _key
+
+    rng = np.random.default_rng(3)
+    for _ in range(5000):
+        x, tol = _random_value(rng), [1e-6, 1e-3, 0.5][rng.integers(3)]
+        try:
+            want = _reference_key(x, tol)
+        except (TypeError, ValueError) as err:
+            want = type(err)
+        try:
+            got = _key(x, tol)
+        except (TypeError, ValueError) as err:
+            got = type(err)
+        assert got == want, x
+
+
+def test_encode_decode_fast_paths_round_trip_exact_types():
+    from bayespass.execution.child import decode
+
+    class MyInt(int):
+        def __index__(self):
+            raise AssertionError("a candidate's method ran in the encoder")
+
+    values = [[1, 2, 2**53, -2**53], [2**53 + 1, 3], ["a", "b"], [True, 1], [1, 1.0], ({1, 2}), frozenset({"x"}),
+              (1, 2), [[1, 2], [3, "4"]], [], [None, 1], [MyInt(5), 6]]
+    for v in values:
+        back = decode(encode(v))
+        assert back == v and type(back) is ({frozenset: set}.get(type(v), type(v)))
+        assert [type(e) for e in back] == [int if type(e) is MyInt else type(e) for e in v] or isinstance(v, set | frozenset)
+    assert encode([2**53 + 1]) == ["L", [["I", hex(2**53 + 1)]]]  # beyond float precision: tagged, as before
+    assert encode([MyInt(5)]) == ["L", [5]]  # a subclass is encoded by int's own methods
+
+
+def test_an_exactly_equal_output_gets_the_reference_digest_without_digesting_it():
+    from types import SimpleNamespace
+
+    from bayespass.execution import engine
+    from bayespass.execution.judge import value_digest
+    from bayespass.execution.sandbox import Limits
+
+    task = SimpleNamespace(atol=0.0, set_equal=False, entry_point="f", inputs=[[1], [2]], output_not_none=False)
+    expected = [[[1, 2], [3, 4.5]], [0.25, 7.0]]
+    suite = SimpleNamespace(name="t", tasks={"T/0": task},
+                            expected={"T/0": {"values": [encode(v) for v in expected], "inputs": [encode([1])] * 2,
+                                              "times": [0.01, 0.01]}})
+    j = engine._Judge(suite, Limits())
+    calls = []
+    j.reference_digest = lambda t, i: calls.append((t, i)) or 12345  # counts the calls; a sentinel digest
+    same = j.judged("T/0", 0, _out([[1, 2], [3, 4.5]]))
+    assert (same.verdict, same.digest, calls) == ("pass", 12345, [("T/0", 0)])
+    close = j.judged("T/0", 1, _out([0.25 + 1e-9, 7.0]))  # passes within the tolerance, not exactly equal
+    assert close.verdict == "pass" and close.digest == value_digest([0.25 + 1e-9, 7.0]) and len(calls) == 1
+    assert engine._Judge(suite, Limits()).reference_digest("T/0", 0) == digest(_out(expected[0]))
+    assert j.job("T/0", "a")["caps"] is j.job("T/0", "b")["caps"]  # a task's tests and caps: computed once

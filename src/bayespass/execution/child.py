@@ -97,10 +97,14 @@ def encode(x, depth=0):
         return ["F", float.__repr__(x)]
     if b is complex:
         return ["C", [float.__repr__(complex.real.__get__(x)), float.__repr__(complex.imag.__get__(x))]]
-    if b is list or b is tuple:
-        return ["L" if b is list else "T", [encode(v, depth + 1) for v in _items(x, b)]]
-    if b is set or b is frozenset:
-        return ["S", [encode(v, depth + 1) for v in _items(x, b)]]
+    if b is list or b is tuple or b is set or b is frozenset:
+        items = _items(x, b)
+        kinds = set(map(type, items))  # exact types: a subclass takes the general path
+        if kinds <= {str} or kinds <= {int} and all(-2**53 <= v <= 2**53 for v in items):
+            enc = list(items)  # such leaves encode to themselves
+        else:
+            enc = [encode(v, depth + 1) for v in items]
+        return ["L" if b is list else "T" if b is tuple else "S", enc]
     if b is dict:
         return ["D", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]]
     if b is bytes:
@@ -116,12 +120,10 @@ def decode(x):
             return int(v, 16)
         if tag == "F":
             return float(v)
-        if tag == "L":
-            return [decode(e) for e in v]
-        if tag == "T":
-            return tuple(decode(e) for e in v)
-        if tag == "S":
-            return set(decode(e) for e in v)
+        if tag in ("L", "T", "S"):
+            if any(isinstance(e, list | dict) for e in v):
+                v = [decode(e) for e in v]  # leaves (numbers, strings, None) decode to themselves
+            return list(v) if tag == "L" else tuple(v) if tag == "T" else set(v)
         if tag == "D":
             return {decode(k): decode(e) for k, e in v}
         if tag == "B":

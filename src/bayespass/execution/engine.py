@@ -18,7 +18,7 @@ from .._version import __version__
 from .child import decode
 from .groundtruth import load_factor
 from .harness import SlotPool
-from .judge import VERDICTS, _digest_of, digest, judge
+from .judge import VERDICTS, _digest_of, digest, judge, judge_value, value_digest
 from .samples_io import code_hash, read_samples
 from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
 from .store import VerdictStore
@@ -48,8 +48,21 @@ def _encoded_len(v) -> int:
     if isinstance(v, dict):
         return 1 << 30
     if isinstance(v, list):
+        if not any(isinstance(e, list | dict) for e in v):  # leaves only: one pass, no call per element
+            return 2 + sum(map(len, map(str, v))) + 3 * len(v)
         return 2 + sum(_encoded_len(e) + 1 for e in v)
     return len(str(v)) + 2
+
+
+_UNDECODED = object()
+
+
+def _same(out, exp) -> bool:
+    """``out == exp`` for decoded values, False where the comparison raises."""
+    try:
+        return bool(out == exp)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
 
 
 class _Judge:
@@ -59,6 +72,7 @@ class _Judge:
         self.suite, self._limits, self.load_factor = suite, limits, load_factor
         self._expected: dict = {}
         self._digests: dict = {}
+        self._jobs: dict = {}  # per task: the part of a job that does not depend on the program
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
@@ -84,12 +98,15 @@ class _Judge:
             return self._expected[task_id]
 
     def job(self, task_id: str, code: str) -> dict:
-        t, e, lim = self.suite.tasks[task_id], self.suite.expected[task_id], self._limits
-        # a value more than 16x longer than the expected one cannot match it: its digest is sent instead
-        caps = [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]]
-        return {"code": code, "entry_point": t.entry_point, "inputs": e["inputs"],
-                "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
-                "output_not_none": t.output_not_none, "caps": caps}
+        """Return the job for one program of a task (its tests, limits and value caps are computed once per task)."""
+        if task_id not in self._jobs:
+            t, e, lim = self.suite.tasks[task_id], self.suite.expected[task_id], self._limits
+            # a value more than 16x longer than the expected one cannot match it: its digest is sent instead
+            caps = [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]]
+            self._jobs[task_id] = {"entry_point": t.entry_point, "inputs": e["inputs"],
+                                   "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
+                                   "output_not_none": t.output_not_none, "caps": caps}
+        return {"code": code, **self._jobs[task_id]}
 
     def expected_digest(self, task_id: str, i: int) -> str | None:
         """Canonical digest of an expected value (computed once: seconds for a million-element list)."""
@@ -98,12 +115,37 @@ class _Judge:
             self._digests[key] = _digest_of(self.expected(task_id)[i])
         return self._digests[key]
 
+    def reference_digest(self, task_id: str, i: int) -> int:
+        """Behaviour digest of a test's expected value (computed once)."""
+        key = ("ref", task_id, i)
+        if key not in self._digests:
+            t = self.suite.tasks[task_id]
+            self._digests[key] = digest(Outcome("value", self.suite.expected[task_id]["values"][i]), atol=t.atol,
+                                        set_equal=t.set_equal)
+        return self._digests[key]
+
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
-        """Set the verdict and the behaviour digest of an outcome and drop its value."""
-        t = self.suite.tasks[task_id]
-        o.verdict = judge(o, self.expected(task_id)[i], atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
-                          expected_digest=lambda: self.expected_digest(task_id, i))
-        o.digest = digest(o, atol=t.atol, set_equal=t.set_equal) if o.status != "not_run" else 0
+        """Set the verdict and the behaviour digest of an outcome and drop its value.
+
+        The value is decoded once; an output exactly equal (``==``) to the expected one has the expected
+        value's digest (the normalisation is a function of ``==``), computed once per test.
+        """
+        t, exp = self.suite.tasks[task_id], self.expected(task_id)[i]
+        out = _UNDECODED
+        if o.status == "value" and not isinstance(o.value, dict):
+            try:
+                out = decode(o.value)
+            except (ValueError, TypeError, RecursionError, OverflowError):
+                pass
+        if out is _UNDECODED:
+            o.verdict = judge(o, exp, atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
+                              expected_digest=lambda: self.expected_digest(task_id, i))
+            o.digest = digest(o, atol=t.atol, set_equal=t.set_equal) if o.status != "not_run" else 0
+        else:
+            o.verdict = judge_value(out, exp, atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
+                                    expected_digest=lambda: self.expected_digest(task_id, i))
+            o.digest = (self.reference_digest(task_id, i) if o.verdict == "pass" and _same(out, exp)
+                        else value_digest(out, atol=t.atol, set_equal=t.set_equal))
         o.value = None
         return o
 
@@ -267,7 +309,9 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
                           fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
                           harness=harness, fresh=fresh_interpreter)
-        ds = (_dataset if detail == "test" else _sample_dataset)(table, suite, store.get(harness, testsets))
+        results = store.get(harness, testsets)
+        ds = (_dataset(table, suite, results, judge_.reference_digest) if detail == "test"
+              else _sample_dataset(table, suite, results))
     finally:
         store.close()
     ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=harness,
@@ -419,7 +463,7 @@ def _logprob_note(lp, exists) -> dict:
     return {}
 
 
-def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
+def _dataset(table: pd.DataFrame, suite, results: dict, reference_digest) -> xr.Dataset:
     configs = list(dict.fromkeys(table["config"]))
     in_table = set(table["task"])
     tasks = [t for t in suite.tasks if t in in_table]
@@ -456,9 +500,7 @@ def _dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
     for t in tasks:
         n, nb = len(suite.expected[t]["values"]), suite.expected[t]["n_base"]
         is_plus[ti[t], :nb], is_plus[ti[t], nb:n] = 0, 1
-        task = suite.tasks[t]
-        ref[ti[t], :n] = [digest(Outcome("value", v), atol=task.atol, set_equal=task.set_equal)
-                          for v in suite.expected[t]["values"]]
+        ref[ti[t], :n] = [reference_digest(t, i) for i in range(n)]
     notes = _logprob_note(extras.get("mean_logprob"), exists)
     present = verdict != VERDICTS["absent"]
     passed = (verdict == VERDICTS["pass"]) | ~present

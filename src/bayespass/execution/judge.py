@@ -32,7 +32,7 @@ import math
 from ..data.suites import SET_EQ
 from .child import Hashed, canonical_digest, decode
 
-__all__ = ["VERDICTS", "CODES", "judge", "digest", "equal"]
+__all__ = ["VERDICTS", "CODES", "judge", "judge_value", "digest", "value_digest", "equal"]
 
 #: int8 verdict codes stored in the samples dataset
 VERDICTS = {"absent": -1, "not_run": 0, "pass": 1, "fail": 2, "error": 3, "timeout": 4,
@@ -146,6 +146,11 @@ def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None, expected_dig
         out = decode(outcome.value)
     except (ValueError, TypeError, RecursionError):
         return "error"
+    return judge_value(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest)
+
+
+def judge_value(out, expected, *, atol=0.0, entry_point="", inp=None, expected_digest=None) -> str:
+    """Verdict name (``"pass"`` or ``"fail"``) for a decoded return value ``out``, as :func:`judge`."""
     try:
         ok = equal(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
@@ -173,7 +178,7 @@ def _number(x, tol: float) -> list:
 
 def _set_form(xs, tol: float) -> list:
     """Return the form of a set, or of an output the judge compares as one: members normalised, unordered, once."""
-    return ["S", sorted({json.dumps(_normalise(v, tol), sort_keys=True) for v in xs})]
+    return ["S", sorted({_key(v, tol) for v in xs})]
 
 
 def _normalise(x, tol):
@@ -194,6 +199,66 @@ def _normalise(x, tol):
     return x
 
 
+def _number_key(x, tol: float) -> str:
+    """JSON text of :func:`_number`'s form (the same characters as ``json.dumps`` writes)."""
+    if type(x) is float and not math.isfinite(x):
+        return f'["F", "{x!r}"]'
+    if abs(x) > 2**53:
+        return f'["N", {int(x)}]'
+    return f'["N", {round(x / tol)}]'
+
+
+_LEAF = (int, float, bool)
+_SMALL = 2**53
+
+
+def _key(x, tol: float) -> str:
+    """Return ``json.dumps(_normalise(x, tol), sort_keys=True)``, without building the form.
+
+    Lists and tuples of numbers or strings (the large outputs of benchmark tasks) are written in one pass;
+    other containers fall back to :func:`_normalise` (a normalised form holds no dict, so key order is moot).
+    """
+    t = type(x)
+    if t in _LEAF:
+        return _number_key(x, tol)
+    if t is str:
+        return _json_str(x)
+    if x is None:
+        return "null"
+    if t is list or t is tuple:
+        head = '["L", [' if t is list else '["T", ['
+        types = set(map(type, x))
+        if types <= {int} and all(-_SMALL <= v <= _SMALL for v in x):
+            parts = [f'["N", {round(v / tol)}]' for v in x]
+        elif types <= {str}:
+            parts = list(map(_json_str, x))
+        else:
+            parts = [_key(v, tol) for v in x]
+        return head + ", ".join(parts) + "]]"
+    return json.dumps(_normalise(x, tol), sort_keys=True)
+
+
+def _json_str(x: str) -> str:
+    return json.dumps(x)
+
+
+def value_digest(x, *, atol: float = 0.0, set_equal: bool = False) -> int:
+    """Behaviour digest of a decoded return value (as :func:`digest` of an outcome holding it)."""
+    try:
+        tol = atol or 1e-6
+        if set_equal and isinstance(x, list | tuple | set | frozenset):
+            key = json.dumps(_set_form(x, tol), sort_keys=True)
+        else:
+            key = _key(x, tol)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        key = "undecodable"
+    return _hash(key)
+
+
+def _hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1
+
+
 def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
     """Stable 63-bit digest of a test's behaviour: normalised value, error type, or verdict.
 
@@ -205,17 +270,13 @@ def digest(outcome, *, atol: float = 0.0, set_equal: bool = False) -> int:
     finds equal share a digest whatever their order.
     """
     if outcome.status == "value" and isinstance(outcome.value, dict):
-        key = "hashed:" + str(outcome.value.get("H"))
-    elif outcome.status == "value":
+        return _hash("hashed:" + str(outcome.value.get("H")))
+    if outcome.status == "value":
         try:
-            x, tol = decode(outcome.value), atol or 1e-6
-            as_set = set_equal and isinstance(x, list | tuple | set | frozenset)
-            form = _set_form(x, tol) if as_set else _normalise(x, tol)
-            key = json.dumps(form, sort_keys=True)
+            x = decode(outcome.value)
         except (ValueError, TypeError, RecursionError, OverflowError):
-            key = "undecodable"
-    elif outcome.status == "error":
-        key = "error:" + outcome.error.split(":")[0]
-    else:
-        key = outcome.status
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1
+            return _hash("undecodable")
+        return value_digest(x, atol=atol, set_equal=set_equal)
+    if outcome.status == "error":
+        return _hash("error:" + outcome.error.split(":")[0])
+    return _hash(outcome.status)
