@@ -228,8 +228,8 @@ def _key(x, tol: float) -> str:
     if t is list or t is tuple:
         head = '["L", [' if t is list else '["T", ['
         types = set(map(type, x))
-        if types <= {int} and all(-_SMALL <= v <= _SMALL for v in x):
-            parts = [f'["N", {round(v / tol)}]' for v in x]
+        if types <= {int, float}:  # NaN and values beyond float precision fail the range test
+            parts = [f'["N", {round(v / tol)}]' if -_SMALL <= v <= _SMALL else _number_key(v, tol) for v in x]
         elif types <= {str}:
             parts = list(map(_json_str, x))
         else:
