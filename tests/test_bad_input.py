@@ -51,6 +51,21 @@ def test_execute_out_is_an_existing_file(tmp_path):
     assert res.exit_code == 2 and "is a file" in res.output
 
 
+def test_execute_checks_the_samples_before_loading_expected_outputs(tmp_path, monkeypatch):
+    from bayespass.execution import groundtruth
+
+    def no_ground_truth(*args, **kwargs):
+        raise AssertionError("expected outputs were loaded before the samples were checked")
+
+    monkeypatch.setattr(groundtruth, "ground_truth", no_ground_truth)
+    res = cli("execute", tmp_path / "missing.jsonl", "--out", tmp_path / "run")
+    assert res.exit_code == 2 and "missing.jsonl' do not exist" in res.output, res.output
+    f = tmp_path / "s.jsonl"
+    f.write_text(json.dumps({"task_id": "Mbpp/2", "solution": "x = 1\n"}) + "\n")
+    res = cli("execute", f, "--out", tmp_path / "run")
+    assert res.exit_code == 2 and "none of the 1 task id(s) is in suite 'humaneval'" in res.output, res.output
+
+
 def test_binary_samples_file_names_the_file_and_line(tmp_path):
     f = tmp_path / "s.jsonl"
     f.write_bytes(b'{"task_id": "HumanEval/0", "completion": "x"}\n\xff\xfe\x00binary\n')

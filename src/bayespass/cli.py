@@ -442,7 +442,8 @@ def execute_cmd(
         fail(f"--layer {layer!r} is not supported; choose one of {list(LAYERS)}")
     try:
         check_layer(layer) if scheduler is None else None
-        s = load_suite(suite, dataset, workers=workers)
+        # expected outputs (seconds to load for HumanEval+/MBPP+) after the samples are read and checked
+        s = load_suite(suite, dataset, expected=False)
         ds = execute(samples, s, out=out, workers=workers, scheduler=scheduler, fast_check=fast_check,
                      layer=layer, fresh_interpreter=fresh_interpreter,
                      **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
