@@ -127,6 +127,25 @@ def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     assert "synthetic|T=0.6" in res.output
 
 
+@pytest.mark.parametrize(("args", "needle"), [
+    (["gate", "--format", "yaml"], "--format 'yaml' is not supported"),
+    (["reliability", "--plot", "{missing}/p.png"], "directory '{missing}' does not exist"),
+    (["incoherence", "--plot", "{tmp}"], "is a directory; give a file path in it"),
+    (["curve", "--plot", "{missing}/p.png"], "does not exist"),
+    (["compare", "--plot", "{tmp}"], "e.g. '{tmp}/compare'"),
+    (["gate", "--splits", "0"], "--splits must be a positive integer; got 0"),
+    (["gate", "--calib-fraction", "1.5"], "--calib-fraction must be a probability in (0, 1); got 1.5"),
+    (["reliability", "--delta", "0"], "--delta must be a probability in (0, 1)"),
+    (["incoherence", "--n-mc", "-1"], "--n-mc must be a positive integer; got -1"),
+])
+def test_cli_post_processor_options_are_checked_before_work_and_named_as_options(rundir, tmp_path, args, needle):
+    out, _ = rundir
+    fill = {"missing": str(tmp_path / "missing"), "tmp": str(tmp_path)}
+    res = CliRunner().invoke(app, [args[0], str(out), *(a.format(**fill) for a in args[1:])])
+    assert res.exit_code == 2 and needle.format(**fill) in res.output, res.output
+    assert "Traceback" not in res.output and "wrote" not in res.output
+
+
 def test_cli_post_processor_errors(tmp_path):
     res = CliRunner().invoke(app, ["gate", str(tmp_path)])
     assert res.exit_code == 2 and "not a run directory" in res.output

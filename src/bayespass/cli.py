@@ -57,6 +57,26 @@ def _check_format(format: str) -> None:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
 
 
+def _check_plot(plot: Path | None, example: str = "figure.png") -> None:
+    """Refuse a PNG path (or path prefix) that cannot be written, before any work."""
+    if plot is None:
+        return
+    if plot.is_dir():
+        fail(f"--plot {str(plot)!r} is a directory; give a file path in it, e.g. {str(plot / example)!r}")
+    if not plot.parent.is_dir():
+        fail(f"--plot {str(plot)!r}: directory {str(plot.parent)!r} does not exist")
+
+
+def _options(msg: str, names: dict) -> str:
+    """Name a library parameter in an error message as the command-line option that sets it."""
+    for name, option in names.items():
+        if msg.startswith(f"{name}="):
+            return f"{option} {msg[len(name) + 1:]}"
+        if msg.startswith(f"{name} "):
+            return option + msg[len(name):]
+    return msg
+
+
 def _check_exists(path: Path, metavar: str) -> None:
     """Refuse a missing input path, naming the argument as the help shows it."""
     if not path.exists():
@@ -177,6 +197,7 @@ def curve(
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     _check_format(format)
+    _check_plot(plot)
     fit_path = _fit_file(fit_path, fit)
     try:
         idata = az.from_netcdf(str(fit_path))
@@ -227,6 +248,7 @@ def compare_cmd(
     from .validate import split_pair
 
     _check_format(format)
+    _check_plot(plot, example="compare")  # a prefix: compare-forest.png, ...
     _check_exists(data, "RUN_OR_COUNTS")
     try:
         raw = None if pairs is None else pairs.split(",")
@@ -602,12 +624,16 @@ def gate_cmd(
     """CRC gating from behavioural clusters vs pass@1, best-of-K and logprob-CRC."""
     from .stats.gating import gate, gate_diagnostics, gate_table, plot_risk_coverage, risk_coverage
 
+    _check_format(format)
+    _check_plot(plot)
     samples = _load(rundir)
     try:
         g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
                  variant=variant, diversity_floor=diversity_floor, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(str(err))
+        fail(_options(str(err), {"alpha": "--alpha", "n_splits": "--splits", "calib_fraction": "--calib-fraction",
+                                 "signature": "--signature", "variant": "--variant",
+                                 "diversity_floor": "--diversity-floor"}))
     emit(gate_table(g), format)
     if format == "table":
         _print_table(gate_diagnostics(samples, signature=signature))
@@ -632,11 +658,13 @@ def reliability_cmd(
     """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
     from .stats.reliability import plot_set_size, reliability, reliability_table
 
+    _check_format(format)
+    _check_plot(plot)
     samples = _load(rundir)
     try:
         r = reliability(samples, alpha=alpha, n_splits=splits, delta=delta, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(str(err))
+        fail(_options(str(err), {"alpha": "--alpha", "n_splits": "--splits", "delta": "--delta"}))
     emit(reliability_table(r), format)
     if plot is not None:
         ax = plot_set_size(r)
@@ -658,6 +686,8 @@ def incoherence_cmd(
     """Incoherence and error on fuzzed inputs (exact and Monte-Carlo), with the I <= 2E bound."""
     from .stats.incoherence import incoherence, incoherence_summary, pac_n_estimate, plot_incoherence
 
+    _check_format(format)
+    _check_plot(plot)
     tree = _load(rundir)
     samples, fuzz = tree, tree if "fuzz_samples" in tree.children else None
     if fuzz is None:
@@ -665,7 +695,7 @@ def incoherence_cmd(
     try:
         inc = incoherence(fuzz, samples=samples, n_mc=n_mc, delta=delta, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(str(err))
+        fail(_options(str(err), {"n_mc": "--n-mc", "delta": "--delta"}))
     df = incoherence_summary(inc)
     emit(df, format)
     if format == "table":
