@@ -66,6 +66,27 @@ def test_execute_checks_the_samples_before_loading_expected_outputs(tmp_path, mo
     assert res.exit_code == 2 and "none of the 1 task id(s) is in suite 'humaneval'" in res.output, res.output
 
 
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--k", "0"], "--k must be a positive integer; got 0"),
+    (["--temperature", "0"], "--temperature must be > 0 (local models sample; use --endpoint for greedy); got 0.0"),
+    (["--temperature", "-0.5", "--endpoint", "http://127.0.0.1:9/v1"], "--temperature must be >= 0 (0: greedy)"),
+    (["--top-p", "1.5"], "--top-p must be in (0, 1]; got 1.5"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be a positive integer"),
+    (["--tasks", "0"], "--tasks must be a positive integer"),
+    (["--timeout", "0", "--endpoint", "http://127.0.0.1:9/v1"], "--timeout must be > 0 seconds"),
+])
+def test_generate_options_are_checked_before_a_suite_or_model_is_loaded(tmp_path, monkeypatch, args, needle):
+    from bayespass.execution import groundtruth
+
+    def no_loading(*a, **kw):
+        raise AssertionError("the suite was loaded before the options were checked")
+
+    monkeypatch.setattr(groundtruth, "load_suite", no_loading)
+    res = cli("generate", "--model", "some/checkpoint", "--out", tmp_path / "s.jsonl", *args)
+    assert res.exit_code == 2 and needle in res.output, res.output
+    assert not (tmp_path / "s.jsonl").exists()
+
+
 def test_binary_samples_file_names_the_file_and_line(tmp_path):
     f = tmp_path / "s.jsonl"
     f.write_bytes(b'{"task_id": "HumanEval/0", "completion": "x"}\n\xff\xfe\x00binary\n')
