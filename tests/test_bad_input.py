@@ -109,8 +109,13 @@ def test_layer_bwrap_without_bubblewrap(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [(["--tasks", "-5"], "--tasks must be a positive integer; got -5"),
                                          (["--alpha", "2"], "--alpha must be in (0, 1); got 2"),
-                                         (["--workers", "0"], "workers must be a positive integer; got 0"),
-                                         (["--k", "0"], "k must be a positive integer; got 0")])
+                                         (["--workers", "0"], "--workers must be a positive integer; got 0"),
+                                         (["--k", "0"], "--k must be a positive integer; got 0"),
+                                         (["--width-k", "0", "--until-width", "0.1"], "--width-k must be a positive"),
+                                         (["--top-p", "2"], "--top-p must be in (0, 1]; got 2.0"),
+                                         (["--fuzz-n", "-1"], "--fuzz-n must be a non-negative integer"),
+                                         (["--temperatures", "0.5,0"], "--temperatures must be > 0 for coder "
+                                                                       "'synthetic', which samples")])
 def test_run_settings_are_validated_before_any_work(tmp_path, args, needle):
     res = cli("run", "--out", tmp_path / "r", *args)
     assert res.exit_code == 2 and needle in res.output, res.output

@@ -577,11 +577,14 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
 
 def _as_option(msg: str) -> str:
     """Name a RunConfig field in an error message as the command-line option that sets it."""
-    msg = msg.replace("alpha", "--alpha")
-    for name in ("tasks", "until_width", "max_samples", "width_k", "round_size", "max_new_tokens"):
+    import re
+
+    for name in ("alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k",
+                 "round_size", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers"):
         option = f"--{name.replace('_', '-')}"
-        msg = msg.replace(f"{name} must", f"{option} must").replace(f"{name}=", f"{option} ")
         msg = msg.replace(f"{name} ({option})", option)
+        msg = re.sub(rf"(?<![\w-]){name}=", f"{option} ", msg)
+        msg = re.sub(rf"(?<![\w-]){name}(?= must)", option, msg)
     return msg
 
 

@@ -81,8 +81,11 @@ class RunConfig:
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
         temps = tuple(self.temperatures)
-        if not temps or any(not isinstance(t, int | float) or t < 0 for t in temps):
+        if not temps or any(not isinstance(t, int | float) or not t >= 0 for t in temps):
             raise ValueError(f"temperatures must be non-negative numbers; got {self.temperatures!r}")
+        if 0 in temps and self.endpoint is None and self.coder != "samples":
+            raise ValueError(f"temperatures must be > 0 for coder {self.coder!r}, which samples; 0 (greedy) needs an "
+                             f"endpoint (--endpoint); got {self.temperatures!r}")
         for k in self.passk_k:
             check_positive_int(int(k), name="passk_k")
         self._check_rounds()
