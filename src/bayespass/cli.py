@@ -67,16 +67,6 @@ def _check_plot(plot: Path | None, example: str = "figure.png") -> None:
         fail(f"--plot {str(plot)!r}: directory {str(plot.parent)!r} does not exist")
 
 
-def _options(msg: str, names: dict) -> str:
-    """Name a library parameter in an error message as the command-line option that sets it."""
-    for name, option in names.items():
-        if msg.startswith(f"{name}="):
-            return f"{option} {msg[len(name) + 1:]}"
-        if msg.startswith(f"{name} "):
-            return option + msg[len(name):]
-    return msg
-
-
 def _check_exists(path: Path, metavar: str) -> None:
     """Refuse a missing input path, naming the argument as the help shows it."""
     if not path.exists():
@@ -575,13 +565,17 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
         raise typer.Exit(130) from None
 
 
-def _as_option(msg: str) -> str:
-    """Name a RunConfig field in an error message as the command-line option that sets it."""
+#: RunConfig fields as the options of 'bayespass run' that set them
+_RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
+    "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
+    "max_new_tokens", "concurrency", "max_retries", "timeout", "workers")}
+
+
+def _as_option(msg: str, names: dict = _RUN_OPTIONS) -> str:
+    """Name a library parameter in an error message as the command-line option that sets it (``{name: option}``)."""
     import re
 
-    for name in ("alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k",
-                 "round_size", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers"):
-        option = f"--{name.replace('_', '-')}"
+    for name, option in names.items():
         msg = msg.replace(f"{name} ({option})", option)
         msg = re.sub(rf"(?<![\w-]){name}=", f"{option} ", msg)
         msg = re.sub(rf"(?<![\w-]){name}(?= must)", option, msg)
@@ -634,7 +628,7 @@ def gate_cmd(
         g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
                  variant=variant, diversity_floor=diversity_floor, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(_options(str(err), {"alpha": "--alpha", "n_splits": "--splits", "calib_fraction": "--calib-fraction",
+        fail(_as_option(str(err), {"alpha": "--alpha", "n_splits": "--splits", "calib_fraction": "--calib-fraction",
                                  "signature": "--signature", "variant": "--variant",
                                  "diversity_floor": "--diversity-floor"}))
     emit(gate_table(g), format)
@@ -667,7 +661,7 @@ def reliability_cmd(
     try:
         r = reliability(samples, alpha=alpha, n_splits=splits, delta=delta, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(_options(str(err), {"alpha": "--alpha", "n_splits": "--splits", "delta": "--delta"}))
+        fail(_as_option(str(err), {"alpha": "--alpha", "n_splits": "--splits", "delta": "--delta"}))
     emit(reliability_table(r), format)
     if plot is not None:
         ax = plot_set_size(r)
@@ -698,7 +692,7 @@ def incoherence_cmd(
     try:
         inc = incoherence(fuzz, samples=samples, n_mc=n_mc, delta=delta, seed=seed)
     except (ValueError, TypeError) as err:
-        fail(_options(str(err), {"n_mc": "--n-mc", "delta": "--delta"}))
+        fail(_as_option(str(err), {"n_mc": "--n-mc", "delta": "--delta"}))
     df = incoherence_summary(inc)
     emit(df, format)
     if format == "table":
