@@ -100,7 +100,7 @@ def encode(x, depth=0):
     if b is list or b is tuple or b is set or b is frozenset:
         items = _items(x, b)
         kinds = set(map(type, items))  # exact types: a subclass takes the general path
-        if kinds <= {str} or kinds <= {int} and all(-2**53 <= v <= 2**53 for v in items):
+        if kinds <= {str} or (kinds <= {int} and all(-2**53 <= v <= 2**53 for v in items)):
             enc = list(items)  # such leaves encode to themselves
         else:
             enc = [encode(v, depth + 1) for v in items]

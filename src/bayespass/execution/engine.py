@@ -71,7 +71,8 @@ class _Judge:
     def __init__(self, suite, limits: Limits, load_factor: float = 1.0):
         self.suite, self._limits, self.load_factor = suite, limits, load_factor
         self._expected: dict = {}
-        self._digests: dict = {}
+        self._digests: dict = {}  # canonical digests of expected values (judging values sent as digests)
+        self._references: dict = {}  # behaviour digests of expected values
         self._jobs: dict = {}  # per task: the part of a job that does not depend on the program
         self._lock = threading.Lock()
 
@@ -117,12 +118,11 @@ class _Judge:
 
     def reference_digest(self, task_id: str, i: int) -> int:
         """Behaviour digest of a test's expected value (computed once)."""
-        key = ("ref", task_id, i)
-        if key not in self._digests:
+        if (task_id, i) not in self._references:
             t = self.suite.tasks[task_id]
-            self._digests[key] = digest(Outcome("value", self.suite.expected[task_id]["values"][i]), atol=t.atol,
-                                        set_equal=t.set_equal)
-        return self._digests[key]
+            self._references[task_id, i] = digest(Outcome("value", self.suite.expected[task_id]["values"][i]),
+                                                  atol=t.atol, set_equal=t.set_equal)
+        return self._references[task_id, i]
 
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
         """Set the verdict and the behaviour digest of an outcome and drop its value.

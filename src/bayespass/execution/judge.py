@@ -222,7 +222,7 @@ def _key(x, tol: float) -> str:
     if t in _LEAF:
         return _number_key(x, tol)
     if t is str:
-        return _json_str(x)
+        return json.dumps(x)
     if x is None:
         return "null"
     if t is list or t is tuple:
@@ -231,15 +231,11 @@ def _key(x, tol: float) -> str:
         if types <= {int, float}:  # NaN and values beyond float precision fail the range test
             parts = [f'["N", {round(v / tol)}]' if -_SMALL <= v <= _SMALL else _number_key(v, tol) for v in x]
         elif types <= {str}:
-            parts = list(map(_json_str, x))
+            parts = list(map(json.dumps, x))
         else:
             parts = [_key(v, tol) for v in x]
         return head + ", ".join(parts) + "]]"
     return json.dumps(_normalise(x, tol), sort_keys=True)
-
-
-def _json_str(x: str) -> str:
-    return json.dumps(x)
 
 
 def value_digest(x, *, atol: float = 0.0, set_equal: bool = False) -> int:
