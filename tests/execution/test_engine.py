@@ -231,3 +231,23 @@ def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, su
     assert not full.presumed.any() and full.attrs["harness_version"] == engine.HARNESS_VERSION
     with pytest.raises(ValueError, match="max_timeouts must be a positive integer"):
         engine.execute(recs, suite, out=tmp_path, max_timeouts=0)
+
+
+def test_dask_batches_hold_one_task_and_shrink_to_single_programs_at_the_end():
+    """Every program in exactly one batch of one task; batches of at most 8, cut from the work left, so
+    the last batches are single programs (no worker is left with a long batch while the others idle)."""
+    rng = np.random.default_rng(0)
+    jobs = [(f"t/{int(t)}", f"h{i}", {}) for i, t in enumerate(rng.integers(0, 30, 600))]
+    batches = list(engine._batches(jobs, n_workers=2))
+    flat = [j for _, b in batches for j in b]
+    assert sorted(flat) == sorted(jobs)  # each once
+    assert all({t for t, _, _ in b} == {task} for task, b in batches)
+    sizes = [len(b) for _, b in batches]
+    assert max(sizes) == 8 and sizes[-64:] == [1] * 64
+    left = len(jobs)
+    for s in sizes:  # never more than the rule allows for the work left when the batch is cut
+        assert s <= max(1, min(8, -(-left // 64)))
+        left -= s
+    # a task's programs are contiguous, so its tests can be released after its last batch
+    order = [task for task, _ in batches]
+    assert all(order.index(t) + order.count(t) - 1 == len(order) - 1 - order[::-1].index(t) for t in set(order))
