@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the parameter, the value and what is allowed, before any work."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -68,8 +69,11 @@ def test_execute_checks_the_samples_before_loading_expected_outputs(tmp_path, mo
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--k", "0"], "--k must be a positive integer; got 0"),
-    (["--temperature", "0"], "--temperature must be > 0 (local models sample; use --endpoint for greedy); got 0.0"),
-    (["--temperature", "-0.5", "--endpoint", "http://127.0.0.1:9/v1"], "--temperature must be >= 0 (0: greedy)"),
+    (["--temperature", "0"], "--temperature must be > 0 for coder 'some/checkpoint', which samples; 0 (greedy) needs an "
+                             "endpoint (--endpoint); got 0.0"),
+    (["--temperature", "-0.5", "--endpoint", "http://127.0.0.1:9/v1"],
+     "--temperature must be a non-negative number (0: greedy, with an endpoint); got -0.5"),
+    (["--temperature", "nan"], "--temperature must be a non-negative number"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]; got 1.5"),
     (["--max-new-tokens", "0"], "--max-new-tokens must be a positive integer"),
     (["--tasks", "0"], "--tasks must be a positive integer"),
@@ -183,3 +187,27 @@ def test_allocate_refuses_bad_options_before_fitting_counts(monkeypatch, args):
     res = cli("allocate", EXAMPLE, *args)
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert args[0].lstrip("-") in res.output or "nope" in res.output, res.output
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"top_p": 0}, "top_p must be in (0, 1]; got 0"),
+    ({"top_p": True}, "top_p must be in (0, 1]; got True"),
+    ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer; got 0"),
+    ({"temperature": (0.4, -1.0)}, "temperatures must be non-negative numbers (0: greedy, with an endpoint)"),
+    ({"temperature": ()}, "temperatures must be non-negative numbers"),
+    ({"temperature": (0.4, 0)}, "temperatures must be > 0 for coder 'm', which samples"),
+    ({"temperature": float("nan")}, "temperatures must be a non-negative number"),
+])
+def test_generate_and_run_share_one_decoding_check(kwargs, needle):
+    """One rule for `bayespass generate` and RunConfig (`bayespass run`): each value refused with its name."""
+    from bayespass.pipeline.config import RunConfig
+    from bayespass.validate import check_decoding
+
+    good = {"top_p": 0.95, "max_new_tokens": 16, "temperature": (0.4,), "greedy_ok": False, "coder": "m"}
+    with pytest.raises((ValueError, TypeError), match=re.escape(needle)):
+        check_decoding(**{**good, **kwargs})
+    check_decoding(**good)
+    check_decoding(**{**good, "temperature": (0.0, 0.4), "greedy_ok": True})  # greedy with an endpoint
+    if "temperature" in kwargs and isinstance(kwargs["temperature"], tuple):  # RunConfig says the same
+        with pytest.raises(ValueError, match=re.escape(needle.replace("'m'", "'synthetic'"))):
+            RunConfig(temperatures=kwargs["temperature"])

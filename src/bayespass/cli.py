@@ -738,8 +738,8 @@ def generate_cmd(
     from .generate.hf import generate_to_jsonl
 
     _check_generate_options(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, tasks=tasks,
-                            greedy_ok=endpoint is not None, concurrency=concurrency, max_retries=max_retries,
-                            timeout=timeout)
+                            greedy_ok=endpoint is not None, coder=model, concurrency=concurrency,
+                            max_retries=max_retries, timeout=timeout)
     coder = None
     try:
         s = load_suite(suite, dataset, expected=model == "synthetic")
@@ -771,10 +771,16 @@ def generate_cmd(
     typer.echo(f"wrote {out}")
 
 
+#: parameters of the shared decoding check as the options of 'bayespass generate'
+_GENERATE_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "max_new_tokens": "--max-new-tokens"}
+
+
 def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new_tokens: int, tasks: int | None,
-                            greedy_ok: bool, concurrency: int, max_retries: int, timeout: float) -> None:
+                            greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
-    for option, value in (("--k", k), ("--max-new-tokens", max_new_tokens), ("--concurrency", concurrency)):
+    from .validate import check_decoding
+
+    for option, value in (("--k", k), ("--concurrency", concurrency)):
         if value < 1:
             fail(f"{option} must be a positive integer; got {value}")
     if tasks is not None and tasks < 1:
@@ -783,12 +789,11 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:
         fail(f"--timeout must be > 0 seconds; got {timeout}")
-    if not 0 < top_p <= 1:
-        fail(f"--top-p must be in (0, 1]; got {top_p}")
-    if temperature < 0 or (temperature == 0 and not greedy_ok) or temperature != temperature:
-        allowed = (">= 0 (0: greedy) with --endpoint" if greedy_ok
-                   else "> 0 (local models sample; use --endpoint for greedy)")
-        fail(f"--temperature must be {allowed}; got {temperature}")
+    try:
+        check_decoding(top_p=top_p, max_new_tokens=max_new_tokens, temperature=temperature, greedy_ok=greedy_ok,
+                       coder=coder, name="temperature")
+    except ValueError as err:
+        fail(_as_option(str(err), _GENERATE_OPTIONS))
 
 
 def main() -> None:

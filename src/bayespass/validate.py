@@ -72,6 +72,26 @@ def check_positive_int(value: Any, *, name: str) -> int:
     return int(value)
 
 
+def check_decoding(*, top_p: Any, max_new_tokens: Any, temperature: Any, greedy_ok: bool, coder: str,
+                   name: str = "temperatures") -> None:
+    """Refuse decoding settings no coder accepts, before a model is loaded.
+
+    ``top_p`` in (0, 1], a positive ``max_new_tokens``, temperatures >= 0 (one number or a sequence, checked
+    under ``name``), and 0 (greedy) only where ``greedy_ok`` (an endpoint: local models and the synthetic
+    coder sample). ``bayespass generate`` and ``RunConfig`` (``bayespass run``) share this rule.
+    """
+    check_positive_int(max_new_tokens, name="max_new_tokens")
+    if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1]; got {top_p!r}")
+    temps = tuple(temperature) if isinstance(temperature, list | tuple) else (temperature,)
+    if not temps or any(isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 for t in temps):
+        what = "non-negative numbers" if isinstance(temperature, list | tuple) else "a non-negative number"
+        raise ValueError(f"{name} must be {what} (0: greedy, with an endpoint); got {temperature!r}")
+    if 0 in temps and not greedy_ok:
+        raise ValueError(f"{name} must be > 0 for coder {coder!r}, which samples; 0 (greedy) needs an endpoint "
+                         f"(--endpoint); got {temperature!r}")
+
+
 def split_pair(pair: Any, configs: Sequence[str], *, name: str = "pair") -> Any:
     """Return ``(a, b)`` from ``"A:B"``, split at the colon that leaves two of ``configs`` (names may hold ':').
 

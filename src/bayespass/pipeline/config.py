@@ -52,9 +52,9 @@ class RunConfig:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from ..validate import check_positive_int, check_prob
+        from ..validate import check_decoding, check_positive_int, check_prob
 
-        for name in ("k", "n_splits", "max_mutants", "concurrency", "max_new_tokens"):
+        for name in ("k", "n_splits", "max_mutants", "concurrency"):
             check_positive_int(getattr(self, name), name=name)
         for name in ("tasks", "workers", "draws", "tune", "chains"):
             if getattr(self, name) is not None:
@@ -78,14 +78,8 @@ class RunConfig:
                 raise ValueError(f"api_key_env={self.api_key_env!r}: that environment variable is not set")
             if not isinstance(self.timeout, int | float) or not self.timeout > 0:
                 raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p!r}")
-        temps = tuple(self.temperatures)
-        if not temps or any(not isinstance(t, int | float) or not t >= 0 for t in temps):
-            raise ValueError(f"temperatures must be non-negative numbers; got {self.temperatures!r}")
-        if 0 in temps and self.endpoint is None and self.coder != "samples":
-            raise ValueError(f"temperatures must be > 0 for coder {self.coder!r}, which samples; 0 (greedy) needs an "
-                             f"endpoint (--endpoint); got {self.temperatures!r}")
+        check_decoding(top_p=self.top_p, max_new_tokens=self.max_new_tokens, temperature=tuple(self.temperatures),
+                       greedy_ok=self.endpoint is not None or self.coder == "samples", coder=self.coder)
         for k in self.passk_k:
             check_positive_int(int(k), name="passk_k")
         self._check_rounds()
