@@ -771,28 +771,27 @@ def generate_cmd(
     typer.echo(f"wrote {out}")
 
 
-#: parameters of the shared decoding check as the options of 'bayespass generate'
-_GENERATE_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "max_new_tokens": "--max-new-tokens"}
+#: parameters of 'bayespass generate' as its options, for the messages of the shared checks
+_GENERATE_OPTIONS = {"k": "--k", "concurrency": "--concurrency", "tasks": "--tasks", "temperature": "--temperature",
+                     "top_p": "--top-p", "max_new_tokens": "--max-new-tokens"}
 
 
 def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new_tokens: int, tasks: int | None,
                             greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
-    from .validate import check_decoding
+    from .validate import check_decoding, check_positive_int
 
-    for option, value in (("--k", k), ("--concurrency", concurrency)):
-        if value < 1:
-            fail(f"{option} must be a positive integer; got {value}")
-    if tasks is not None and tasks < 1:
-        fail(f"--tasks must be a positive integer; got {tasks}")
     if max_retries < 0:
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:
         fail(f"--timeout must be > 0 seconds; got {timeout}")
     try:
+        for name, value in (("k", k), ("concurrency", concurrency), ("tasks", tasks)):
+            if value is not None:
+                check_positive_int(value, name=name)
         check_decoding(top_p=top_p, max_new_tokens=max_new_tokens, temperature=temperature, greedy_ok=greedy_ok,
                        coder=coder, name="temperature")
-    except ValueError as err:
+    except (ValueError, TypeError) as err:
         fail(_as_option(str(err), _GENERATE_OPTIONS))
 
 
