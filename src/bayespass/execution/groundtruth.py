@@ -13,9 +13,11 @@ import json
 import os
 import statistics
 import threading
+from pathlib import Path
 
 from ..data.suites import Suite, Task, cache_dir, read_suite
 from .child import decode, encode
+from .expected_cache import read_cache, write_cache
 from .harness import SlotPool
 from .sandbox import HARNESS_VERSION, Limits, Sandbox
 
@@ -25,6 +27,9 @@ _GT_TIME = 20.0  # generous wall limit for trusted canonical solutions
 #: how ground-truth times are measured (in the cache file's name): "t2" = never below the child's own time of
 #: the call (earlier caches could hold a near-zero time for a slow test read late by a busy supervisor)
 _TIMES_FORMAT = "t2"
+#: how the cache is laid out on disk: "l2" = an index and a values file read task by task (expected_cache.py);
+#: the single JSON file before it is converted on first use
+_CACHE_LAYOUT = "l2"
 
 #: statuses of a ground-truth test that a re-run may fix (never cached as dropped)
 TRANSIENT = ("timeout", "crash")
@@ -89,10 +94,11 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
     crashed after a re-run are never cached: the next call computes them again
     (a busy machine must not lose tests for good).
     """
-    path = cache_dir() / f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}-{_TIMES_FORMAT}.json"
-    cached = json.loads(path.read_text()) if use_cache and path.exists() else None
+    stem = f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}-{_TIMES_FORMAT}"
+    path = cache_dir() / f"{stem}-{_CACHE_LAYOUT}.json"
+    cached = (read_cache(path) or _read_old_cache(cache_dir() / f"{stem}.json", path)) if use_cache else None
     if cached is not None:
-        suite.expected, suite.speed_ref = cached["tasks"], cached["speed_ref"]
+        suite.expected, suite.speed_ref = cached
     else:
         speed = measure_speed(layer)
         suite.expected = expected_outputs(suite, workers=workers, layer=layer)
@@ -106,15 +112,23 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
                           "left out this time and not cached (is the machine very busy?)", RuntimeWarning,
                           stacklevel=2)
         else:
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"tasks": suite.expected, "speed_ref": suite.speed_ref}))
-            os.chmod(tmp, 0o600)
-            tmp.replace(path)
+            write_cache(path, suite.expected, suite.speed_ref)
     for tid, exp in suite.expected.items():  # inputs as actually run (HumanEval's are recorded)
         task = suite.tasks[tid]
         task.inputs = [list(decode(x)) for x in exp["inputs"]]
         task.n_base = exp["n_base"]
     return suite.expected
+
+
+def _read_old_cache(old: Path, path: Path) -> tuple[dict, float] | None:
+    """Convert a cache of the single-file layout (bayespass before the index) and return it."""
+    try:
+        cached = json.loads(old.read_text())
+    except (OSError, ValueError):
+        return None
+    write_cache(path, cached["tasks"], cached["speed_ref"])
+    old.unlink(missing_ok=True)
+    return read_cache(path)
 
 
 def _gt_run(sb: Sandbox, program: str, entry: str, tagged: list, **kw) -> list:

@@ -1,0 +1,109 @@
+"""The expected-value cache on disk: an index read at once, each task's values read on first use."""
+
+import json
+import pickle
+
+from bayespass.data.suites import Suite, Task
+from bayespass.execution import engine, groundtruth
+from bayespass.execution.child import encode
+from bayespass.execution.expected_cache import LazyValues, read_cache, write_cache
+from bayespass.execution.sandbox import Limits
+
+EXPECTED = {
+    "t/a": {"inputs": [[1], [2]], "values": [2, ["F", "1.5"]], "times": [0.001, 0.002], "n_base": 1, "dropped": []},
+    "t/b": {"inputs": [["s"]], "values": [["L", ["x" * 1000, "y"]]], "times": [0.003], "n_base": 1, "dropped": [2]},
+    "t/c": {"inputs": [], "values": [], "times": [], "n_base": 0, "dropped": []},
+}
+
+
+def test_round_trip_reads_values_only_when_used(tmp_path):
+    path = tmp_path / "expected-x.json"
+    write_cache(path, EXPECTED, 0.0123)
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    values_files = list(tmp_path.glob("expected-x.*.values"))
+    assert len(values_files) == 1 and oct(values_files[0].stat().st_mode & 0o777) == "0o600"
+    got, speed = read_cache(path)
+    assert speed == 0.0123 and list(got) == list(EXPECTED)
+    for tid, entry in EXPECTED.items():
+        lazy = got[tid]["values"]
+        assert isinstance(lazy, LazyValues) and len(lazy) == len(entry["values"]) and not lazy.loaded
+        assert {k: v for k, v in got[tid].items() if k != "values"} == {k: v for k, v in entry.items()
+                                                                       if k != "values"}
+    assert got["t/a"]["values"][1] == ["F", "1.5"] and got["t/a"]["values"].loaded
+    assert not got["t/b"]["values"].loaded  # reading one task reads no other
+    assert got["t/b"]["values"] == EXPECTED["t/b"]["values"] and list(got["t/c"]["values"]) == []
+    plain = pickle.loads(pickle.dumps(got["t/b"]))  # a Dask batch's task data travels as plain lists
+    assert type(plain["values"]) is list and plain["values"] == EXPECTED["t/b"]["values"]
+
+
+def test_a_reader_keeps_its_values_while_another_process_rewrites_the_cache(tmp_path):
+    path = tmp_path / "expected-x.json"
+    write_cache(path, EXPECTED, 1.0)
+    first, _ = read_cache(path)
+    changed = {t: e | {"values": [["S", [7]]] * len(e["values"])} for t, e in EXPECTED.items()}
+    write_cache(path, changed, 2.0)
+    assert len(list(tmp_path.glob("expected-x.*.values"))) == 1  # the stale values file is gone
+    assert list(first["t/a"]["values"]) == EXPECTED["t/a"]["values"]  # read from the file it opened
+    second, speed = read_cache(path)
+    assert speed == 2.0 and list(second["t/a"]["values"]) == [["S", [7]]] * 2
+
+
+def test_a_damaged_or_absent_cache_reads_as_absent(tmp_path):
+    path = tmp_path / "expected-x.json"
+    assert read_cache(path) is None
+    write_cache(path, EXPECTED, 1.0)
+    values = next(tmp_path.glob("expected-x.*.values"))
+    with open(values, "r+b") as fh:
+        fh.truncate(values.stat().st_size - 3)
+    assert read_cache(path) is None
+    path.write_text("{not json")
+    assert read_cache(path) is None
+
+
+def _suite(name: str) -> Suite:
+    tasks = {"toy/dbl": Task("toy/dbl", "def dbl(x):\n", "dbl", "    return 2 * x\n", inputs=[[1], [5]], n_base=1)}
+    return Suite(name, tasks, f"{name}hash")
+
+
+def test_ground_truth_caches_in_two_files_and_judges_the_same_from_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
+    computed = _suite("toy-lazy")
+    groundtruth.ground_truth(computed, workers=1)
+    assert [type(v) for v in computed.expected["toy/dbl"]["values"]] == [int, int]
+    (index,) = tmp_path.glob("expected-toy-lazy-*-l2.json")
+    assert len(list(tmp_path.glob("expected-toy-lazy-*.values"))) == 1
+    cached = _suite("toy-lazy")
+    groundtruth.ground_truth(cached, workers=1)
+    lazy = cached.expected["toy/dbl"]["values"]
+    assert isinstance(lazy, LazyValues) and not lazy.loaded and cached.tasks["toy/dbl"].inputs == [[1], [5]]
+    assert list(lazy) == [2, 10] and cached.speed_ref == computed.speed_ref
+    samples = [{"task_id": "toy/dbl", "completion": body, "config": name}
+               for name, body in (("right", "    return x + x\n"), ("wrong", "    return x + 1\n"))]
+    ds = engine.execute(samples, cached, out=tmp_path / "run", workers=1, progress=False,
+                        limits=Limits(min_time_limit=1.0))
+    assert ds.correct.sel(task="toy/dbl", sample=0).values.tolist() == [True, False]
+    assert json.loads(index.read_text())["tasks"]["toy/dbl"]["n_values"] == 2
+
+
+def test_a_cache_of_the_single_file_layout_is_converted_not_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
+    suite = _suite("toy-old")
+    stem = (f"expected-toy-old-{suite.source_hash[:16]}-h{groundtruth.HARNESS_VERSION}-"
+            f"{groundtruth._TIMES_FORMAT}")
+    # values no canonical run would give: the test sees that they were read, not computed
+    old = {"tasks": {"toy/dbl": {"inputs": [encode((1,)), encode((5,))], "values": [111, 555],
+                                 "times": [0.01, 0.01], "n_base": 1, "dropped": [], "transient": []}},
+           "speed_ref": 0.5}
+    (tmp_path / f"{stem}.json").write_text(json.dumps(old))
+
+    def no_sandbox(*args, **kwargs):
+        raise AssertionError("the cache was recomputed")
+
+    monkeypatch.setattr(groundtruth, "expected_outputs", no_sandbox)
+    groundtruth.ground_truth(suite, workers=1)
+    assert list(suite.expected["toy/dbl"]["values"]) == [111, 555] and suite.speed_ref == 0.5
+    assert not (tmp_path / f"{stem}.json").exists()
+    assert (tmp_path / f"{stem}-l2.json").exists()
+    again = _suite("toy-old")
+    groundtruth.ground_truth(again, workers=1)
+    assert list(again.expected["toy/dbl"]["values"]) == [111, 555]
