@@ -334,6 +334,41 @@ def test_dangerous_syscalls_are_denied_but_getrlimit_works(layer):
     assert out["unix"] == "PermissionError" and out["setrlimit"] != "allowed" and out["limit"] is True
 
 
+
+PRECOMPILED = """
+def f(x):
+    import os, socket, sys
+    frame, cfg = sys._getframe(), None
+    while frame is not None and cfg is None:
+        cfg = frame.f_locals.get("cfg")
+        frame = frame.f_back
+    denied = []
+    for call in (os.fork, lambda: os.kill(os.getppid(), 0), lambda: os.kill(-1, 0), socket.socket,
+                 lambda: os.setuid(os.getuid())):
+        try:
+            call()
+            denied.append(False)
+        except PermissionError:
+            denied.append(True)
+    os.kill(os.getpid(), 0)  # a signal to itself stays allowed
+    return [type((cfg or {}).get("seccomp_bpf")).__name__, denied]
+"""
+
+
+def test_the_zygote_compiles_the_seccomp_filter_once_and_its_children_are_as_confined(layer):
+    """The zygote compiles the filter to BPF once and each child writes its pid into a copy; a fresh
+    interpreter compiles it in the child.  Both deny the same calls."""
+    from bayespass.execution.child import decode
+
+    for fresh, kind in ((False, "dict"), (True, "NoneType")):
+        sb = Sandbox(layer=layer, fresh=fresh)
+        try:
+            o = sb.run(PRECOMPILED, "f", [encode((1,))], [10.0])[0]
+        finally:
+            sb.close()
+        assert o.status == "value" and decode(o.value) == [kind, [True] * 5], (fresh, o)
+
+
 # -- 8. timeouts that depend on load ----------------------------------------------------------
 def test_a_slow_correct_program_is_rerun_with_a_larger_limit(layer):
     code = "def f(x):\n    import time\n    time.sleep(1.3)\n    return x + 1\n"

@@ -14,7 +14,8 @@
 #   3. sets rlimits (hard = soft), drops to the slot's unprivileged uid (root) or all
 #      capabilities (user namespace), asks to be killed with the zygote (PDEATHSIG),
 #   4. installs a seccomp filter (no process creation, exec, sockets, ptrace, mounts,
-#      namespaces, signals to others, io_uring, pidfds, memfd, rlimit raising),
+#      namespaces, signals to others, io_uring, pidfds, memfd, rlimit raising); the zygote
+#      compiles it to BPF once and each child writes its own pid into its copy,
 # then runs the tests and reports each return value as tagged JSON on the result pipe.
 # The child never sees expected outputs and never judges.  A fork leaves the zygote's own
 # state untouched, so nothing a candidate does reaches the next program.
@@ -418,15 +419,55 @@ def drop_privileges(libc, uid, user_ns):
         os._exit(1)
 
 
-def install_seccomp():
-    """Deny process creation, exec, sockets, signals to others, ptrace, mounts and namespaces."""
-    import ctypes
+_DENIED = ("fork", "vfork", "execve", "execveat", "ptrace", "mount", "umount2", "unshare",
+           "setns", "pivot_root", "chroot", "process_vm_writev", "process_vm_readv",
+           "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "bpf", "perf_event_open",
+           "setrlimit", "seccomp", "keyctl", "add_key", "request_key", "socket", "socketpair",
+           "io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_open", "pidfd_send_signal",
+           "pidfd_getfd", "memfd_create", "memfd_secret", "userfaultfd", "open_by_handle_at",
+           "name_to_handle_at", "kcmp", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree",
+           "mount_setattr", "quotactl", "acct", "settimeofday", "clock_settime", "adjtimex",
+           "init_module", "finit_module", "delete_module", "iopl", "ioperm", "personality",
+           "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+           "capset", "mknod", "mknodat")
+_ALLOW, _NE, _MASKED_EQ = 0x7FFF0000, 1, 7
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _errno_act(e):
+    return 0x00050000 | (e & 0xFFFF)
+
+
+def _static_rules():
+    """Return the rules that do not depend on the child's pid: (syscall, action, comparisons)."""
     import errno
+
+    eperm = _errno_act(errno.EPERM)
+    rules = [(name, eperm) for name in _DENIED]
+    # getrlimit() is prlimit64(0, res, NULL, old): reading a limit is allowed, setting one is not
+    rules += [("prlimit64", eperm, (2, _NE, 0, 0)), ("prlimit64", eperm, (0, _NE, 0, 0)),
+              ("clone", eperm, (0, _MASKED_EQ, 0x00010000, 0)),  # clone without CLONE_THREAD
+              ("clone3", _errno_act(errno.ENOSYS))]  # ENOSYS so libc falls back to clone for threads
+    return rules
+
+
+def _pid_rules(pid):
+    """Return the rules that allow signals only to oneself."""
+    import errno
+
+    eperm = _errno_act(errno.EPERM)
+    return [("kill", eperm, (0, _NE, pid, 0)), ("tkill", eperm, (0, _NE, pid, 0)),
+            ("tgkill", eperm, (0, _NE, pid, 0))]
+
+
+def _seccomp_lib():
+    """Return libseccomp with its argument types and the comparison struct (None, None without it)."""
+    import ctypes
 
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError:
-        return False
+        return None, None
 
     class Cmp(ctypes.Structure):
         _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
@@ -438,45 +479,96 @@ def install_seccomp():
     lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                            ctypes.c_uint, ctypes.POINTER(Cmp)]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    ALLOW, NE, EQ, MASKED_EQ = 0x7FFF0000, 1, 4, 7
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    return lib, Cmp
 
-    def errno_act(e):
-        return 0x00050000 | (e & 0xFFFF)
 
-    ctx = lib.seccomp_init(ALLOW)
-
-    def rule(name, act, *cmps):
+def _seccomp_ctx(lib, cmp_type, rules):
+    """Return a libseccomp filter context that allows everything but ``rules``."""
+    ctx = lib.seccomp_init(_ALLOW)
+    for name, act, *cmps in rules:
         nr = lib.seccomp_syscall_resolve_name(name.encode())
         if nr < 0:
-            return
-        arr = (Cmp * max(len(cmps), 1))(*[Cmp(*c) for c in cmps])
+            continue
+        arr = (cmp_type * max(len(cmps), 1))(*[cmp_type(*c) for c in cmps])
         if lib.seccomp_rule_add_array(ctx, act, nr, len(cmps), arr) != 0:
             raise SetupError(f"seccomp rule for {name} failed")
+    return ctx
 
-    eperm = errno_act(errno.EPERM)
-    for name in ("fork", "vfork", "execve", "execveat", "ptrace", "mount", "umount2", "unshare",
-                 "setns", "pivot_root", "chroot", "process_vm_writev", "process_vm_readv",
-                 "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "bpf", "perf_event_open",
-                 "setrlimit", "seccomp", "keyctl", "add_key", "request_key", "socket", "socketpair",
-                 "io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_open", "pidfd_send_signal",
-                 "pidfd_getfd", "memfd_create", "memfd_secret", "userfaultfd", "open_by_handle_at",
-                 "name_to_handle_at", "kcmp", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree",
-                 "mount_setattr", "quotactl", "acct", "settimeofday", "clock_settime", "adjtimex",
-                 "init_module", "finit_module", "delete_module", "iopl", "ioperm", "personality",
-                 "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
-                 "capset", "mknod", "mknodat"):
-        rule(name, eperm)
-    # getrlimit() is prlimit64(0, res, NULL, old): reading a limit is allowed, setting one is not
-    rule("prlimit64", eperm, (2, NE, 0, 0))
-    rule("prlimit64", eperm, (0, NE, 0, 0))
-    rule("clone", eperm, (0, MASKED_EQ, 0x00010000, 0))  # clone without CLONE_THREAD
-    rule("clone3", errno_act(errno.ENOSYS))  # ENOSYS so libc falls back to clone for threads
-    pid = os.getpid()
-    for name in ("kill", "tkill"):
-        rule(name, eperm, (0, NE, pid, 0))
-    rule("tgkill", eperm, (0, NE, pid, 0))
-    del EQ
-    if lib.seccomp_load(ctx) != 0:
+
+_PID_MARK = 0x3A5CE1F7  # stands for the child's pid in the precompiled filter (pids are below 2**22)
+
+
+def _export(lib, ctx):
+    """Return the BPF program of a libseccomp context (None if it cannot be exported)."""
+    r, w = os.pipe()
+    try:
+        ok = lib.seccomp_export_bpf(ctx, w) == 0
+        os.close(w)
+        w = None
+        bpf = b""
+        while chunk := os.read(r, 1 << 16):
+            bpf += chunk
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+        lib.seccomp_release(ctx)
+    return bpf if ok and bpf and len(bpf) % 8 == 0 else None
+
+
+def precompiled_filters():
+    """Compile the filter once (in the zygote), ready to install in a forked child.
+
+    Two BPF programs: the pid rules with a placeholder where the pid goes, and the static rules, each in
+    a ``sock_fprog`` (a forked child has its own copy to write its pid into).  None without libseccomp.
+    """
+    import ctypes
+    import struct
+
+    lib, cmp_type = _seccomp_lib()
+    if lib is None:
+        return None
+    static = _export(lib, _seccomp_ctx(lib, cmp_type, _static_rules()))
+    template = _export(lib, _seccomp_ctx(lib, cmp_type, _pid_rules(_PID_MARK)))
+    if static is None or template is None:
+        return None
+    # the k field of each jump that compares with the placeholder (BPF_JMP class)
+    insns = [(at, *struct.unpack_from("=HBBI", template, at)) for at in range(0, len(template), 8)]
+    marks = [at + 4 for at, code, _, _, k in insns if k == _PID_MARK and code & 0x07 == 0x05]
+    if not marks:
+        return None
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    bufs = [ctypes.create_string_buffer(bpf, len(bpf)) for bpf in (template, static)]
+    progs = [Prog(len(buf) // 8, ctypes.addressof(buf)) for buf in bufs]
+    return {"progs": progs, "bufs": bufs, "marks": marks, "libc": _libc()}
+
+
+def install_seccomp(precompiled=None):
+    """Deny process creation, exec, sockets, signals to others, ptrace, mounts and namespaces.
+
+    ``precompiled``: :func:`precompiled_filters`, compiled once by the zygote; the child then only writes
+    its pid into the second program and installs both.  Without it the filter is compiled here.
+    """
+    if precompiled:
+        import ctypes
+        import struct
+
+        (pid_prog, static_prog), pid_buf, libc = precompiled["progs"], precompiled["bufs"][0], precompiled["libc"]
+        for at in precompiled["marks"]:
+            struct.pack_into("=I", pid_buf, at, os.getpid())
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        for prog in (pid_prog, static_prog):  # stacked: the strictest answer wins; the second denies seccomp(2)
+            _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "seccomp")
+        return True
+    lib, cmp_type = _seccomp_lib()
+    if lib is None:
+        return False
+    if lib.seccomp_load(_seccomp_ctx(lib, cmp_type, _pid_rules(os.getpid()) + _static_rules())) != 0:
         raise SetupError("seccomp_load failed")
     return True
 
@@ -508,7 +600,7 @@ def isolate(cfg, job):
         os.chdir(cfg["scratch_dir"])
     set_limits(job["limits"])
     drop_privileges(libc or _libc(), cfg.get("uid"), cfg.get("user_ns", False))
-    if cfg.get("seccomp", True) and not install_seccomp():
+    if cfg.get("seccomp", True) and not install_seccomp(cfg.get("seccomp_bpf")):
         if cfg.get("require_seccomp"):
             raise SetupError("libseccomp is not available")
 
@@ -621,15 +713,16 @@ def _zygote_setup(cfg, ctrl_fd):
             pass
     import _blake2  # noqa: F401 - for canonical_digest
     import _json  # noqa: F401
-    import ctypes
+    import ctypes  # noqa: F401
     import errno  # noqa: F401
     import resource  # noqa: F401
 
-    if cfg.get("seccomp", True):
-        try:
-            ctypes.CDLL("libseccomp.so.2")
-        except OSError:
-            pass
+    if cfg.get("seccomp", True) and cfg.get("preload", True):  # a zygote that serves many programs
+        cfg["seccomp_bpf"] = precompiled_filters()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the children's collections skip the zygote's objects (fewer pages copied)
     return sock
 
 
