@@ -1,6 +1,7 @@
 """Loading a suite with its cached expected outputs, and a small run on it: this code against another.
 
     python benchmarks/bench_suite_load.py --old-src /tmp/old/src [--suites humaneval+,mbpp+] [--repeat 3]
+        [--single-cache DIR]
 
 Each measurement is a fresh process (``python -c``-style child of this script), alternating old and new
 code, with a private copy of the cache for each: the old code reads the single-file layout, the new one
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--old-src", required=True, help="src/ of the code to compare with (git worktree)")
     ap.add_argument("--suites", default="humaneval+,mbpp+")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--single-cache", help="folder holding single-file caches (default: bayespass's cache folder)")
     args = ap.parse_args()
     from bayespass.data.suites import cache_dir
 
@@ -67,9 +69,9 @@ def main() -> None:
         for d in (old_cache, new_cache):
             d.mkdir(mode=0o700)
         for name in args.suites.split(","):
-            olds = [p for p in cache_dir().glob(f"expected-{name}-*-t2.json")]
+            olds = list(Path(args.single_cache or cache_dir()).glob(f"expected-{name}-*-t2.json"))
             if not olds:
-                raise SystemExit(f"no single-file cache of {name} in {cache_dir()}: run the old code once")
+                raise SystemExit(f"no single-file cache of {name} there: run the old code once (or --single-cache)")
             for d in (old_cache, new_cache):
                 shutil.copy(olds[0], d / olds[0].name)
             measure(name, new_src, new_cache)  # converts the new copy (untimed)
