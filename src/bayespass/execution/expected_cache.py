@@ -136,11 +136,13 @@ def read_cache(path: Path) -> tuple[dict, float] | None:
     for _ in range(3):  # a writer may replace the index and remove its values file between our two opens
         try:
             index = json.loads(path.read_text())
-            store = _ValuesFile(path.with_name(index["values_file"]))
-        except FileNotFoundError:
-            continue
-        except (ValueError, KeyError, TypeError):
+            values_name = index["values_file"]
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
             return None
+        try:
+            store = _ValuesFile(path.with_name(values_name))
+        except FileNotFoundError:
+            continue  # read the index that replaced this one
         if store.size != index["values_bytes"]:
             return None
         expected = {}
