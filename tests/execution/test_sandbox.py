@@ -294,3 +294,28 @@ def test_a_result_read_late_keeps_the_childs_own_time_of_the_call():
     assert d[0] >= 1.3 and d[1] >= 1.4
     assert d[2] == 0.5  # a child's claim is capped at its test's limit (it cannot exceed what was allowed)
     assert _Reader(_Attempt(), 0, 1, [5.0], 1.0, float("inf"), 10.0).message({"i": 0}) is None  # not loaded: noise
+
+
+def test_a_kill_that_crosses_the_childs_end_does_not_stall_the_next_program(layer):
+    """The supervisor sends ``K`` when it stops reading a child (after a load error, say), and the child may have
+    ended on its own by then; the zygote answered "E" before it read the ``K``, took the ``K`` for the start of
+    the next job's header, and waited for a body that never came: the slot stalled 30 s and the zygote was
+    replaced, about once in 40 load errors (1,344 of the real MBPP programs do not compile)."""
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox
+
+    sb = Sandbox(layer=layer)
+    try:
+        ok = "def f(x):\n    return x + 1\n"
+        assert sb.run(ok, "f", [encode((1,))], [30.0])[0].value == 2
+        z = sb._zygote
+        z.sock.sendall(b"K")  # the crossing, made certain
+        out = sb.run(ok, "f", [encode((2,))], [30.0])[0]
+        assert (out.status, out.value) == ("value", 3)
+        assert sb._zygote is z and z.alive(), "the zygote was replaced (it had stalled on the stray K)"
+        for _ in range(60):  # the crossing as it happens: the child of a program that does not compile exits at once
+            assert sb.run("def f(x:\n", "f", [encode((1,))], [30.0])[0].status == "error"
+        assert sb._zygote is z, "a load error left a stray K that stalled the zygote"
+        assert sb.run(ok, "f", [encode((5,))], [30.0])[0].value == 6
+    finally:
+        sb.close()

@@ -727,20 +727,26 @@ def _zygote_setup(cfg, ctrl_fd):
 
 
 def _recv_job(sock):
-    """Return the next job and its result descriptor, or None when the supervisor is gone."""
+    """Return the next job and its result descriptor, or None when the supervisor is gone.
+
+    A job starts with ``J``. Any ``K`` before it is a kill request that crossed the zygote's "E" (the child had
+    ended on its own, e.g. after a load error, as the supervisor decided to kill it): it is dropped here. Read as
+    part of the header it once made the zygote wait for a body that never came, and the slot stalled 30 s.
+    """
     import marshal
     import socket
 
-    msg, fds, _, _ = socket.recv_fds(sock, 8, 1)
-    if not msg:
-        return None
-    if len(msg) < 8:
-        rest = _recv_exact(sock, 8 - len(msg))
-        if rest is None:
-            return None
-        msg += rest
-    body = _recv_exact(sock, int.from_bytes(msg, "little"))
+    head, fds = b"", []
+    while len(head) < 9:
+        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 1)
+        fds += got
+        if not msg:
+            break
+        head += msg.lstrip(b"K") if not head else msg
+    body = _recv_exact(sock, int.from_bytes(head[1:], "little")) if len(head) == 9 and head[:1] == b"J" else None
     if body is None or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
         return None
     return marshal.loads(body), fds[0]
 

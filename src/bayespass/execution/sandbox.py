@@ -408,7 +408,7 @@ class Zygote:
         res_r, res_w = os.pipe()
         body = marshal.dumps(job)
         try:
-            socket.send_fds(self.sock, [len(body).to_bytes(8, "little")], [res_w])
+            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")], [res_w])
             self.sock.sendall(body)
         except OSError as err:
             os.close(res_r)
