@@ -11,13 +11,16 @@ how often, on the real MBPP generations already executed by ``benchmarks/real_mb
 2. it draws cells at random (``--seed``) until ``--budget-min`` minutes of estimated exhaustive running
    are spent (cells costing more than a third of the budget are skipped and counted, so the sample leans
    to cheaper cells: said in the output);
-3. it executes all samples of the drawn cells twice, with the default and with ``max_timeouts=None``
-   (every test to its limit), and compares per sample the correctness, the per-test verdicts of the
-   presumed tests, and per cell the behaviour clusters (``signature="verdict"`` and ``"digest"``): the
-   partition of the samples, the share of the largest cluster, and whether its representative is correct.
+3. it executes all samples of the drawn cells with the default, with ``max_timeouts=None`` (every test to
+   its limit) and, with ``--old-rule``, with the rule before the twenty-first session (2 timeouts, then one
+   shared budget that the first looping test spends), and compares each with the exhaustive run: per sample
+   the correctness, the per-test verdicts of the presumed tests, and per cell the behaviour clusters
+   (``signature="verdict"`` and ``"digest"``): the partition of the samples, the share of the largest
+   cluster, and whether its representative is correct.
 
 Usage:
-    python benchmarks/presumed_timeouts.py [--budget-min 20] [--seed 0] [--workers 2] [--json out.json]
+    python benchmarks/presumed_timeouts.py [--budget-min 20] [--seed 0] [--workers 2] [--old-rule]
+                                           [--store runs/real-mbpp/verdicts.sqlite] [--json out.json]
 """
 
 from __future__ import annotations
@@ -127,12 +130,14 @@ def main():
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "presumed-timeouts")
+    ap.add_argument("--store", type=Path, default=STORE, help="verdict store of a real run with presumed tests")
+    ap.add_argument("--old-rule", action="store_true", help="also run the rule before: 2 timeouts, one budget")
     a = ap.parse_args()
-    if not STORE.exists():
-        sys.exit(f"{STORE} is missing: run benchmarks/real_mbpp.py first")
+    if not a.store.exists():
+        sys.exit(f"{a.store} is missing: run benchmarks/real_mbpp.py first")
     import bayespass as bp
 
-    cells = affected_cells(STORE)
+    cells = affected_cells(a.store)
     chosen, too_big = draw(cells, 60 * a.budget_min, a.seed)
     print(f"{len(cells)} cells (config x task) have a program with presumed timeouts; drew {len(chosen)} "
           f"(estimated {sum(cells[c] for c in chosen) / 60:.1f} min exhaustive); {too_big} cells cost more "
@@ -140,12 +145,17 @@ def main():
     suite = bp.load_suite("mbpp+", MBPP_PLUS)
     recs = records(chosen, set(suite.tasks))
     runs, secs = {}, {}
-    for name, mt in (("default", "default"), ("exhaustive", None)):  # resumable: the stores are kept
+    modes = [("default", "default", bp.Limits()), ("exhaustive", None, bp.Limits())]
+    if a.old_rule:  # a budget_step as long as the budget: the first looping test in it spends it all
+        modes.insert(1, ("old rule", 2, bp.Limits(budget_step=bp.Limits().timeout_budget)))
+    for name, mt, lim in modes:  # resumable: the stores are kept
         t0 = time.perf_counter()
-        runs[name] = bp.execute(recs, suite, out=a.out / f"seed{a.seed}" / name, workers=a.workers,
-                                max_timeouts=mt, progress=True)
+        runs[name] = bp.execute(recs, suite, out=a.out / f"seed{a.seed}" / name.replace(" ", "-"),
+                                workers=a.workers, max_timeouts=mt, limits=lim, progress=True)
         secs[name] = round(time.perf_counter() - t0, 1)
     res = compare(runs["default"], runs["exhaustive"], chosen)
+    if a.old_rule:
+        res["old_rule"] = compare(runs["old rule"], runs["exhaustive"], chosen)
     res |= {"seconds": secs, "max_timeouts_default": runs["default"].attrs.get("max_timeouts"),
             "cells_total": len(cells), "cells_too_costly": too_big, "budget_min": a.budget_min, "seed": a.seed,
             "drawn": [f"{c}/{t}" for c, t in chosen]}

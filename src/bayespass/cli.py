@@ -437,7 +437,7 @@ def execute_cmd(
     layer: Annotated[str, typer.Option(help="Sandbox layer: auto, seccomp+uid (root), seccomp+userns, bwrap.")]
     = "auto",
     max_timeouts: Annotated[int | None, typer.Option(
-        help="Timeouts after which a program's remaining tests share one short budget (default 2).")] = None,
+        help="Timeouts after which a program's remaining tests share one short budget (default 1).")] = None,
     fresh_interpreter: Annotated[bool, typer.Option(help="A fresh interpreter per program (slower).")] = False,
 ) -> None:
     """Run every sample in the sandbox; write per-test verdicts and counts to the run directory."""

@@ -110,7 +110,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "execute.gt_time_factor": (4.0, _pos_float),
     "execute.memory_limit_mb": (2048, _pos_int),
     "execute.workers": (os.cpu_count() or 1, _pos_int),
-    "execute.max_timeouts": (2, _pos_int),
+    "execute.max_timeouts": (1, _pos_int),
     # conformal post-processors.  Gating calibrates on 60% of tasks: its CRC threshold is a quantile of
     # per-task losses and is noisier than the reliability level's quantile of scores; both are as round 1
     # measured them (benchmarks/RESULTS.md "Gating"), not re-derived.

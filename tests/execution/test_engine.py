@@ -226,7 +226,7 @@ def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, su
     # one more test runs and the others are presumed timeouts, never run
     assert not presumed[0]
     assert presumed[2:].all() and np.isnan(ds.duration.sel(task="toy/halve").values[0, 0][presumed]).all()
-    assert ds.attrs["harness_version"].endswith("+t1") and ds.attrs["max_timeouts"] == 1
+    assert ds.attrs["harness_version"].endswith("+t1b0.5s0.1") and ds.attrs["max_timeouts"] == 1
     full = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=None, limits=lim)
     assert not full.presumed.any() and full.attrs["harness_version"] == engine.HARNESS_VERSION
     with pytest.raises(ValueError, match="max_timeouts must be a positive integer"):

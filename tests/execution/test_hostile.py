@@ -392,6 +392,30 @@ def test_a_looping_program_costs_a_bounded_number_of_limits(layer):
     assert 2 <= len(ran) <= 6 and all(np.isnan(o.duration) for o in outs if o.presumed)
 
 
+def test_in_the_budget_a_looping_test_costs_its_step_and_the_quick_tests_after_it_still_run(layer):
+    """Real MBPP+ inputs mix small and large sizes: a slow program loops on the large ones only. Once in the
+    budget, each looping test is cut at ``budget_step`` and presumed; the quick tests between them keep their
+    real verdicts until the budget is spent (before, the first looping test in the budget presumed them all)."""
+    lim = Limits(min_time_limit=0.5, timeout_budget=1.2, budget_step=0.25)  # room for about four steps
+    sb = Sandbox(layer=layer, limits=lim)
+    code = "def f(x):\n    while x % 3 == 0:\n        pass\n    return x + 1\n"  # loops on 0, 3, 6, ...
+    try:
+        outs = sb.run(code, "f", [encode((i,)) for i in range(40)], [0.5] * 40, max_timeouts=1)
+    finally:
+        sb.close()
+    assert outs[0].status == "timeout" and not outs[0].presumed  # the one real timeout
+    quick = [i for i in range(1, 40) if i % 3]
+    looping = [i for i in range(1, 40) if i % 3 == 0]
+    assert all(outs[i].status == "timeout" and outs[i].presumed for i in looping)
+    ran = [i for i in quick if outs[i].status == "value"]
+    assert all(outs[i].value == i + 1 for i in ran)
+    assert all(outs[i].status == "timeout" and outs[i].presumed for i in quick if i not in ran)
+    # the quick tests after the first looping ones ran; only the budget ends them (four steps, give or take one)
+    assert {1, 2, 4, 5, 7, 8} <= set(ran) and len(ran) < len(quick), [o.status for o in outs]
+    cut = [i for i in looping if i < max(ran)]
+    assert 2 <= len(cut) <= 5
+
+
 def test_only_a_starved_timeout_is_rerun(monkeypatch, layer):
     """A timeout is re-run only when the child got less than half a CPU during it: a sleeping
     program (no CPU) is re-run; a program that used its whole limit in CPU is not.  The second case

@@ -254,9 +254,11 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         Show a progress bar (programs done, rate, ETA).
     max_timeouts : int or None
         After this many timed-out tests of a program (default
-        ``rcParams["execute.max_timeouts"]`` = 2) its remaining tests share
-        ``limits.timeout_budget`` seconds in one child; tests that do not
-        finish in it are recorded as timeouts (``presumed``; duration NaN).
+        ``rcParams["execute.max_timeouts"]`` = 1) its remaining tests share
+        ``limits.timeout_budget`` seconds (0.5), each at most
+        ``limits.budget_step`` (0.1 s) of it before the next one starts in a
+        fresh child; tests that do not finish in that are recorded as
+        timeouts (``presumed``; duration NaN).
         A program with a timeout is incorrect either way, so correctness never
         changes; ``None`` runs every test to its own limit.
     reuse : sequence of path
@@ -290,7 +292,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     """
     limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler)
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
-    harness = HARNESS_VERSION if max_timeouts is None else f"{HARNESS_VERSION}+t{max_timeouts}"
+    harness = (HARNESS_VERSION if max_timeouts is None else
+               f"{HARNESS_VERSION}+t{max_timeouts}b{limits.timeout_budget:g}s{limits.budget_step:g}")
     table = _prepare(suite, read_samples(samples))
     if not suite.expected:
         from .groundtruth import ground_truth

@@ -18,8 +18,9 @@ is the supervisor's work).  A timeout during which the child got less than half
 a CPU (machine load, or sleeping) is re-run once with ``retry_factor`` times
 the limit before it is recorded (load must not fail a correct program);
 after ``max_timeouts`` timeouts the remaining tests of the program share one
-budget of ``timeout_budget`` seconds and whatever does not finish in it is
-recorded as a *presumed* timeout.
+budget of ``timeout_budget`` seconds, each test at most ``budget_step`` of it
+(one that loops is cut there and the next starts in a fresh child), and
+whatever does not finish in that is recorded as a *presumed* timeout.
 
 Layers (``Sandbox.layer``):
 
@@ -121,6 +122,11 @@ class Limits:
     timeout_budget : float
         Seconds shared by the remaining tests of a program once it reached
         ``max_timeouts`` timeouts (see :func:`bayespass.execute`).
+    budget_step : float
+        Within that budget, seconds one test may take before it is recorded as a
+        presumed timeout and the next test starts in a fresh child: a test that
+        loops costs the budget ``budget_step``, not all of it, so the quick
+        tests after it still run (at least ``timeout_budget`` turns this off).
     """
 
     memory_mb: int = field(default_factory=lambda: _rc("execute.memory_limit_mb"))
@@ -136,6 +142,7 @@ class Limits:
     recursion: int = 3000
     retry_factor: float = 2.0
     timeout_budget: float = 0.5
+    budget_step: float = 0.1
 
     def __post_init__(self) -> None:
         minimum = {"memory_mb": 64, "cpu_s": 1, "fsize_mb": 1, "nofile": 16, "nproc": 1, "scratch_mb": 1,
@@ -464,7 +471,7 @@ class _Attempt:
     sink: object = None
     outcomes: dict = field(default_factory=dict)
     n_done: int = 0
-    event: str = "done"  # done / stopped / skip / timeout / crash / load_error / load_timeout / budget
+    event: str = "done"  # done / stopped / skip / timeout / crash / load_error / load_timeout / budget / step
     at: int = -1
     error: str = ""
     cpu_before: float = 0.0  # the child's CPU seconds when the last result (or "loaded") arrived
@@ -580,6 +587,11 @@ class Sandbox:
             if att.event == "skip":
                 i = att.at
                 continue
+            if att.event == "step":  # in the budget, over its step: presumed, and the next test goes on
+                if final(att.at, Outcome("timeout", duration=float("nan"), presumed=True)):
+                    break
+                i = att.at + 1
+                continue
             if att.event in ("load_error", "load_timeout", "budget"):
                 for j in range(att.at, n):
                     outs[j] = (Outcome("timeout", duration=float("nan"), presumed=True) if att.event == "budget"
@@ -661,7 +673,7 @@ class Sandbox:
     def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
         rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
-                     self.limits.load_time_limit)
+                     self.limits.load_time_limit, self.limits.budget_step)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf, scanned = bytearray(), 0
@@ -695,9 +707,10 @@ class Sandbox:
 class _Reader:
     """Deadlines and the order of results while one child's result pipe is read."""
 
-    def __init__(self, att, start, end, time_limits, factor, cap, load_limit):
+    def __init__(self, att, start, end, time_limits, factor, cap, load_limit, step=math.inf):
         self.att, self.nxt, self.end = att, start, end
         self.limits, self.factor, self.cap = time_limits, factor, cap
+        self.step = step if math.isfinite(cap) else math.inf  # a test's share of the budget, once in it
         self.loaded = False
         self.t_start = time.monotonic()
         self.deadline = min(self.t_start + load_limit, cap)
@@ -709,13 +722,15 @@ class _Reader:
             att.event, att.at = "budget", self.nxt
         elif not self.loaded:
             att.event, att.at, att.error = "load_timeout", self.nxt, "load"
+        elif self.step < self.factor * self.limits[self.nxt]:
+            att.event, att.at = "step", self.nxt
         else:
             att.event, att.at, att.limit = "timeout", self.nxt, self.factor * self.limits[self.nxt]
 
     def _arm(self, now: float) -> None:
         self.t_start = now
         if self.nxt < self.end:
-            self.deadline = min(now + self.factor * self.limits[self.nxt], self.cap)
+            self.deadline = min(now + min(self.factor * self.limits[self.nxt], self.step), self.cap)
 
     def message(self, msg: dict) -> bool | None:
         """Handle one line: True = kill the child, False = stop reading, None = go on."""
