@@ -448,6 +448,27 @@ def test_ground_truth_timeouts_are_never_cached(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("expected-toy-slow-*"))
 
 
+def test_load_factor_is_measured_again_before_it_slows_a_whole_run(monkeypatch):
+    """One slow measurement (a blip) once scaled every limit of a real config by 1.78 (its neighbours got
+    1.02-1.09): slow correct programs passed that had timed out, and the config took twice as long."""
+    import time
+    from types import SimpleNamespace
+
+    from bayespass.execution import groundtruth as gt
+
+    def factor(readings):
+        it = iter(readings)
+        monkeypatch.setattr(gt, "measure_speed", lambda layer: next(it))
+        monkeypatch.setattr(time, "sleep", lambda s: None)
+        gt._SPEED.clear()
+        return gt.load_factor(SimpleNamespace(speed_ref=1.0), "test-layer")
+
+    assert factor([1.78, 1.03]) == 1.03  # a blip: the second look wins
+    assert factor([1.9, 2.1]) == 1.9  # a sustained load: seen twice, the limits stretch
+    assert factor([1.05]) == 1.05  # close to the reference: one look
+    gt._SPEED.clear()
+
+
 def test_load_factor_scales_limits_and_is_recorded(suite):
     from bayespass.execution.groundtruth import load_factor
 

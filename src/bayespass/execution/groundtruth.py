@@ -211,5 +211,8 @@ def load_factor(suite, layer: str = "auto") -> float:
         when, now = _SPEED.get(layer, (-1e9, float("nan")))
         if time.monotonic() - when > 60.0:
             now = measure_speed(layer)
+            if now > 1.1 * ref:  # slower: look again before every limit of the run is scaled by it
+                time.sleep(0.5)  # a blip of a few ms (a real MBPP config once got 1.78x, the runs around it
+                now = min(now, measure_speed(layer))  # 1.02-1.09x) must not; a sustained load shows twice
             _SPEED[layer] = (time.monotonic(), now)
     return float(min(8.0, max(1.0, now / ref))) if now == now else 1.0
