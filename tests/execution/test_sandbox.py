@@ -147,6 +147,27 @@ def test_crash_is_never_timeout(tmp_path, suite, layer):
     assert np.all(v == 5), v  # crash
 
 
+def test_a_program_that_dies_while_loading_is_loaded_once_not_once_per_test(layer):
+    """A real MBPP sample grows, at module level, the list it iterates until RLIMIT_AS kills it (about 4 s):
+    it crashed again in a fresh child for each of its 109 tests (426 s). A crash before the child has loaded
+    the program is the program's: every test gets it, from one child."""
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox
+
+    sb = Sandbox(layer=layer)
+    try:
+        code = "import os\nos.abort()\ndef f(x):\n    return x\n"
+        outs = sb.run(code, "f", [encode((i,)) for i in range(30)], [30.0] * 30)
+        assert [o.status for o in outs] == ["crash"] * 30
+        assert sb._zygote.programs == 1  # one child, not thirty
+        grow = "xs = [[1]]\nfor x in xs:\n    xs.append(list(x) * 2)\ndef f(x):\n    return x\n"
+        outs = sb.run(grow, "f", [encode((i,)) for i in range(5)], [30.0] * 5)
+        assert len({o.status for o in outs}) == 1 and outs[0].status in ("crash", "error"), outs
+        assert sb._zygote.programs == 2
+    finally:
+        sb.close()
+
+
 def test_cpu_used_by_earlier_tests_of_a_child_does_not_fail_a_later_one(layer):
     """RLIMIT_CPU counts the whole child: a correct program with many CPU-heavy tests (Mbpp/599 sums to 1e8
     sixteen times) must not crash on the test where the sum of them crosses the limit."""

@@ -471,8 +471,9 @@ class _Attempt:
     sink: object = None
     outcomes: dict = field(default_factory=dict)
     n_done: int = 0
-    event: str = "done"  # done / stopped / skip / timeout / crash / load_error / load_timeout / budget / step
+    event: str = "done"  # done/stopped/skip/timeout/crash/load_error/load_timeout/load_crash/budget/step
     at: int = -1
+    loaded: bool = False  # the child said it had loaded the program
     error: str = ""
     cpu_before: float = 0.0  # the child's CPU seconds when the last result (or "loaded") arrived
     limit: float = 0.0  # the limit of the test that timed out
@@ -592,10 +593,14 @@ class Sandbox:
                     break
                 i = att.at + 1
                 continue
-            if att.event in ("load_error", "load_timeout", "budget"):
+            if att.event in ("load_error", "load_timeout", "load_crash", "budget"):
+                # the program never loaded (or the budget is spent): every test left shares the outcome; a
+                # program that dies while loading (one that grows a list it iterates at module level, until
+                # RLIMIT_AS) would die again in every fresh child, 109 x 4 s on a real MBPP sample
+                status = {"load_error": "error", "load_timeout": "timeout", "load_crash": "crash"}
                 for j in range(att.at, n):
                     outs[j] = (Outcome("timeout", duration=float("nan"), presumed=True) if att.event == "budget"
-                               else Outcome("error" if att.event == "load_error" else "timeout", error=att.error))
+                               else Outcome(status[att.event], error=att.error))
                 break
             if att.event == "crash" and att.at > i and "SIGXCPU" in att.error:
                 # over RLIMIT_CPU after other tests: the limit counts the whole child, so the CPU may be theirs;
@@ -623,8 +628,8 @@ class Sandbox:
                                       factor=self.limits.retry_factor, sink=None)
                 if k in again.outcomes:
                     o = again.outcomes[k]
-                elif again.event in ("crash", "load_error"):
-                    o = Outcome("crash" if again.event == "crash" else "error", error=again.error)
+                elif again.event in ("crash", "load_crash", "load_error"):
+                    o = Outcome("error" if again.event == "load_error" else "crash", error=again.error)
                 else:
                     o.duration = self.limits.retry_factor * time_limits[k]
                     state["confirmed"] = True
@@ -666,7 +671,7 @@ class Sandbox:
             if att.error.startswith("setup:"):
                 raise SandboxError(f"the sandbox could not isolate a child ({self.layer}): {att.error[6:]}")
             rc = _returncode(status)
-            att.event, att.at = "crash", start + att.n_done
+            att.event, att.at = "crash" if att.loaded else "load_crash", start + att.n_done
             att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
         return att
 
@@ -743,7 +748,7 @@ class _Reader:
                 att.event, att.at, att.error = "load_error", self.nxt, f"load:{msg['load_error']}"[:100]
                 return True
             if "loaded" in msg:
-                self.loaded = True
+                self.loaded = att.loaded = True
                 att.cpu_before = _num(msg.get("c"))
                 self._arm(time.monotonic())
             return None
