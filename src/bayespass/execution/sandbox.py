@@ -716,7 +716,6 @@ class _Reader:
         self.att, self.nxt, self.end = att, start, end
         self.limits, self.factor, self.cap = time_limits, factor, cap
         self.step = step if math.isfinite(cap) else math.inf  # a test's share of the budget, once in it
-        self.loaded = False
         self.t_start = time.monotonic()
         self.deadline = min(self.t_start + load_limit, cap)
 
@@ -725,7 +724,7 @@ class _Reader:
         att = self.att
         if time.monotonic() >= self.cap:
             att.event, att.at = "budget", self.nxt
-        elif not self.loaded:
+        elif not att.loaded:
             att.event, att.at, att.error = "load_timeout", self.nxt, "load"
         elif self.step < self.factor * self.limits[self.nxt]:
             att.event, att.at = "step", self.nxt
@@ -743,12 +742,12 @@ class _Reader:
         if "setup_error" in msg:
             att.error = "setup:" + str(msg["setup_error"])
             return False
-        if not self.loaded:
+        if not att.loaded:
             if "load_error" in msg:
                 att.event, att.at, att.error = "load_error", self.nxt, f"load:{msg['load_error']}"[:100]
                 return True
             if "loaded" in msg:
-                self.loaded = att.loaded = True
+                att.loaded = True
                 att.cpu_before = _num(msg.get("c"))
                 self._arm(time.monotonic())
             return None
