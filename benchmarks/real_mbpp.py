@@ -89,11 +89,13 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
         frames.append(pd.DataFrame({"model": model, "temperature": temp, "task": ds.task.values, "n": n, "c": c,
                                     "c_base": cb, "n_timeout_samples": (ds.n_timeout > 0).sum("sample").values[0]}))
         timing.append({"config": cfg, "samples": len(recs), "skipped": skipped,
-                       "distinct": ds.attrs["n_unique_programs"], "seconds": round(dt, 1),
+                       "distinct": ds.attrs["n_unique_programs"], "run": ds.attrs["n_run"],
+                       "twins": ds.attrs["n_twins"], "seconds": round(dt, 1),
                        "layer": ds.attrs["sandbox_layer"], "mode": ds.attrs["mode"],
                        "load_factor": ds.attrs["load_factor"], "max_timeouts": ds.attrs["max_timeouts"]})
         if echo:
             echo(f"{cfg}: {len(recs)} samples ({skipped} skipped), {ds.attrs['n_unique_programs']} distinct, "
+                 f"{ds.attrs['n_run']} run, {ds.attrs['n_twins']} twins, "
                  f"{dt:.0f} s, pass@1 {c.sum() / n.sum():.3f}")
         if write:  # counts so far, so the calibration can start before the whole set is done
             write_counts(pd.concat(frames, ignore_index=True), timing)

@@ -439,6 +439,9 @@ def execute_cmd(
     max_timeouts: Annotated[int | None, typer.Option(
         help="Timeouts after which a program's remaining tests share one short budget (default 1).")] = None,
     fresh_interpreter: Annotated[bool, typer.Option(help="A fresh interpreter per program (slower).")] = False,
+    dedup: Annotated[str, typer.Option(
+        help="behaviour: run once the programs that differ only in docstrings, no-op strings or a "
+             "__main__ block; text: only textually identical ones.")] = "behaviour",
 ) -> None:
     """Run every sample in the sandbox; write per-test verdicts and counts to the run directory."""
     from .data.io import write_counts
@@ -452,12 +455,14 @@ def execute_cmd(
         fail(f"--workers must be a positive integer; got {workers}")
     if layer not in LAYERS:
         fail(f"--layer {layer!r} is not supported; choose one of {list(LAYERS)}")
+    if dedup not in ("behaviour", "text"):
+        fail(f"--dedup {dedup!r} is not supported; choose 'behaviour' or 'text'")
     try:
         check_layer(layer) if scheduler is None else None
         # expected outputs (seconds to load for HumanEval+/MBPP+) after the samples are read and checked
         s = load_suite(suite, dataset, expected=False)
         ds = execute(samples, s, out=out, workers=workers, scheduler=scheduler, fast_check=fast_check,
-                     layer=layer, fresh_interpreter=fresh_interpreter,
+                     layer=layer, fresh_interpreter=fresh_interpreter, dedup=dedup,
                      **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))

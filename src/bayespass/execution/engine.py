@@ -22,6 +22,7 @@ from .judge import VERDICTS, _digest_of, digest, judge, judge_value, value_diges
 from .samples_io import code_hash, read_samples
 from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
 from .store import VerdictStore
+from .twins import behaviour_key
 
 __all__ = ["execute", "to_counts"]
 
@@ -226,7 +227,7 @@ def _check_max_timeouts(max_timeouts):
 def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: int | None = None,
             limits: Limits | None = None, layer: str = "auto", fast_check: bool = False,
             scheduler=None, progress: bool = True, reuse=(), max_timeouts: int | None | str = _DEFAULT,
-            fresh_interpreter: bool = False, detail: str = "test") -> xr.Dataset:
+            fresh_interpreter: bool = False, detail: str = "test", dedup: str = "behaviour") -> xr.Dataset:
     """Execute every sample against its task's tests in the sandbox.
 
     Parameters
@@ -268,6 +269,13 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     fresh_interpreter : bool
         Start a fresh interpreter per program instead of forking from the
         slot's zygote (slower; kept for comparison).
+    dedup : {"behaviour", "text"}
+        ``"text"``: textually identical programs (after removing comments and
+        blank lines) are executed once.  ``"behaviour"`` (default): also
+        programs that differ only in docstrings, string statements or an
+        ``if __name__ == "__main__":`` block, which never runs here, unless the
+        program could observe them (:mod:`bayespass.execution.twins`); a twin
+        gets its representative's verdicts, digests and durations.
     detail : {"test", "sample"}
         ``"test"``: every test's verdict (below).  ``"sample"``: per sample
         only (``exists``, ``executed``, ``correct``, ``base_correct``,
@@ -291,6 +299,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         tests) and ``reference_digest`` (the canonical solution's digest).
     """
     limits, max_timeouts, workers, layer = _check_args(limits, max_timeouts, detail, workers, layer, scheduler)
+    if dedup not in ("behaviour", "text"):
+        raise ValueError(f"dedup={dedup!r}: expected 'behaviour' or 'text'")
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = (HARNESS_VERSION if max_timeouts is None else
                f"{HARNESS_VERSION}+t{max_timeouts}b{limits.timeout_budget:g}s{limits.budget_step:g}")
@@ -306,12 +316,13 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     store = VerdictStore(out / "verdicts.sqlite")
     try:
         todo, testsets = _todo(store, table, suite, harness, reuse)
+        todo, twins, n_copied = _twins(store, todo, testsets, harness) if dedup == "behaviour" else (todo, {}, 0)
         factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
         judge_ = _Judge(suite, limits, factor)
         jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
                           fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
-                          harness=harness, fresh=fresh_interpreter)
+                          harness=harness, fresh=fresh_interpreter, twins=twins)
         results = store.get(harness, testsets)
         ds = (_dataset(table, suite, results, judge_.reference_digest) if detail == "test"
               else _sample_dataset(table, suite, results))
@@ -323,7 +334,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
                     memory_mb=limits.memory_mb, n_samples=len(table), load_factor=float(factor),
                     max_timeouts=-1 if max_timeouts is None else int(max_timeouts),
                     mode="fresh-interpreter" if fresh_interpreter or layer_used == "bwrap" else "zygote",
-                    n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]),
+                    n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]), dedup=dedup,
+                    n_run=len(jobs), n_twins=sum(len(hs) for _, hs in twins.values()) + n_copied,
                     verdict_codes=json.dumps(VERDICTS))
     if tmp is None:
         ds.to_netcdf(out / "samples.nc.tmp", engine="h5netcdf")
@@ -362,12 +374,37 @@ def _todo(store, table, suite, harness, reuse):
     return todo[[(t, h) not in done for t, h in zip(todo["task"], todo["code_hash"], strict=True)]], testsets
 
 
+def _twins(store, todo: pd.DataFrame, testsets: dict, harness: str) -> tuple[pd.DataFrame, dict, int]:
+    """Keep one program per (task, behaviour key); copy the results of twins judged before.
+
+    Returns the programs to run, ``{(task, code_hash): (key, [twin code hashes])}`` for the kept ones, and the
+    number of programs given the stored results of a twin.
+    """
+    done = store.twins_done(testsets, harness) if len(todo) else {}
+    keep, kept, copies = [], {}, {}
+    for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True):
+        k = behaviour_key(c)
+        if k is not None and (t, k) in done:
+            copies.setdefault((t, done[t, k]), []).append(h)
+        elif k is not None and (t, k) in kept:
+            kept[t, k][1].append(h)
+        elif k is not None:
+            kept[t, k] = (h, [])
+        keep.append(k is None or kept.get((t, k), ("",))[0] == h)
+    for (t, source), targets in copies.items():
+        store.copy(t, source, targets, testsets[t], harness)
+    twins = {(t, h): (k, hs) for (t, k), (h, hs) in kept.items()}
+    return todo[np.array(keep, bool)], twins, sum(map(len, copies.values()))
+
+
 def _run(jobs, judge_, store, testsets, *, limits, layer, workers, fast_check, scheduler, progress,
-         max_timeouts=None, harness=HARNESS_VERSION, fresh=False) -> str:
+         max_timeouts=None, harness=HARNESS_VERSION, fresh=False, twins=None) -> str:
     bar = _progress(len(jobs), progress)
+    twins = twins or {}
 
     def record(task, h, scored):
-        store.put(task, h, testsets[task], harness, *scored)
+        key, hs = twins.get((task, h), (None, ()))
+        store.put(task, h, testsets[task], harness, *scored, twins=hs, bkey=key)
         bar.update(1)
 
     try:

@@ -8,6 +8,7 @@ SIGINT or ``kill -9`` of the supervisor loses only what was in flight.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -24,6 +25,9 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE TABLE IF NOT EXISTS samples (
     config TEXT, task TEXT, sample INTEGER, code_hash TEXT, extra TEXT,
     PRIMARY KEY (config, task, sample));
+CREATE TABLE IF NOT EXISTS twins (
+    task TEXT, testset TEXT, harness TEXT, bkey TEXT, code_hash TEXT,
+    PRIMARY KEY (task, testset, harness, bkey));
 """
 
 
@@ -42,6 +46,16 @@ class VerdictStore:
         if "flags" not in cols:  # a store written before harness 7
             self._db.execute("ALTER TABLE results ADD COLUMN flags BLOB")
 
+    @contextlib.contextmanager
+    def _transaction(self):
+        self._db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def close(self) -> None:
         """Close the database."""
         self._db.close()
@@ -59,15 +73,40 @@ class VerdictStore:
             cur = self._db.execute("SELECT task, code_hash, testset FROM results WHERE harness = ?", (harness,))
             return {(t, h) for t, h, ts in cur if testsets.get(t) == ts}
 
-    def put(self, task, code_hash, testset, harness, verdicts, digests, durations, flags=None) -> None:
-        """Commit one program's results (``flags``: 1 = re-run after a timeout, 2 = presumed timeout)."""
+    def put(self, task, code_hash, testset, harness, verdicts, digests, durations, flags=None, *,
+            twins=(), bkey=None) -> None:
+        """Commit one program's results (``flags``: 1 = re-run after a timeout, 2 = presumed timeout).
+
+        ``twins``: code hashes of programs with the same behaviour key ``bkey`` (see
+        :mod:`bayespass.execution.twins`), given the same results in the same transaction.
+        """
         flags = np.zeros(len(verdicts), np.int8) if flags is None else flags
-        row = (task, code_hash, testset, harness, np.asarray(verdicts, np.int8).tobytes(),
-               np.asarray(digests, np.int64).tobytes(), np.asarray(durations, np.float32).tobytes(),
-               np.asarray(flags, np.int8).tobytes())
+        blobs = (np.asarray(verdicts, np.int8).tobytes(), np.asarray(digests, np.int64).tobytes(),
+                 np.asarray(durations, np.float32).tobytes(), np.asarray(flags, np.int8).tobytes())
+        rows = [(task, h, testset, harness, *blobs) for h in (code_hash, *twins)]
+        with self._lock, self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO results (task, code_hash, testset, harness, verdicts, "
+                                 "digests, durations, flags) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if bkey is not None:
+                self._db.execute("INSERT OR IGNORE INTO twins VALUES (?, ?, ?, ?, ?)",
+                                 (task, testset, harness, bkey, code_hash))
+
+    def twins_done(self, testsets: dict[str, str], harness: str) -> dict[tuple[str, str], str]:
+        """{(task, behaviour key): code hash} of judged programs under the current test sets and harness."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO results (task, code_hash, testset, harness, verdicts, "
-                             "digests, durations, flags) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            cur = self._db.execute("SELECT t.task, t.testset, t.bkey, t.code_hash FROM twins t JOIN results r ON "
+                                   "r.task = t.task AND r.code_hash = t.code_hash AND r.testset = t.testset AND "
+                                   "r.harness = t.harness WHERE t.harness = ?", (harness,))
+            return {(t, k): h for t, ts, k, h in cur if testsets.get(t) == ts}
+
+    def copy(self, task, source: str, targets, testset, harness) -> None:
+        """Give the programs ``targets`` the stored results of the program ``source`` (behavioural twins)."""
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO results (task, code_hash, testset, harness, verdicts, digests, durations, "
+                "flags) SELECT task, ?, testset, harness, verdicts, digests, durations, flags FROM results "
+                "WHERE task = ? AND code_hash = ? AND testset = ? AND harness = ?",
+                [(h, task, source, testset, harness) for h in targets])
 
     def get(self, harness: str, testsets: dict[str, str] | None = None) -> dict:
         """Results under ``harness`` (and test sets): {(task, code_hash): (verdicts, digests, durations, flags)}."""

@@ -1,0 +1,79 @@
+"""Behavioural twins: programs that differ only in what can never run, executed once.
+
+Real LLM samples of one task often differ only in their docstrings, in string statements (no-ops the
+compiler drops) or in an ``if __name__ == "__main__":`` block with example calls. Candidates are loaded
+with ``__name__ == "__candidate__"``, so such a block never runs, and only ``__doc__`` can tell a docstring
+apart. On the real MBPP generations half the distinct program texts have a twin (142,654 texts, 70,298
+keys), and those twins held about 30% of the test time.
+
+:func:`behaviour_key` maps a program to the hash of its syntax tree without those parts (line numbers
+ignored), and to ``None`` -- the program keeps its own text hash -- when the equivalence is not exact:
+
+- the program does not compile, or is longer than :data:`MAX_CHARS` (a huge docstring could exhaust memory
+  for one twin and not the other);
+- a main block has an ``else`` branch (that branch does run);
+- the text names anything that could observe a docstring, ``__name__``, line numbers or the source: see
+  :data:`_OBSERVERS` (``__doc__``, ``getattr``, ``vars``, ``inspect``, frames, tracebacks, code objects,
+  ``eval``/``exec``/``compile``, ``gc``, reference counts, ``ctypes``, ...).
+
+Verdicts never carry line numbers: the child reports an exception by its type only.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+
+__all__ = ["behaviour_key", "MAX_CHARS"]
+
+#: programs longer than this keep their text hash
+MAX_CHARS = 20_000
+
+_MAIN_GUARD = re.compile(r"""if\s+__name__\s*==\s*(['"])__main__\1\s*:""")
+_OBSERVERS = re.compile(
+    r"__doc__|__name__|\bhelp\b|pydoc|getattr|attrgetter|methodcaller|\bvars\b|globals|locals|\beval\b|\bexec\b|"
+    r"compile|__dict__|__getattribute__|__builtins__|\bbuiltins\b|__import__|importlib|inspect|_getframe|"
+    r"traceback|exc_info|\bexception\b|__code__|lineno|\.(?:co|f|gi|cr|ag|tb)_|settrace|setprofile|monitoring|"
+    r"\bdis\b|\bgc\b|getrefcount|ctypes|linecache|\bast\b|__file__|__spec__|__loader__")
+
+
+def _is_main_block(node) -> bool:
+    t = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__" and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+            and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+
+
+def _is_string_statement(node) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+class _Strip(ast.NodeTransformer):
+    """Drop string statements (docstrings included) everywhere and main blocks at module level."""
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not (isinstance(body, list) and body and isinstance(body[0], ast.stmt)):
+                continue
+            kept = [s for s in body if not _is_string_statement(s)
+                    and not (isinstance(node, ast.Module) and _is_main_block(s))]
+            setattr(node, field, kept or [ast.Pass()])
+        return node
+
+
+def behaviour_key(code: str) -> str | None:
+    """Return a key equal for programs that behave the same under bayespass's loader, or None (see module doc)."""
+    if len(code) > MAX_CHARS or _OBSERVERS.search(_MAIN_GUARD.sub("", code)):
+        return None
+    try:
+        tree = ast.parse(code)
+        compile(tree, "<candidate>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if any(_is_main_block(s) and s.orelse for s in tree.body):
+        return None
+    dumped = ast.dump(_Strip().visit(tree), annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:20]

@@ -1,0 +1,147 @@
+"""Behavioural twins (programs differing only in what never runs) are executed once, with exact verdicts."""
+
+import ast
+
+import numpy as np
+import pytest
+
+import bayespass as bp
+from bayespass.execution import engine
+from bayespass.execution.twins import MAX_CHARS, behaviour_key
+
+BASE = "def f(x):\n    return x + 1\n"
+
+
+@pytest.mark.parametrize("twin", [
+    'def f(x):\n    """Add one."""\n    return x+1\n',  # docstring, formatting
+    'def f(x):\n    return (x + 1)\n\nif __name__ == "__main__":\n    print(f(2))\n    raise SystemExit(f(None))\n',
+    "\"\"\"Module doc.\"\"\"\ndef f(x):\n    'doc'\n    'a no-op string'\n    return x + 1\n'trailing'\n",
+    "def f(x):\n    return x + 1\nif __name__ == '__main__':\n    while True:\n        pass\n",
+])
+def test_programs_that_differ_only_in_what_never_runs_share_a_key(twin):
+    assert behaviour_key(BASE) is not None
+    assert behaviour_key(twin) == behaviour_key(BASE)
+
+
+@pytest.mark.parametrize("other", [
+    "def f(x):\n    return x + 2\n",
+    "def f(x):\n    return x + 1\nprint(f(1))\n",  # module-level code runs
+    "def f(y):\n    return y + 1\n",  # a renamed parameter can be passed by name
+    'def f(x):\n    return x + 1\nif __name__ == "__candidate__":\n    f = None\n',
+    'def f(x):\n    s = "a string that is a value"\n    return x + 1\n',
+])
+def test_programs_that_can_behave_differently_do_not(other):
+    assert behaviour_key(other) != behaviour_key(BASE)
+
+
+@pytest.mark.parametrize("code", [
+    'def f(x):\n    """d"""\n    return f.__doc__\n',
+    'def f(x):\n    """d"""\n    return getattr(f, "__d" + "oc__")\n',
+    'import inspect\ndef f(x):\n    """d"""\n    return inspect.getdoc(f)\n',
+    'import sys\ndef f(x):\n    """d"""\n    return sys._getframe().f_lineno\n',
+    'import traceback\ndef f(x):\n    """d"""\n    try:\n        1 / 0\n    except Exception:\n        return traceback.format_exc()\n',
+    'def f(x):\n    """d"""\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_lineno\n',
+    'def f(x):\n    """d"""\n    return f.__code__.co_consts[0]\n',
+    'def f(x):\n    """d"""\n    return vars(f)\n',
+    'def f(x):\n    """d"""\n    return globals()["__doc__"]\n',
+    'import sys\ndef f(x):\n    """doc"""\n    return sys.getrefcount("doc")\n',
+    'import gc\ndef f(x):\n    """d"""\n    return len(gc.get_referrers(f))\n',
+    'def f(x):\n    return x\nif __name__ == "__main__":\n    pass\nelse:\n    f = None\n',  # the else branch runs
+    '__name__ = "__main__"\ndef f(x):\n    return x\nif __name__ == "__main__":\n    f = None\n',
+    'def f(x):\n    return x\nif __name__ == "__main__":\n    return 1\n',  # does not compile
+    "def f(x:\n    return x\n",
+    'def f(x):\n    """' + "d" * MAX_CHARS + '"""\n    return x\n',  # too big: memory could differ
+])
+def test_programs_that_could_observe_the_difference_keep_their_own_key(code):
+    assert behaviour_key(code) is None
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    return bp.load_suite("humaneval")
+
+
+def _without_docstrings(tree):
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _variants(suite, tasks):
+    """Per task: the canonical solution, twins of it, a wrong twin pair and one that reads its docstring."""
+    recs = []
+    for t in tasks:
+        task = suite.tasks[t]
+        good = task.prompt + task.canonical_solution
+        wrong = task.prompt + "    return None\n"
+        ep = task.entry_point
+        reader = good.replace(task.canonical_solution, f"    if {ep}.__doc__:\n        return None\n"
+                              + task.canonical_solution, 1)
+        for name, code in {
+            "plain": good,
+            "main": good + f'\n\nif __name__ == "__main__":\n    print({ep}(None))\n    while True:\n        pass\n',
+            "strings": '"""A module docstring."""\n' + good + '\n"""a trailing no-op string"""\n',
+            "wrong": wrong,
+            "wrong-main": wrong + '\nif __name__ == "__main__":\n    pass\n',
+            # fails because it has a docstring; its docstring-free twin passes: neither borrows the other's verdict
+            "doc-reader": reader,
+            "doc-reader-nodoc": ast.unparse(_without_docstrings(ast.parse(reader))),
+        }.items():
+            recs.append({"task_id": t, "solution": code, "config": name})
+    return recs
+
+
+def test_behaviour_dedup_runs_fewer_programs_and_gives_the_same_verdicts(humaneval, tmp_path, monkeypatch):
+    tasks = list(humaneval.tasks)[:6]
+    recs = _variants(humaneval, tasks)
+    ran = []
+    real_run = engine._run
+    monkeypatch.setattr(engine, "_run", lambda jobs, *a, **k: (ran.append(len(jobs)), real_run(jobs, *a, **k))[1])
+    text = engine.execute(recs, humaneval, out=tmp_path / "text", dedup="text", progress=False)
+    behaviour = engine.execute(recs, humaneval, out=tmp_path / "behaviour", progress=False)
+    assert ran == [7 * len(tasks), 4 * len(tasks)]  # plain/main/strings one program, wrong/wrong-main one
+    for var in ("verdict", "digest", "correct", "base_correct"):
+        np.testing.assert_array_equal(text[var].values, behaviour[var].values, err_msg=var)
+    correct = behaviour.correct.sel(sample=0).to_pandas()
+    assert correct.loc[["plain", "main", "strings"]].all().all()
+    assert correct.loc["doc-reader-nodoc"].all()
+    assert not correct.loc[["wrong", "wrong-main", "doc-reader"]].any().any()
+    assert behaviour.attrs["dedup"] == "behaviour" and text.attrs["dedup"] == "text"
+    assert (behaviour.attrs["n_run"], behaviour.attrs["n_twins"]) == (4 * len(tasks), 3 * len(tasks))
+    assert (text.attrs["n_run"], text.attrs["n_twins"]) == (7 * len(tasks), 0)
+
+
+def test_a_twin_in_a_later_call_takes_the_stored_results_without_running(humaneval, tmp_path, monkeypatch):
+    tasks = list(humaneval.tasks)[:4]
+    recs = _variants(humaneval, tasks)
+    first = [r for r in recs if r["config"] in ("plain", "wrong")]
+    later = [r for r in recs if r["config"] in ("main", "strings", "wrong-main")]
+    engine.execute(first, humaneval, out=tmp_path, progress=False)
+    ran = []
+    real_run = engine._run
+    monkeypatch.setattr(engine, "_run", lambda jobs, *a, **k: (ran.append(len(jobs)), real_run(jobs, *a, **k))[1])
+    ds = engine.execute(later, humaneval, out=tmp_path, progress=False)
+    assert ran == [0] and (ds.attrs["n_run"], ds.attrs["n_twins"]) == (0, 3 * len(tasks))
+    correct = ds.correct.sel(sample=0).to_pandas()
+    assert correct.loc[["main", "strings"]].all().all() and not correct.loc["wrong-main"].any()
+    again = engine.execute(later, humaneval, out=tmp_path / "alone", dedup="text", progress=False)
+    np.testing.assert_array_equal(ds.verdict.values, again.verdict.values)
+
+
+def test_dedup_must_be_one_of_the_two_modes(humaneval):
+    with pytest.raises(ValueError, match="dedup='ast'.*'behaviour' or 'text'"):
+        engine.execute([{"task_id": "HumanEval/0", "solution": BASE}], humaneval, dedup="ast", progress=False)
+
+
+def test_the_cli_refuses_an_unknown_dedup_mode_before_any_work(tmp_path):
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    f = tmp_path / "s.jsonl"
+    f.write_text('{"task_id": "HumanEval/0", "solution": "def f(x):\\n    return x\\n"}\n')
+    res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run"), "--dedup", "ast"])
+    assert res.exit_code == 2 and "--dedup 'ast' is not supported; choose 'behaviour' or 'text'" in res.output
+    assert not (tmp_path / "run").exists()
