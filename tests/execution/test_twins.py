@@ -145,3 +145,22 @@ def test_the_cli_refuses_an_unknown_dedup_mode_before_any_work(tmp_path):
     res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run"), "--dedup", "ast"])
     assert res.exit_code == 2 and "--dedup 'ast' is not supported; choose 'behaviour' or 'text'" in res.output
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("code", [
+    'def f(x):\n    """d"""\n    return ("{0.__d" "oc__}").format(f)\n',  # an attribute read no text search sees
+    'def f(x):\n    """d"""\n    s = "{0"\n    return (s + ".__doc__}").format(f)\n',
+    '"""m"""\ndef f(x):\n    return "__doc__" in dir()\n',  # the module docstring is a global
+    'def f(x):\n    """d"""\n    return len(f.__globals__)\n',
+    'import warnings\ndef f(x):\n    """d"""\n    with warnings.catch_warnings(record=True) as w:\n'
+    '        warnings.warn("x")\n    return str(w[0])\n',  # a warning record's text carries its line number
+    'import doctest\ndef f(x):\n    """\n    >>> f(1)\n    2\n    """\n    return doctest.run_docstring_examples(f, {})\n',
+    'import asyncio\ndef f(x):\n    """d"""\n    return asyncio.current_task().get_stack()\n',
+])
+def test_dynamic_reads_of_docstrings_and_line_numbers_keep_their_own_key(code):
+    assert behaviour_key(code) is None
+
+
+def test_common_code_keeps_its_key():
+    assert behaviour_key('import re\ndef f(s):\n    """d"""\n    return re.compile("a+").findall("{} {}".format(s, s))\n')
+    assert behaviour_key('def f(stack):\n    min_stack = []\n    return min_stack\n')

@@ -13,8 +13,10 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
   for one twin and not the other);
 - a main block has an ``else`` branch (that branch does run);
 - the text names anything that could observe a docstring, ``__name__``, line numbers or the source: see
-  :data:`_OBSERVERS` (``__doc__``, ``getattr``, ``vars``, ``inspect``, frames, tracebacks, code objects,
-  ``eval``/``exec``/``compile``, ``gc``, reference counts, ``ctypes``, ...).
+  ``_OBSERVERS`` (``__doc__``, ``getattr``, ``vars``, ``dir``, ``inspect``, ``doctest``, frames, tracebacks,
+  code objects, tracers, warning records, ``eval``/``exec``/``compile``, ``gc``, reference counts,
+  ``ctypes``, ...), or it calls ``.format`` on a string that is not a literal or whose fields read
+  attributes (``"{0.__d" "oc__}"`` has no ``__doc__`` in its text).
 
 Verdicts never carry line numbers: the child reports an exception by its type only.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import string
 
 __all__ = ["behaviour_key", "MAX_CHARS"]
 
@@ -32,10 +35,16 @@ MAX_CHARS = 20_000
 
 _MAIN_GUARD = re.compile(r"""if\s+__name__\s*==\s*(['"])__main__\1\s*:""")
 _OBSERVERS = re.compile(
-    r"__doc__|__name__|\bhelp\b|pydoc|getattr|attrgetter|methodcaller|\bvars\b|globals|locals|\beval\b|\bexec\b|"
-    r"compile|__dict__|__getattribute__|__builtins__|\bbuiltins\b|__import__|importlib|inspect|_getframe|"
-    r"traceback|exc_info|\bexception\b|__code__|lineno|\.(?:co|f|gi|cr|ag|tb)_|settrace|setprofile|monitoring|"
-    r"\bdis\b|\bgc\b|getrefcount|ctypes|linecache|\bast\b|__file__|__spec__|__loader__")
+    # docstrings and the module's ``__doc__`` global: by name, or through a namespace or a dynamic attribute
+    r"__doc__|__name__|\bhelp\b|pydoc|doctest|getattr|attrgetter|methodcaller|\bvars\b|\bdir\b|globals|locals|"
+    r"__globals__|__dict__|__getattribute__|__builtins__|\bbuiltins\b|__import__|importlib|\beval\b|\bexec\b|"
+    r"(?<!\.)\bcompile\b|codeop|import\s+code\b|from\s+code\s+import|\bast\b|format_map|Formatter|"
+    # line numbers and positions: frames, tracebacks, code objects, tracers, profilers, warning records
+    r"inspect|_getframe|_current_frames|traceback|exc_info|\bexception\b|(?:print|get|format|extract|walk)_stack|"
+    r"__code__|lineno|\.(?:co|f|gi|cr|ag|tb)_|settrace|setprofile|monitoring|\btrace\b|tracemalloc|profile|pdb|\bwarnings\b|"
+    r"showwarning|formatwarning|\bdis\b|linecache|__file__|__spec__|__loader__|"
+    # memory and object identity of the constants themselves
+    r"\bgc\b|getrefcount|ctypes")
 
 
 def _is_main_block(node) -> bool:
@@ -43,6 +52,19 @@ def _is_main_block(node) -> bool:
     return (isinstance(node, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
             and t.left.id == "__name__" and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
             and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+
+
+def _dynamic_format(node) -> bool:
+    """``s.format(...)`` whose fields could read attributes: ``"{0.__d" "oc__}"`` has no ``__doc__`` in its text."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"):
+        return False
+    fmt = node.func.value
+    if not (isinstance(fmt, ast.Constant) and isinstance(fmt.value, str)):
+        return True
+    try:
+        return any(f and ("." in f or "[" in f) for _, f, _, _ in string.Formatter().parse(fmt.value))
+    except ValueError:
+        return True
 
 
 def _is_string_statement(node) -> bool:
@@ -73,7 +95,7 @@ def behaviour_key(code: str) -> str | None:
         compile(tree, "<candidate>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
-    if any(_is_main_block(s) and s.orelse for s in tree.body):
+    if any(_is_main_block(s) and s.orelse for s in tree.body) or any(map(_dynamic_format, ast.walk(tree))):
         return None
     dumped = ast.dump(_Strip().visit(tree), annotate_fields=False, include_attributes=False)
     return hashlib.sha256(dumped.encode()).hexdigest()[:20]
