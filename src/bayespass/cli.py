@@ -470,7 +470,9 @@ def execute_cmd(
     write_counts(counts, out / "counts.nc")
     write_counts(counts, out / "counts.csv")
     typer.echo(f"sandbox layer: {ds.attrs['sandbox_layer']}; {ds.attrs['n_samples']} samples, "
-               f"{ds.attrs['n_unique_programs']} distinct programs; wrote {out}/samples.nc, counts.nc, counts.csv")
+               f"{ds.attrs['n_unique_programs']} distinct programs ({ds.attrs['n_run']} run now, "
+               f"{ds.attrs['n_twins']} given a behavioural twin's results); "
+               f"wrote {out}/samples.nc, counts.nc, counts.csv")
     import pandas as pd
 
     drawn = ds.exists.sum(("task", "sample"))

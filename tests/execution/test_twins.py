@@ -164,3 +164,59 @@ def test_dynamic_reads_of_docstrings_and_line_numbers_keep_their_own_key(code):
 def test_common_code_keeps_its_key():
     assert behaviour_key('import re\ndef f(s):\n    """d"""\n    return re.compile("a+").findall("{} {}".format(s, s))\n')
     assert behaviour_key('def f(stack):\n    min_stack = []\n    return min_stack\n')
+
+
+def _run_module(code):
+    ns = {"__name__": "__candidate__"}
+    exec(compile(code, "<candidate>", "exec"), ns)
+    return ns["f"](1)
+
+
+@pytest.mark.parametrize("code", [
+    # a metaclass sees the class body's namespace, which holds __doc__ only where there is a docstring
+    'class M(type):\n    def __new__(m, n, b, ns):\n        return len(ns)\n'
+    'class A(metaclass=M):\n    """d"""\n    x = 1\ndef f(x):\n    return A\n',
+    # a logging format that names the line number in two literal parts
+    'import io, logging\ndef f(x):\n    """d"""\n    s = io.StringIO()\n    h = logging.StreamHandler(s)\n'
+    '    h.setFormatter(logging.Formatter("%(lin" "eno)d"))\n    g = logging.getLogger("t")\n'
+    '    g.addHandler(h)\n    g.warning("x")\n    g.removeHandler(h)\n    return s.getvalue()\n',
+    # a dunder looked up by a name joined from two literals
+    'import operator\ndef f(x):\n    """d"""\n    return operator.attrgetter("__d" "oc__")(f)\n',
+])
+def test_observers_of_a_docstring_without_its_name_in_the_text_keep_their_own_key(code):
+    twin = code.replace('    """d"""\n', "")
+    assert behaviour_key(twin) is None  # the twin observes too
+    assert _run_module(code) != _run_module(twin)  # and it really behaves differently
+    assert behaviour_key(code) is None
+
+
+@pytest.mark.parametrize("code", [
+    'import pickle\ndef f(x):\n    """d"""\n    return pickle.dumps(x)\n',
+    'def f(x):\n    """d"""\n    setattr(f, "a", 1)\n    return x\n',
+    'def f(x):\n    """d"""\n    return [c for c in object.__subclasses__()]\n',
+    'def f(x):\n    """d"""\n    return x, "__d" "oc__"\n',  # a dunder joined from parts
+    'def f(x):\n    """d"""\n    return x, "%(lin" "eno)d"\n',
+])
+def test_lookups_by_computed_name_and_object_graphs_keep_their_own_key(code):
+    assert behaviour_key(code) is None
+
+
+def test_strings_in_docstrings_do_not_cost_the_key():
+    doc = 'def f(x):\n    """Uses __doc__-free logic; see the trace, f_x and lineno here."""\n    return "ab" + "c"\n'
+    assert behaviour_key(doc) == behaviour_key('def f(x):\n    return "ab" + "c"\n') is not None
+
+
+def test_the_cli_says_how_many_programs_ran_and_how_many_took_a_twins_results(humaneval, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    recs = [r for r in _variants(humaneval, ["HumanEval/0", "HumanEval/2"])
+            if r["config"] in ("plain", "main", "strings", "wrong")]
+    f = tmp_path / "s.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs))
+    res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "8 samples, 8 distinct programs (4 run now, 4 given a behavioural twin's results)" in res.stdout

@@ -12,11 +12,13 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
 - the program does not compile, or is longer than :data:`MAX_CHARS` (a huge docstring could exhaust memory
   for one twin and not the other);
 - a main block has an ``else`` branch (that branch does run);
-- the text names anything that could observe a docstring, ``__name__``, line numbers or the source: see
-  ``_OBSERVERS`` (``__doc__``, ``getattr``, ``vars``, ``dir``, ``inspect``, ``doctest``, frames, tracebacks,
-  code objects, tracers, warning records, ``eval``/``exec``/``compile``, ``gc``, reference counts,
-  ``ctypes``, ...), or it calls ``.format`` on a string that is not a literal or whose fields read
-  attributes (``"{0.__d" "oc__}"`` has no ``__doc__`` in its text).
+- what can run names anything that could observe a docstring, ``__name__``, line numbers or the source: see
+  ``_OBSERVERS`` (``__doc__``, ``getattr``/``setattr``, ``vars``, ``dir``, ``inspect``, ``doctest``, frames,
+  tracebacks, code objects, tracers, warning records, ``logging``, metaclasses (a class body's namespace holds
+  its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ...), or it calls ``.format``
+  on a string that is not a literal or whose fields read attributes. "What can run" is the program unparsed
+  without its comments, string statements and main blocks, so adjacent literals are joined (``"__d" "oc__"``
+  reads as ``'__doc__'``) and a word in a comment or a docstring costs nothing.
 
 Verdicts never carry line numbers: the child reports an exception by its type only.
 """
@@ -33,7 +35,6 @@ __all__ = ["behaviour_key", "MAX_CHARS"]
 #: programs longer than this keep their text hash
 MAX_CHARS = 20_000
 
-_MAIN_GUARD = re.compile(r"""if\s+__name__\s*==\s*(['"])__main__\1\s*:""")
 _OBSERVERS = re.compile(
     # docstrings and the module's ``__doc__`` global: by name, or through a namespace or a dynamic attribute
     r"__doc__|__name__|\bhelp\b|pydoc|doctest|getattr|attrgetter|methodcaller|\bvars\b|\bdir\b|globals|locals|"
@@ -42,7 +43,10 @@ _OBSERVERS = re.compile(
     # line numbers and positions: frames, tracebacks, code objects, tracers, profilers, warning records
     r"inspect|_getframe|_current_frames|traceback|exc_info|\bexception\b|(?:print|get|format|extract|walk)_stack|"
     r"__code__|lineno|\.(?:co|f|gi|cr|ag|tb)_|settrace|setprofile|monitoring|\btrace\b|tracemalloc|profile|pdb|\bwarnings\b|"
-    r"showwarning|formatwarning|\bdis\b|linecache|__file__|__spec__|__loader__|"
+    r"showwarning|formatwarning|\bdis\b|linecache|__file__|__spec__|__loader__|\blogging\b|"
+    # a class body's namespace (holds __doc__), names set or read by a computed string, object graphs
+    r"metaclass|__prepare__|__init_subclass__|setattr|delattr|__subclasses__|__reduce|pickle|marshal|shelve|"
+    r"copyreg|"
     # memory and object identity of the constants themselves
     r"\bgc\b|getrefcount|ctypes")
 
@@ -88,14 +92,19 @@ class _Strip(ast.NodeTransformer):
 
 def behaviour_key(code: str) -> str | None:
     """Return a key equal for programs that behave the same under bayespass's loader, or None (see module doc)."""
-    if len(code) > MAX_CHARS or _OBSERVERS.search(_MAIN_GUARD.sub("", code)):
+    if len(code) > MAX_CHARS:
         return None
     try:
         tree = ast.parse(code)
         compile(tree, "<candidate>", "exec", dont_inherit=True)
+        if any(_is_main_block(s) and s.orelse for s in tree.body):
+            return None
+        stripped = _Strip().visit(tree)
+        # what can run, as text: no comments, docstrings, string statements or main blocks, and literals joined
+        # ("__d" "oc__" reads as '__doc__', "%(lin" "eno)d" as '%(lineno)d')
+        if _OBSERVERS.search(ast.unparse(stripped)) or any(map(_dynamic_format, ast.walk(stripped))):
+            return None
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
-    if any(_is_main_block(s) and s.orelse for s in tree.body) or any(map(_dynamic_format, ast.walk(tree))):
-        return None
-    dumped = ast.dump(_Strip().visit(tree), annotate_fields=False, include_attributes=False)
+    dumped = ast.dump(stripped, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(dumped.encode()).hexdigest()[:20]
