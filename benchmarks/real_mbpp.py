@@ -92,7 +92,8 @@ def execute_all(which="50", out=REPO / "runs" / "real-mbpp", workers=None, echo=
                        "distinct": ds.attrs["n_unique_programs"], "run": ds.attrs["n_run"],
                        "twins": ds.attrs["n_twins"], "seconds": round(dt, 1),
                        "layer": ds.attrs["sandbox_layer"], "mode": ds.attrs["mode"],
-                       "load_factor": ds.attrs["load_factor"], "max_timeouts": ds.attrs["max_timeouts"]})
+                       "load_factor": ds.attrs["load_factor"], "max_timeouts": ds.attrs["max_timeouts"],
+                       "dedup": ds.attrs["dedup"]})
         if echo:
             echo(f"{cfg}: {len(recs)} samples ({skipped} skipped), {ds.attrs['n_unique_programs']} distinct, "
                  f"{ds.attrs['n_run']} run, {ds.attrs['n_twins']} twins, "
@@ -116,9 +117,10 @@ def _merge_existing(df: pd.DataFrame, timing: list[dict]) -> tuple[pd.DataFrame,
     rows = []
     for line in readme.read_text().splitlines() if readme.exists() else []:
         cells = line.strip().removeprefix("| ").removesuffix(" |").split(" | ")
-        if line.startswith("| ") and len(cells) == 5 and cells[1].isdigit() and cells[0] not in done:
+        if line.startswith("| ") and len(cells) in (5, 7) and cells[1].isdigit() and cells[0] not in done:
             rows.append({"config": cells[0], "samples": int(cells[1]), "skipped": int(cells[2]),
-                         "distinct": int(cells[3]), "seconds": float(cells[4])})
+                         "distinct": int(cells[3]), "seconds": float(cells[-1]),
+                         **({"run": cells[4], "twins": cells[5]} if len(cells) == 7 else {})})
     return pd.concat([old, df], ignore_index=True), rows + timing
 
 
@@ -141,11 +143,15 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
         "of Error in LLM-Based Code Generation*, GitHub mwhicks1/DiffTrust, MBPP experiment caches), executed with",
         f"`python benchmarks/real_mbpp.py` (bayespass {bp.__version__}, harness {HARNESS_VERSION}, layer "
         f"{prov['layer']}, mode {prov['mode']}, default time limits: max(1 s, 4x ground truth), "
-        f"max_timeouts {prov['max_timeouts']}).",
-        "Task ids not in MBPP+ are skipped (counted below).", "",
+        f"max_timeouts {prov['max_timeouts']}, dedup {prov.get('dedup', 'text')}).",
+        "Task ids not in MBPP+ are skipped (counted below). Configs run one after another into one run directory:",
+        "`run` counts the programs executed for that config, `twins` those given the results of a behavioural",
+        "twin (same program up to docstrings, no-op strings and a `__main__` block); the rest were run for an",
+        "earlier config. `seconds` is the config's wall time on 2 cores.", "",
         f"{n_cfg} configs, {df.task.nunique()} tasks, {int(df.n.sum())} samples.", "",
-        "| config | samples | skipped | distinct programs | seconds |", "|---|---|---|---|---|",
-        *[f"| {t['config']} | {t['samples']} | {t['skipped']} | {t['distinct']} | {t['seconds']} |" for t in timing],
+        "| config | samples | skipped | distinct programs | run | twins | seconds |", "|---|---|---|---|---|---|---|",
+        *[f"| {t['config']} | {t['samples']} | {t['skipped']} | {t['distinct']} | {t.get('run', '')} | "
+          f"{t.get('twins', '')} | {t['seconds']} |" for t in timing],
     ]
     (OUT_DATA / "README.md").write_text("\n".join(lines) + "\n")
     return OUT_DATA / "counts.csv"
