@@ -1,7 +1,5 @@
 """``shared``: the joint model with task difficulty integrated out (gradients, quadrature, recovery)."""
 
-import warnings
-
 import numpy as np
 import pytest
 from scipy import integrate
@@ -250,15 +248,10 @@ def test_mcmc_runs_again_longer_when_the_first_chains_miss_the_gate(monkeypatch)
         return post
 
     monkeypatch.setattr(Shared, "fit_hmc", first_bad)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", bp.FitWarning)
-        idata = bp.fit(counts, "shared", "mcmc", draws=300, tune=200, seed=3, progressbar=False)
-    assert calls == [(300, 200), (1200, 400)]
+    # 600 draws: the rerun's 600 thinned draws per chain keep r_hat's own noise (about 0.003) well inside the gate
+    # (seeds 3-6: 1.001-1.005); with 300, a fresh install (numpy 2.4, scipy 1.17) gave 1.012
+    idata = bp.fit(counts, "shared", "mcmc", draws=600, tune=300, seed=3, progressbar=False)
+    assert calls == [(600, 300), (2400, 600)]
     post = idata.posterior
-    assert post.sizes["draw"] == 300 and "rerun" in post.attrs
-    # the posterior is the rerun's: the first run's chains were 3 logit units apart (r_hat far above 2). Whether
-    # the rerun itself clears 1.01 is a statistical outcome (300 thinned draws per chain: r_hat's own noise is
-    # about 0.005; 1.012 with numpy 2.4 / scipy 1.17, under 1.01 before), so a narrow miss may warn, and says so
-    assert post.attrs["convergence_r_hat_max"] < 1.05
-    assert len(caught) <= 1 and all("r_hat" in str(w.message) for w in caught)
-    assert (post.attrs["convergence"] == "ok") == (not caught)
+    assert post.sizes["draw"] == 600 and "rerun" in post.attrs
+    assert post.attrs["convergence"] == "ok"
