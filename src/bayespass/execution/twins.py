@@ -1,10 +1,18 @@
 """Behavioural twins: programs that differ only in what can never run, executed once.
 
 Real LLM samples of one task often differ only in their docstrings, in string statements (no-ops the
-compiler drops) or in an ``if __name__ == "__main__":`` block with example calls. Candidates are loaded
-with ``__name__ == "__candidate__"``, so such a block never runs, and only ``__doc__`` can tell a docstring
-apart. On the real MBPP generations half the distinct program texts have a twin (142,654 texts, 70,458
-keys), and those twins held about 30% of the test time.
+compiler drops), in an ``if __name__ == "__main__":`` block with example calls, or in the names of their
+local variables. Candidates are loaded with ``__name__ == "__candidate__"``, so such a block never runs,
+only ``__doc__`` can tell a docstring apart, and only a few things can read a local variable's name. On the
+real MBPP generations (142,654 distinct texts) the docstring rule leaves 70,458 programs to run, and
+renaming locals 56,897 (4,507 s of stored test time against 5,651 s).
+
+Local variables of functions and comprehensions are renamed to ``#0``, ``#1``, ... in order of use (see
+:func:`_rename_locals`), except names that are parameters (passed by keyword), ``def``/``class``/import
+names, ``global``/``nonlocal`` names, class attributes, and every name of a program that can reach an
+exception object (``except ... as``, ``__exit__``, ``ExitStack``, hooks, ``.exception()``, ...: the message
+of an unbound local names it), string annotations or ``__qualname__`` (``_NAME_OBSERVERS``), or uses
+``match``. An f-string's ``{x=}`` keeps its text ``x=`` as a literal, so it is never renamed away.
 
 :func:`behaviour_key` maps a program to the hash of its syntax tree without those parts (line numbers
 ignored), and to ``None`` -- the program keeps its own text hash -- when the equivalence is not exact:
@@ -90,6 +98,106 @@ class _Strip(ast.NodeTransformer):
         return node
 
 
+#: what can observe a local variable's name (beyond ``_OBSERVERS``): an exception's message names an unbound
+#: local, and a program reaches exception objects through ``except ... as``, a context manager's ``__exit__``
+#: or a hook; string annotations (``from __future__ import annotations``) hold names as text
+_NAME_OBSERVERS = re.compile(r"__exit__|__aexit__|hook|breakpoint|raises|__annotations__|get_type_hints|"
+                             r"annotations|__qualname__|\bthrow\b|exception|ExitStack")
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _fixed_names(tree) -> set[str] | None:
+    """Names that are never renamed: parameters, def/class/import names, ``global``/``nonlocal`` names,
+    exception names and class attributes; None where no name may be renamed (see :func:`_rename_locals`)."""
+    fixed = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ExceptHandler, ast.Match)) and (isinstance(node, ast.Match) or node.name):
+            return None  # an exception object's message names an unbound local; match captures are strings
+        if isinstance(node, (*_FUNCS, ast.ClassDef)):
+            fixed.add(node.name)
+        if isinstance(node, (*_FUNCS, ast.Lambda)):
+            a = node.args
+            fixed.update(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            fixed.update(node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            fixed.update((al.asname or al.name).split(".")[0] for al in node.names)
+        elif isinstance(node, ast.ClassDef):  # a class body's names are attributes, readable by their text
+            fixed.update(n.id for n in _own_scope(node.body) if isinstance(n, ast.Name)
+                         and not isinstance(n.ctx, ast.Load))
+    return fixed
+
+
+def _own_scope(nodes, comprehensions=True):
+    """The nodes of one scope: not inside nested functions, lambdas or classes (nor comprehensions, if asked)."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (*_FUNCS, ast.Lambda, ast.ClassDef)):
+            continue  # its name, defaults and decorators are yielded above as part of this scope's statement
+        if isinstance(node, _COMPS) and not comprehensions:
+            # only assignment expressions bind in this scope; the first iterable is evaluated here
+            stack.extend(reversed(list(_walruses(node))))
+            stack.append(node.generators[0].iter)
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _walruses(comp):
+    """The assignment expressions of a comprehension (nested ones included; not those of lambdas in it)."""
+    stack = list(ast.iter_child_nodes(comp))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.NamedExpr):
+            yield node
+        elif not isinstance(node, (*_FUNCS, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _rename_locals(tree, fixed: set[str]) -> None:
+    """Rename the local variables of every function and comprehension to ``#0``, ``#1``, ... in order of use.
+
+    A variable is renamed everywhere it is visible (its scope and the scopes nested in it, where a rebinding of
+    the same name is renamed alike, so scoping is unchanged). The new names are not identifiers: the tree is
+    hashed, never run, and no renamed variable can meet a name of the program.
+    """
+    counter = 0
+
+    def rename(region, names):
+        nonlocal counter
+        order = {}
+        for region_node in region:
+            for n in ast.walk(region_node):
+                if isinstance(n, ast.Name) and n.id in names and n.id not in order:
+                    order[n.id] = f"#{counter + len(order)}"
+        counter += len(order)
+        for region_node in region:
+            for n in ast.walk(region_node):
+                if isinstance(n, ast.Name) and n.id in order:
+                    n.id = order[n.id]
+
+    def renamable(name):
+        return name not in fixed and not name.startswith("#") and not name.startswith("__")
+
+    todo = [tree]
+    while todo:  # outer scopes first: an inner scope's rebinding of an outer name is renamed with it
+        node = todo.pop(0)
+        if isinstance(node, _FUNCS):
+            bound = {n.id for n in _own_scope(node.body, comprehensions=False)
+                     if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and renamable(n.id)}
+            rename(node.body, bound)
+        elif isinstance(node, _COMPS):
+            bound = {n.id for g in node.generators for n in ast.walk(g.target)
+                     if isinstance(n, ast.Name) and renamable(n.id)}
+            parts = [node.elt] if not isinstance(node, ast.DictComp) else [node.key, node.value]
+            parts += [g.target for g in node.generators] + [x for g in node.generators[1:] for x in [g.iter]]
+            parts += [c for g in node.generators for c in g.ifs]
+            rename(parts, bound)
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def behaviour_key(code: str) -> str | None:
     """Return a key equal for programs that behave the same under bayespass's loader, or None (see module doc)."""
     if len(code) > MAX_CHARS:
@@ -106,5 +214,8 @@ def behaviour_key(code: str) -> str | None:
             return None
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
+    fixed = None if _NAME_OBSERVERS.search(ast.unparse(stripped)) else _fixed_names(stripped)
+    if fixed is not None:
+        _rename_locals(stripped, fixed)
     dumped = ast.dump(stripped, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(dumped.encode()).hexdigest()[:20]
