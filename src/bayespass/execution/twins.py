@@ -37,6 +37,7 @@ import ast
 import hashlib
 import re
 import string
+from collections import deque
 
 __all__ = ["behaviour_key", "MAX_CHARS"]
 
@@ -83,19 +84,19 @@ def _is_string_statement(node) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-class _Strip(ast.NodeTransformer):
-    """Drop string statements (docstrings included) everywhere and main blocks at module level."""
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse", "finalbody"):
-            body = getattr(node, field, None)
-            if not (isinstance(body, list) and body and isinstance(body[0], ast.stmt)):
-                continue
-            kept = [s for s in body if not _is_string_statement(s)
-                    and not (isinstance(node, ast.Module) and _is_main_block(s))]
-            setattr(node, field, kept or [ast.Pass()])
-        return node
+def _strip(node, module: bool = False):
+    """Drop string statements (docstrings included) everywhere and main blocks at module level, in place."""
+    for field in ("body", "orelse", "finalbody"):
+        body = getattr(node, field, None)
+        if not (isinstance(body, list) and body and isinstance(body[0], ast.stmt)):
+            continue
+        kept = [s for s in body if not _is_string_statement(s) and not (module and _is_main_block(s))]
+        for s in kept:
+            _strip(s)
+        setattr(node, field, kept or [ast.Pass()])
+    for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):  # except and case clauses
+        _strip(part)
+    return node
 
 
 #: what can observe a local variable's name (beyond ``_OBSERVERS``): an exception's message names an unbound
@@ -107,11 +108,11 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _fixed_names(tree) -> set[str] | None:
+def _fixed_names(nodes) -> set[str] | None:
     """Names that are never renamed: parameters, def/class/import names, ``global``/``nonlocal`` names,
     exception names and class attributes; None where no name may be renamed (see :func:`_rename_locals`)."""
     fixed = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.ExceptHandler, ast.Match)) and (isinstance(node, ast.Match) or node.name):
             return None  # an exception object's message names an unbound local; match captures are strings
         if isinstance(node, (*_FUNCS, ast.ClassDef)):
@@ -167,23 +168,23 @@ def _rename_locals(tree, fixed: set[str]) -> None:
 
     def rename(region, names):
         nonlocal counter
+        if not names:
+            return
+        hits = [n for r in region for n in ast.walk(r) if isinstance(n, ast.Name) and n.id in names]
         order = {}
-        for region_node in region:
-            for n in ast.walk(region_node):
-                if isinstance(n, ast.Name) and n.id in names and n.id not in order:
-                    order[n.id] = f"#{counter + len(order)}"
+        for n in hits:
+            if n.id not in order:
+                order[n.id] = f"#{counter + len(order)}"
         counter += len(order)
-        for region_node in region:
-            for n in ast.walk(region_node):
-                if isinstance(n, ast.Name) and n.id in order:
-                    n.id = order[n.id]
+        for n in hits:
+            n.id = order[n.id]
 
     def renamable(name):
         return name not in fixed and not name.startswith("#") and not name.startswith("__")
 
-    todo = [tree]
+    todo = deque([tree])
     while todo:  # outer scopes first: an inner scope's rebinding of an outer name is renamed with it
-        node = todo.pop(0)
+        node = todo.popleft()
         if isinstance(node, _FUNCS):
             bound = {n.id for n in _own_scope(node.body, comprehensions=False)
                      if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and renamable(n.id)}
@@ -207,14 +208,15 @@ def behaviour_key(code: str) -> str | None:
         compile(tree, "<candidate>", "exec", dont_inherit=True)
         if any(_is_main_block(s) and s.orelse for s in tree.body):
             return None
-        stripped = _Strip().visit(tree)
+        stripped = _strip(tree, module=True)
         # what can run, as text: no comments, docstrings, string statements or main blocks, and literals joined
         # ("__d" "oc__" reads as '__doc__', "%(lin" "eno)d" as '%(lineno)d')
-        if _OBSERVERS.search(ast.unparse(stripped)) or any(map(_dynamic_format, ast.walk(stripped))):
+        text, nodes = ast.unparse(stripped), list(ast.walk(stripped))
+        if _OBSERVERS.search(text) or any(map(_dynamic_format, nodes)):
             return None
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
-    fixed = None if _NAME_OBSERVERS.search(ast.unparse(stripped)) else _fixed_names(stripped)
+    fixed = None if _NAME_OBSERVERS.search(text) else _fixed_names(nodes)
     if fixed is not None:
         _rename_locals(stripped, fixed)
     dumped = ast.dump(stripped, annotate_fields=False, include_attributes=False)
