@@ -251,3 +251,26 @@ def test_dask_batches_hold_one_task_and_shrink_to_single_programs_at_the_end():
     # a task's programs are contiguous, so its tests can be released after its last batch
     order = [task for task, _ in batches]
     assert all(order.index(t) + order.count(t) - 1 == len(order) - 1 - order[::-1].index(t) for t in set(order))
+
+
+def test_per_task_job_parts_are_kept_across_calls_and_follow_new_expected_values(humaneval):
+    import copy
+
+    from bayespass.execution.sandbox import Limits
+
+    t = "HumanEval/0"
+    first = engine._Judge(humaneval, Limits())
+    job, exp = first.job(t, "x"), first.expected(t)
+    again = engine._Judge(humaneval, Limits())
+    assert again.job(t, "y")["caps"] is job["caps"] and again.expected(t) is exp  # not recomputed
+    assert again.expected_digest(t, 0) == first.expected_digest(t, 0)
+    # a suite whose expected values are new objects (recomputed, edited) gets its own caps and values
+    other = copy.copy(humaneval)
+    other.expected = dict(humaneval.expected)
+    e = copy.deepcopy(humaneval.expected[t])
+    e["values"] = [["L", [True] * 5000]] + e["values"][1:]  # tagged, as the suite stores them
+    other.expected[t] = e
+    fresh = engine._Judge(other, Limits())
+    assert fresh.expected(t)[0] == [True] * 5000 and exp[0] != fresh.expected(t)[0]
+    assert fresh.job(t, "x")["caps"][0] > job["caps"][0]
+    assert fresh.expected_digest(t, 0) != first.expected_digest(t, 0)

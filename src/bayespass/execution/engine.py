@@ -57,6 +57,25 @@ def _encoded_len(v) -> int:
 
 _UNDECODED = object()
 
+#: per task: the value caps of its jobs and its decoded expected values, kept across calls on the same suite
+#: (a benchmark or a notebook that executes config after config would otherwise recompute them while the
+#: sandbox slots wait: 11 s for MBPP+'s 378 tasks), keyed by the identity of the task's expected-values dict
+_TASK_CACHE: dict[tuple[int, str], tuple] = {}
+_TASK_CACHE_LOCK = threading.Lock()
+
+
+def _per_task(e: dict, kind: str, make):
+    key = (id(e), kind)
+    with _TASK_CACHE_LOCK:
+        hit = _TASK_CACHE.get(key)
+    if hit is None or hit[0] is not e:
+        value = make()
+        with _TASK_CACHE_LOCK:
+            if len(_TASK_CACHE) > 16_384:
+                _TASK_CACHE.clear()
+            hit = _TASK_CACHE[key] = (e, value)
+    return hit[1]
+
 
 def _same(out, exp) -> bool:
     """``out == exp`` for decoded values, False where the comparison raises."""
@@ -96,7 +115,8 @@ class _Judge:
         """Return the decoded expected values of a task (decoded once, on first use)."""
         with self._lock:
             if task_id not in self._expected:
-                self._expected[task_id] = [decode(v) for v in self.suite.expected[task_id]["values"]]
+                e = self.suite.expected[task_id]
+                self._expected[task_id] = _per_task(e, "expected", lambda: [decode(v) for v in e["values"]])
             return self._expected[task_id]
 
     def job(self, task_id: str, code: str) -> dict:
@@ -104,7 +124,8 @@ class _Judge:
         if task_id not in self._jobs:
             t, e, lim = self.suite.tasks[task_id], self.suite.expected[task_id], self._limits
             # a value more than 16x longer than the expected one cannot match it: its digest is sent instead
-            caps = [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]]
+            caps = _per_task(e, f"caps{lim.max_value_bytes}",
+                             lambda: [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]])
             self._jobs[task_id] = {"entry_point": t.entry_point, "inputs": e["inputs"],
                                    "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
                                    "output_not_none": t.output_not_none, "caps": caps}
@@ -114,15 +135,20 @@ class _Judge:
         """Canonical digest of an expected value (computed once: seconds for a million-element list)."""
         key = (task_id, i)
         if key not in self._digests:
-            self._digests[key] = _digest_of(self.expected(task_id)[i])
+            across = _per_task(self.suite.expected[task_id], "digests", dict)  # {test: digest}, across calls
+            if i not in across:
+                across[i] = _digest_of(self.expected(task_id)[i])
+            self._digests[key] = across[i]
         return self._digests[key]
 
     def reference_digest(self, task_id: str, i: int) -> int:
         """Behaviour digest of a test's expected value (computed once)."""
         if (task_id, i) not in self._references:
-            t = self.suite.tasks[task_id]
-            self._references[task_id, i] = digest(Outcome("value", self.suite.expected[task_id]["values"][i]),
-                                                  atol=t.atol, set_equal=t.set_equal)
+            t, e = self.suite.tasks[task_id], self.suite.expected[task_id]
+            across = _per_task(e, f"references {t.atol!r} {t.set_equal!r}", dict)
+            if i not in across:
+                across[i] = digest(Outcome("value", e["values"][i]), atol=t.atol, set_equal=t.set_equal)
+            self._references[task_id, i] = across[i]
         return self._references[task_id, i]
 
     def judged(self, task_id: str, i: int, o: Outcome) -> Outcome:
