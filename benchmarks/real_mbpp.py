@@ -146,8 +146,8 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
         f"max_timeouts {prov['max_timeouts']}, dedup {prov.get('dedup', 'text')}).",
         "Task ids not in MBPP+ are skipped (counted below). Configs run one after another into one run directory:",
         "`run` counts the programs executed for that config, `twins` those given the results of a behavioural",
-        "twin (same program up to docstrings, no-op strings and a `__main__` block); the rest were run for an",
-        "earlier config. `seconds` is the config's wall time on 2 cores.", "",
+        "twin (same program up to docstrings, no-op strings, a `__main__` block and the names of local variables);",
+        "the rest were run for an earlier config. `seconds` is the config's wall time on 2 cores.", "",
         f"{n_cfg} configs, {df.task.nunique()} tasks, {int(df.n.sum())} samples.", "",
         "| config | samples | skipped | distinct programs | run | twins | seconds |", "|---|---|---|---|---|---|---|",
         *[f"| {t['config']} | {t['samples']} | {t['skipped']} | {t['distinct']} | {t.get('run', '')} | "
