@@ -63,7 +63,8 @@ def main():
         n_multi += 1
         if any((v != vs[0]).any() for v in vs[1:]):
             n_diff += 1
-            kinds = sorted({tuple(sorted({int(a), int(b)})) for v in vs[1:] for a, b in zip(v, vs[0]) if a != b})
+            kinds = sorted({tuple(sorted({int(a), int(b)}))
+                            for v in vs[1:] for a, b in zip(v, vs[0], strict=True) if a != b})
             print(f"  {t}: {len(vs)} members, verdict pairs that differ {kinds} (1 pass, 2 fail, 3 error, 4 timeout)")
     print(f"{n_multi} groups with more than one stored member, {n_diff} with different stored verdicts")
 

@@ -109,8 +109,10 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _fixed_names(nodes) -> set[str] | None:
-    """Names that are never renamed: parameters, def/class/import names, ``global``/``nonlocal`` names,
-    exception names and class attributes; None where no name may be renamed (see :func:`_rename_locals`)."""
+    """Return the names never renamed, or None where no name may be renamed (see :func:`_rename_locals`).
+
+    Kept: parameters, def/class/import names, ``global``/``nonlocal`` names and class attributes.
+    """
     fixed = set()
     for node in nodes:
         if isinstance(node, (ast.ExceptHandler, ast.Match)) and (isinstance(node, ast.Match) or node.name):
@@ -131,7 +133,7 @@ def _fixed_names(nodes) -> set[str] | None:
 
 
 def _own_scope(nodes, comprehensions=True):
-    """The nodes of one scope: not inside nested functions, lambdas or classes (nor comprehensions, if asked)."""
+    """Yield the nodes of one scope: not inside nested functions, lambdas or classes (nor comprehensions, if asked)."""
     stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
@@ -147,7 +149,7 @@ def _own_scope(nodes, comprehensions=True):
 
 
 def _walruses(comp):
-    """The assignment expressions of a comprehension (nested ones included; not those of lambdas in it)."""
+    """Yield a comprehension's assignment expressions (nested ones included; not those of lambdas in it)."""
     stack = list(ast.iter_child_nodes(comp))
     while stack:
         node = stack.pop()
