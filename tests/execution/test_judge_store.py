@@ -71,6 +71,15 @@ def test_store_commits_each_program_and_resumes_and_imports(tmp_path):
     got = st.get("7", {"t1": "ts1"})
     v, d, u, f = got["t1", "h1"]
     assert list(v) == [1, 2] and list(d) == [11, 12] and np.allclose(u, [0.1, 0.2]) and list(f) == [0, 2]
+    # only the programs asked for (a run directory shared by many calls holds far more), same values
+    st.put("t2", "h2", "ts2", "7", [2], [5], [0.3])
+    st.put("t2", "h3", "ts2", "7", [4], [6], [1.0])
+    some = st.get("7", {"t1": "ts1", "t2": "ts2"}, programs={("t1", "h1"), ("t2", "h3"), ("t2", "absent")})
+    assert set(some) == {("t1", "h1"), ("t2", "h3")} and list(some["t2", "h3"][0]) == [4]
+    assert all((some[k][i] == got[k][i]).all() for k in [("t1", "h1")] for i in range(4))
+    assert set(st.get("7", {"t1": "other-tests", "t2": "ts2"}, programs={("t1", "h1"), ("t2", "h2")})) == {("t2", "h2")}
+    assert len(st.get("7", {"t1": "ts1", "t2": "ts2"})) == 3
+    st._db.execute("DELETE FROM results WHERE task = 't2'")
     st.put("t1", "h1", "ts1", "7", [1, 1], [11, 11], [0.1, 0.1])  # re-judged: replaced, still one row
     st.close()
     # committed at once: another connection sees it (a killed run keeps what it judged)

@@ -349,7 +349,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
         layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
                           fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
                           harness=harness, fresh=fresh_interpreter, twins=twins)
-        results = store.get(harness, testsets)
+        results = store.get(harness, testsets, programs=set(zip(table["task"], table["code_hash"], strict=True)))
         ds = (_dataset(table, suite, results, judge_.reference_digest) if detail == "test"
               else _sample_dataset(table, suite, results))
     finally:

@@ -108,11 +108,22 @@ class VerdictStore:
                 "WHERE task = ? AND code_hash = ? AND testset = ? AND harness = ?",
                 [(h, task, source, testset, harness) for h in targets])
 
-    def get(self, harness: str, testsets: dict[str, str] | None = None) -> dict:
-        """Results under ``harness`` (and test sets): {(task, code_hash): (verdicts, digests, durations, flags)}."""
+    def get(self, harness: str, testsets: dict[str, str] | None = None, programs=None) -> dict:
+        """Results under ``harness`` (and test sets): {(task, code_hash): (verdicts, digests, durations, flags)}.
+
+        ``programs``: only these (task, code_hash) pairs (a run directory shared by many calls holds far more).
+        """
         with self._lock:
-            cur = self._db.execute("SELECT task, code_hash, testset, verdicts, digests, durations, flags "
-                                   "FROM results WHERE harness = ?", (harness,))
+            if programs is None:
+                cur = self._db.execute("SELECT task, code_hash, testset, verdicts, digests, durations, flags "
+                                       "FROM results WHERE harness = ?", (harness,))
+            else:
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_programs (task TEXT, code_hash TEXT)")
+                self._db.execute("DELETE FROM wanted_programs")
+                self._db.executemany("INSERT INTO wanted_programs VALUES (?, ?)", list(programs))
+                cur = self._db.execute("SELECT r.task, r.code_hash, r.testset, r.verdicts, r.digests, r.durations, "
+                                       "r.flags FROM wanted_programs w JOIN results r ON r.task = w.task AND "
+                                       "r.code_hash = w.code_hash WHERE r.harness = ?", (harness,))
             out = {}
             for t, h, ts, v, d, u, f in cur:
                 if testsets is None or testsets.get(t) == ts:
