@@ -195,7 +195,7 @@ def _rename_locals(tree, fixed: set[str]) -> None:
             bound = {n.id for g in node.generators for n in ast.walk(g.target)
                      if isinstance(n, ast.Name) and renamable(n.id)}
             parts = [node.elt] if not isinstance(node, ast.DictComp) else [node.key, node.value]
-            parts += [g.target for g in node.generators] + [x for g in node.generators[1:] for x in [g.iter]]
+            parts += [g.target for g in node.generators] + [g.iter for g in node.generators[1:]]
             parts += [c for g in node.generators for c in g.ifs]
             rename(parts, bound)
         todo.extend(ast.iter_child_nodes(node))
