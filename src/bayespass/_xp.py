@@ -36,7 +36,7 @@ NP = SimpleNamespace(
     gammaln=gammaln, betaln=_sp_betaln, softmax=_np_softmax, logsumexp=_np_logsumexp,
     where=np.where, stack=lambda xs, axis=-1: np.stack(xs, axis=axis), sum=np.sum,
     concatenate=lambda xs, axis=-1: np.concatenate(xs, axis=axis), zeros_like=np.zeros_like,
-    eq=np.equal, square=np.square, clip=np.clip, matmul=np.matmul,
+    eq=np.equal, square=np.square, clip=np.clip, matmul=np.matmul, tanh=np.tanh,
 )
 
 
@@ -55,7 +55,7 @@ def pt_backend() -> SimpleNamespace:
         softmax=lambda x, axis=-1: pt.special.softmax(x, axis=axis),
         logsumexp=logsumexp_pt, where=pt.switch, stack=lambda xs, axis=-1: pt.stack(xs, axis=axis),
         sum=pt.sum, concatenate=lambda xs, axis=-1: pt.concatenate(xs, axis=axis), zeros_like=pt.zeros_like,
-        eq=pt.eq, square=pt.square, clip=pt.clip, matmul=pt.matmul,
+        eq=pt.eq, square=pt.square, clip=pt.clip, matmul=pt.matmul, tanh=pt.tanh,
     )
 
 

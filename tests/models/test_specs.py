@@ -145,3 +145,24 @@ def test_beta_binomial_tables_equal_scipy_on_large_batches():
     frac.pop("ni")
     ll2, _, _ = bb_terms(a, b, frac)
     assert_allclose(ll2, pairs["lb"] + betaln(a + cc, b + nn + 0.5 - cc) - betaln(a, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", PER_CONFIG)
+def test_thousands_of_samples_per_task_give_finite_results_without_warnings(name):
+    """n = 2000 per task (pass@k studies draw that many): no NaN and no floating-point warning leaks out."""
+    import warnings
+
+    m = get_model(name)
+    n = np.full((1, 5), 2000.0)
+    c = np.array([[0.0, 1, 1000, 1999, 2000]])
+    d = PairData(n, c, np.ones_like(n))
+    rng = np.random.default_rng(4)
+    b = np.asarray(m.bounds(), float)  # near the start and anywhere in the box (where the optimiser goes)
+    th = np.concatenate([m.start(d)[None] + 0.5 * rng.standard_normal((8, 1, m.n_params)),
+                         rng.uniform(b[:, 0], b[:, 1], (24, 1, m.n_params))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        lp, grad = m.logp_grad(th, m.prepare(d), d.w)
+        q = m.q(th[:8, :1][..., None, :], n[0], c[0], [1, 100, 1000])  # near the start: where draws are
+    assert np.isfinite(grad).all() and not np.isnan(lp).any()
+    assert np.isfinite(q).all() and (q >= -1e-12).all() and (q <= 1 + 1e-12).all()

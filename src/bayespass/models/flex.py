@@ -154,28 +154,28 @@ class Flex(Model):
             ll = np.sum(np.where(w > 0, w * np.log(den), 0.0), axis=-1)
             ratio = np.where(w > 0, w / den, 0.0)
             S = (ratio[..., None, :] @ lik)[..., 0, :]  # d ll / d g_j
-        Si = S[..., 1:-1]
-        sh = np.sum(Si * h, -1, keepdims=True)
-        df = pi[..., :1] * h * (Si - sh)  # d ll / d f_j (interior)
-        u = theta[..., 4:4 + self.K]
-        lt = theta[..., 4 + self.K]
-        e = np.exp(-2.0 * lt)[..., None]
-        A = self.ridge + self.lam * e
-        scale = A ** -0.5
-        d_su = (df @ self.basis) @ self.vec  # d / d(scale * u)
-        s = self.settings
-        g_u = d_su * scale - u
-        g_lt = np.sum(d_su * (A ** -1.5 * self.lam * e) * u, -1) - (lt - s["tau_mu"]) / s["tau_sd"] ** 2
-        da, db = df @ self.log_p, df @ self.log_1mp
-        g_mu = (da - db) * kappa * mu * (1 - mu) + (1 - 2 * mu)
-        g_k = da * a + db * b - (theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD**2
-        sv = np.stack([sh[..., 0], S[..., 0], S[..., -1]], -1)
-        g_z = (pi[..., 1:] * (sv[..., 1:] - np.sum(pi * sv, -1, keepdims=True))
-               + self.alpha[1:] - self.alpha.sum() * pi[..., 1:])
-        s_ = self.settings
-        lp = (ll + np.log(mu) + np.log1p(-mu) - 0.5 * ((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD) ** 2
-              + np.log(pi) @ self.alpha - 0.5 * np.sum(u**2, -1) - 0.5 * ((lt - s_["tau_mu"]) / s_["tau_sd"]) ** 2)
-        grad = np.concatenate([g_mu[..., None], g_k[..., None], g_z, g_u, g_lt[..., None]], -1)
+            Si = S[..., 1:-1]
+            sh = np.sum(Si * h, -1, keepdims=True)
+            df = pi[..., :1] * h * (Si - sh)  # d ll / d f_j (interior)
+            u = theta[..., 4:4 + self.K]
+            lt = theta[..., 4 + self.K]
+            e = np.exp(-2.0 * lt)[..., None]
+            A = self.ridge + self.lam * e
+            scale = A ** -0.5
+            d_su = (df @ self.basis) @ self.vec  # d / d(scale * u)
+            s = self.settings
+            g_u = d_su * scale - u
+            g_lt = np.sum(d_su * (A ** -1.5 * self.lam * e) * u, -1) - (lt - s["tau_mu"]) / s["tau_sd"] ** 2
+            da, db = df @ self.log_p, df @ self.log_1mp
+            g_mu = (da - db) * kappa * mu * (1 - mu) + (1 - 2 * mu)
+            g_k = da * a + db * b - (theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD**2
+            sv = np.stack([sh[..., 0], S[..., 0], S[..., -1]], -1)
+            g_z = (pi[..., 1:] * (sv[..., 1:] - np.sum(pi * sv, -1, keepdims=True))
+                   + self.alpha[1:] - self.alpha.sum() * pi[..., 1:])
+            s_ = self.settings
+            lp = (ll + np.log(mu) + np.log1p(-mu) - 0.5 * ((theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD) ** 2
+                  + np.log(pi) @ self.alpha - 0.5 * np.sum(u**2, -1) - 0.5 * ((lt - s_["tau_mu"]) / s_["tau_sd"]) ** 2)
+            grad = np.concatenate([g_mu[..., None], g_k[..., None], g_z, g_u, g_lt[..., None]], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
 
