@@ -208,3 +208,18 @@ def test_cli_compare(tmp_path, three):
     bad = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--pairs", "strong"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--pairs" in bad.stderr
+
+
+def test_configs_on_different_task_sets_are_warned_about(three):
+    counts = three[0].copy(deep=True)
+    counts["n"][2, :30] = 0  # "weak" ran 90 of the 120 tasks
+    counts["c"][2, :30] = 0
+    with pytest.warns(UserWarning, match=r"not all evaluated on the same tasks \('weak' on 90 of 120; 90 tasks"):
+        bp.compare_configs(counts, k=(1,), model="bb", method="eb")
+    common = counts.isel(task=(counts.n > 0).all("config").values)  # the fix the warning names
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cmp = bp.compare_configs(common, k=(1,), model="bb", method="eb")
+    assert cmp.sizes["config"] == 3

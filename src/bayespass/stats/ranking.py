@@ -184,6 +184,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     rank_prob = np.stack([(ranks == r).mean(0) for r in range(1, J + 1)], axis=1)  # (J, R, K)
     n = idata.constant_data["n"].transpose("config", "task").values.astype(np.int64)
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
+    _warn_task_sets(n, configs)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
     eti = passk_bands(dr, prob, hdi=False)[0].values  # the curve's band (for a stack, by its band rule)
@@ -204,6 +205,23 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     if extend_inferencedata:
         attach(data, "config_comparison", ds)
     return ds
+
+
+def _warn_task_sets(n: np.ndarray, configs: list) -> None:
+    """Warn when the configs were not evaluated on the same tasks (each one's pass@k is over its own)."""
+    import warnings
+
+    seen = n > 0
+    total, common = int(seen.any(0).sum()), int(seen.all(0).sum())
+    if common == total:
+        return
+    lacking = [f"{cfg!r} on {int(row.sum())} of {total}" for cfg, row in zip(configs, seen, strict=True)
+               if row.sum() < total]
+    warnings.warn(
+        f"the configs were not all evaluated on the same tasks ({', '.join(lacking[:6])}"
+        f"{', ...' if len(lacking) > 6 else ''}; {common} tasks are common to all): each config's pass@k is over "
+        "its own tasks, so a difference mixes the configs with their task sets. To compare on the same tasks, "
+        "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values)", UserWarning, stacklevel=3)
 
 
 def _pairs(pairs, configs):
