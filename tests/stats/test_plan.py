@@ -51,6 +51,16 @@ def test_plan_refuses_bad_input():
         bp.plan(fit, k=10, target_width=0.1, n_sims=0)
 
 
+def test_plan_shows_its_progress_over_the_refits(capsys):
+    counts = simulate_counts(np.full(30, 0.4), 3, seed=0)
+    fit = bp.fit(counts, "bb", "eb", progressbar=False)
+    bp.plan(fit, k=10, target_width=0.1, n_grid=[3, 6], n_sims=2, progressbar=True)
+    err = capsys.readouterr().err
+    assert "plan: refits of simulated futures (bb)" in err and "4/4" in err
+    bp.plan(fit, k=10, target_width=0.1, n_grid=[3, 6], n_sims=2, progressbar=False)
+    assert "plan:" not in capsys.readouterr().err
+
+
 def test_variance_reduction_matches_brute_force_bayes():
     """The preposterior variance reduction equals enumerating outcomes and applying Bayes' rule by hand."""
     from scipy.stats import binom

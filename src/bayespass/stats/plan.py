@@ -63,7 +63,7 @@ def _stack_population(model, draws: np.ndarray, pool: int, rng) -> np.ndarray:
 
 
 def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: float | None = None,
-         seed: int = 0) -> xr.Dataset:
+         seed: int = 0, progressbar: bool = True) -> xr.Dataset:
     """Plan samples per task (uniform) for the pass@k band to reach ``target_width`` (preposterior simulation).
 
     Parameters
@@ -83,6 +83,9 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         Band probability (default ``rcParams["stats.ci_prob"]``).
     seed : int
         Seed of the simulations.
+    progressbar : bool
+        Show a progress bar over the ``n_sims x len(n_grid)`` refits on stderr (each is a whole fit: with
+        the default model a few seconds each).
 
     Returns
     -------
@@ -117,6 +120,12 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values
 
     widths = np.full((n_sims, configs.size, n_grid.size), np.nan)
+    import sys
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({model})", unit="fit",
+               file=sys.stderr, disable=not progressbar, mininterval=0.5)
     for s in range(n_sims):
         p = _posterior_p(fit, rng)
         for g_i, n_target in enumerate(n_grid):
@@ -127,6 +136,8 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                 warnings.simplefilter("ignore")
                 widths[s, :, g_i] = width(fit_model(counts, model, method, seed=int(rng.integers(1 << 30)),
                                                     progressbar=False))
+            bar.update()
+    bar.close()
     mean = widths.mean(0)
     ok = mean <= target_width
     needed = np.where(ok.any(1), n_grid[np.argmax(ok, axis=1)], np.nan)
