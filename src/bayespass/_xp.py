@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from scipy.special import betaln as _sp_betaln
-from scipy.special import expit, gammaln
+from scipy.special import expit, gammaln, log_ndtr
 
 __all__ = ["NP", "pt_backend", "log_binom", "betaln"]
 
@@ -36,7 +36,7 @@ NP = SimpleNamespace(
     gammaln=gammaln, betaln=_sp_betaln, softmax=_np_softmax, logsumexp=_np_logsumexp,
     where=np.where, stack=lambda xs, axis=-1: np.stack(xs, axis=axis), sum=np.sum,
     concatenate=lambda xs, axis=-1: np.concatenate(xs, axis=axis), zeros_like=np.zeros_like,
-    eq=np.equal, square=np.square, clip=np.clip, matmul=np.matmul, tanh=np.tanh,
+    eq=np.equal, square=np.square, clip=np.clip, matmul=np.matmul, tanh=np.tanh, log_ndtr=log_ndtr,
 )
 
 
@@ -49,13 +49,20 @@ def pt_backend() -> SimpleNamespace:
         m = pt.switch(pt.isinf(m), 0.0, m)
         return pt.squeeze(m, axis=axis) + pt.log(pt.sum(pt.exp(x - m), axis=axis))
 
+    def log_ndtr_pt(z):
+        # log Phi(z): the scaled complementary error function below 0 (no underflow), erfc above; each
+        # branch sees only its own half so that neither overflows (a switch's gradient takes both)
+        zn, zp = pt.minimum(z, 0.0), pt.maximum(z, 0.0)
+        return pt.switch(z < 0, pt.log(0.5 * pt.erfcx(-zn / np.sqrt(2.0))) - 0.5 * pt.square(zn),
+                         pt.log1p(-0.5 * pt.erfc(zp / np.sqrt(2.0))))
+
     return SimpleNamespace(
         name="pytensor", log=pt.log, log1p=pt.log1p, exp=pt.exp, expm1=pt.expm1, sqrt=pt.sqrt,
         sigmoid=pt.sigmoid, gammaln=pt.gammaln, betaln=pt.special.betaln,
         softmax=lambda x, axis=-1: pt.special.softmax(x, axis=axis),
         logsumexp=logsumexp_pt, where=pt.switch, stack=lambda xs, axis=-1: pt.stack(xs, axis=axis),
         sum=pt.sum, concatenate=lambda xs, axis=-1: pt.concatenate(xs, axis=axis), zeros_like=pt.zeros_like,
-        eq=pt.eq, square=pt.square, clip=pt.clip, matmul=pt.matmul, tanh=pt.tanh,
+        eq=pt.eq, square=pt.square, clip=pt.clip, matmul=pt.matmul, tanh=pt.tanh, log_ndtr=log_ndtr_pt,
     )
 
 

@@ -18,14 +18,17 @@ from bayespass.models.base import NP, PairData, get_model
 GRID = np.linspace(-60.0, 60.0, 400_001)  # spacing 3e-4: resolves a likelihood of sd 0.02 (n = 10,000)
 
 
-def brute(n, c, m, s, k=0):
+WIDE_GRID = np.linspace(-400.0, 400.0, 800_001)  # for priors of s up to 25 (n <= 200 below)
+
+
+def brute(n, c, m, s, k=0, grid=GRID):
     """``int Binom(c | n, sigmoid x) Normal(x | m, s) (1 - sigmoid x)^k dx`` by the trapezoid rule."""
-    lf = (gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + c * GRID - n * np.logaddexp(0, GRID)
-          - 0.5 * ((GRID - m) / s) ** 2 - np.log(s * np.sqrt(2 * np.pi)))
+    lf = (gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + c * grid - n * np.logaddexp(0, grid)
+          - 0.5 * ((grid - m) / s) ** 2 - np.log(s * np.sqrt(2 * np.pi)))
     if k:
-        lf = lf - k * np.logaddexp(0, GRID)
+        lf = lf - k * np.logaddexp(0, grid)
     top = lf.max()
-    return np.exp(top) * np.trapezoid(np.exp(lf - top), GRID)
+    return np.exp(top) * np.trapezoid(np.exp(lf - top), grid)
 
 
 PAIRS = [(1, 0), (5, 0), (5, 2), (5, 5), (20, 1), (20, 10), (50, 3), (50, 25), (50, 49), (200, 0), (200, 5),
@@ -61,6 +64,70 @@ def test_predictive_equals_brute_force_also_far_beyond_the_data(m, s):
         den = brute(nn, cc, m, s)
         want = [brute(nn, cc, m, s, k) / den for k in ks]
         assert_allclose(got[i], want, atol=2e-3, err_msg=f"n={nn}, c={cc}")
+
+
+# wide priors: lnorm's posterior s is 10-20 on near-deterministic configs (real MBPP), where the one-sided
+# pairs (c = 0, c = n) are a wall times a flat prior, and Laplace's scale at the mode missed the prior's
+# tail: E[1 - p | c = n = 5] came out half the truth at s = 16, biasing pass@1 up
+WIDE_PAIRS = [(1, 0), (1, 1), (2, 0), (2, 2), (5, 0), (5, 5), (5, 2), (20, 0), (20, 20), (20, 1), (200, 0),
+              (200, 200)]
+WIDE_PRIORS = [(0.0, 2.0), (1.0, 3.3), (-2.0, 4.0), (3.0, 8.0), (-3.0, 16.0), (5.0, 16.0), (0.0, 25.0)]
+
+
+@pytest.mark.parametrize("m,s", WIDE_PRIORS)
+def test_one_sided_pairs_at_wide_priors_equal_brute_force(m, s):
+    model = get_model("lnorm")
+    n = np.array([p[0] for p in WIDE_PAIRS], float)
+    c = np.array([p[1] for p in WIDE_PAIRS], float)
+    data = PairData(n[None], c[None], np.ones((1, n.size)))
+    got = model.loglik(_theta(m, s)[:, None, :], model.prepare(data), NP)[0]
+    want = np.log([brute(nn, cc, m, s, grid=WIDE_GRID) for nn, cc in WIDE_PAIRS])
+    assert_allclose(got, want, atol=1e-3)
+    ks = [1, 3, 10, 1000]
+    q = model.q(_theta(m, s)[:, None, :], n, c, ks)[0]
+    for i, (nn, cc) in enumerate(WIDE_PAIRS):
+        den = brute(nn, cc, m, s, grid=WIDE_GRID)
+        want_q = np.array([brute(nn, cc, m, s, k, grid=WIDE_GRID) / den for k in ks])
+        # relative where it matters for pass@k: 1 - q for c = 0, q for c = n
+        assert_allclose(q[i], want_q, rtol=2e-3, atol=1e-6, err_msg=f"n={nn}, c={cc}")
+        assert_allclose(1 - q[i], 1 - want_q, rtol=2e-3, atol=1e-6, err_msg=f"n={nn}, c={cc}")
+
+
+@pytest.mark.parametrize("s", [2.0, 3.3, 10.0])
+def test_wide_prior_likelihood_is_the_same_in_pytensor_and_its_gradient_exact(s):
+    """Below, inside and above the band of s where the one-sided pairs move to their integral by parts."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from bayespass._xp import pt_backend
+
+    model = get_model("lnorm")
+    n = np.array([[1.0, 5.0, 5.0, 5.0, 20.0, 20.0]])
+    c = np.array([[0.0, 0.0, 5.0, 2.0, 20.0, 0.0]])
+    w = np.array([[3.0, 1.0, 2.0, 1.0, 1.0, 4.0]])
+    aux = model.prepare(PairData(n, c, w))
+    theta = np.array([[0.7, np.log(s), -1.5, -2.5]])
+    th = pt.dmatrix("th")
+    aux_pt = {"n": pt.as_tensor_variable(n), "c": pt.as_tensor_variable(c)}
+    f = pytensor.function([th], model.loglik(th[:, None, :], aux_pt, pt_backend()))
+    assert_allclose(f(theta), model.loglik(theta[:, None, :], aux, NP), rtol=1e-10)
+    lp, grad = model.logp_grad(theta, aux, w)
+    assert_allclose(lp, np.sum(w * model.loglik(theta[:, None, :], aux, NP)) + model.logprior(theta, NP))
+    num = [(model.logp_grad(theta + e, aux, w)[0] - model.logp_grad(theta - e, aux, w)[0]) / 2e-6
+           for e in np.eye(4) * 1e-6]
+    assert_allclose(grad[0], np.ravel(num), rtol=1e-5, atol=1e-6)
+
+
+def test_predictive_of_many_draws_equals_that_of_each_draw():
+    """Draws on either side of the by-parts band, batched in one call and in two batch axes."""
+    model = get_model("lnorm")
+    rng = np.random.default_rng(1)
+    theta = np.column_stack([rng.normal(0, 3, 40), np.log(rng.uniform(1, 20, 40)), rng.normal(-2, 1, 40),
+                             rng.normal(-2, 1, 40)])[:, None, :]
+    n, c, k = np.array([5.0, 5, 5, 2, 2]), np.array([0.0, 5, 2, 0, 2]), np.array([1.0, 2, 10, 60])
+    each = np.stack([model.q(theta[i:i + 1], n, c, k)[0] for i in range(40)])
+    assert_allclose(model.q(theta, n, c, k), each, rtol=1e-12)
+    assert_allclose(model.q(theta.reshape(4, 10, 1, 4), n, c, k).reshape(each.shape), each, rtol=1e-12)
 
 
 def test_predictive_mixes_the_atoms_on_the_same_scale_at_large_n():

@@ -20,9 +20,10 @@ This file is the whole model: adding a model is a file like this one plus its na
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, log_ndtr
 
 from .._xp import NP, log_binom
+from .._xp import _np_logsumexp as _np_lse
 from .base import Model, register
 from .bb import pair_arrays
 from .zoibb import atoms_grad, atoms_logprior, inflate, log_masses, masses
@@ -36,6 +37,17 @@ _LOG_AW_Q = np.log(_WEIGHTS_Q) + _NODES_Q**2 + 0.5 * np.log(2.0)
 _NEWTON_STEPS = 10
 _SQ2T = np.sqrt(2.0) * _NODES
 _Q_CELLS = 2_000_000  # (draws x pairs x nodes x k) cells of the predictive computed at once
+#: one-sided pairs (c = 0 or c = n) at a wide prior: integrated by parts (see :func:`_log_tail`) on a
+#: trapezoid over u = log E, E ~ Exp(1), whose density e^(u - e^u) is smooth with an analytic strip of
+#: half-width pi / 2 (the rule's error falls like exp(-pi^2 / h)); below u = -20 the rest is e^-20 of it
+_BP_H = 0.3
+_BP_E = np.exp(np.arange(-20.0, 4.5 + 1e-9, _BP_H))
+_BP_LOGW = np.log(_BP_E) - _BP_E + np.log(_BP_H)
+#: nodes of E[Normal(x | m, s)] under the density of sigmoid(x)^n sigmoid(-x)^k (the predictive of c = n)
+_LB_NODES = 64
+#: the prior's scales over which the one-sided pairs move from adaptive Gauss-Hermite (narrow priors, where
+#: it is exact to 1e-4) to the integrals by parts (wide priors, exact to 1e-7 from s = 4 up), C^1 in log s
+_S_LO, _S_HI = 2.5, 4.5
 M_SD, LOG_S_MU, LOG_S_SD = 3.0, float(np.log(1.5)), 0.7
 ALPHA = np.array([1.0, 0.3, 0.3])  # Dirichlet prior of (pi_B, pi0, pi1): mass near no inflation
 
@@ -82,6 +94,65 @@ def _inner(theta, n, c, xp, log_aw=_LOG_AW, nodes=_NODES):
     return xp.logsumexp(terms, axis=-1) + xp.log(sd / s) - 0.5 * np.log(2.0 * np.pi), x, terms
 
 
+def _blend(log_s, xp):
+    """Weight of the by-parts integrals of the one-sided pairs: 0 below ``_S_LO``, 1 above ``_S_HI``, smoothstep."""
+    t = xp.clip((log_s - np.log(_S_LO)) / np.log(_S_HI / _S_LO), 0.0, 1.0)
+    return xp.square(t) * (3.0 - 2.0 * t)
+
+
+def _one_sided(n, c, xp):
+    """1.0 for the pairs with c = 0 or c = n (and n > 0), else 0.0."""
+    edge = xp.where(xp.eq(c, 0), 1.0, xp.where(xp.eq(c, n), 1.0, 0.0))
+    return xp.where(xp.eq(n, 0), 0.0, edge)
+
+
+def _tail_nodes(big_n, xp):
+    """``logit(e^(-E / N))`` at the by-parts nodes, (..., Q): depends on the data only."""
+    return -xp.log(xp.expm1(_BP_E / big_n[..., None]))
+
+
+def _log_tail(mu, s, g, xp):
+    """``log E[sigmoid(X)^N]``, ``X ~ Normal(mu, s)``, by parts: ``E_{P ~ Beta(N, 1)}[Pr(X > logit P)]``.
+
+    The pair's integrand ``sigmoid(x)^N`` is one-sided (a wall near log N, flat above it), so Laplace's
+    scale at the mode misses the prior's tail when s is wide (-6% at s = 16 with 24 adaptive nodes).
+    Writing ``E[P^N] = int N p^(N-1) Pr(P > p) dp`` puts the wall into the weights (``P = e^(-E / N)``) and
+    leaves ``Phi((mu - logit P) / s)``, smooth on the scale s.  ``g`` from :func:`_tail_nodes`.
+    """
+    return xp.logsumexp(_BP_LOGW + xp.log_ndtr((mu[..., None] - g) / s[..., None]), axis=-1)
+
+
+def _log_tail_grad(mu, s, g):
+    """:func:`_log_tail` (NumPy) and its derivatives in ``mu`` and in ``log s``."""
+    z = (mu[..., None] - g) / s[..., None]
+    ln = log_ndtr(z)
+    terms = _BP_LOGW + ln
+    top = terms.max(-1, keepdims=True)
+    r = np.exp(terms - top)
+    tot = r.sum(-1)
+    mills = np.exp(-0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - ln)  # phi(z) / Phi(z)
+    d = np.einsum("...q,...q->...", r, mills) / tot
+    dz = np.einsum("...q,...q->...", r, mills * z) / tot
+    return top[..., 0] + np.log(tot), d / s, -dz
+
+
+def _log_joint_top(m, s, n, k):
+    """``log E[sigmoid(X)^n sigmoid(-X)^k]`` for n, k >= 1 (NumPy; m, s (..., 1, 1), n (U, 1), k (1, K)).
+
+    ``sigmoid(x)^n sigmoid(-x)^k`` is ``B(n, k)`` times a (type IV logistic) density with exponential
+    tails, so the prior's density is the smooth factor: a trapezoid in x over that density's range
+    (about 8 of its sds or 36 / n and 36 / k, whichever is wider), 64 nodes placed by the data alone.
+    """
+    mode, sd = np.log(n / k), np.sqrt(1.0 / n + 1.0 / k)
+    lo, hi = mode - np.maximum(36.0 / n, 8.0 * sd), mode + np.maximum(36.0 / k, 8.0 * sd)
+    t = np.linspace(0.0, 1.0, _LB_NODES)
+    x = lo[..., None] + (hi - lo)[..., None] * t  # (U, K, Q)
+    lw = (np.log((hi - lo) / (_LB_NODES - 1)))[..., None] - n[..., None] * np.logaddexp(0.0, -x) \
+        - k[..., None] * np.logaddexp(0.0, x)
+    u = (x - m[..., None]) / s[..., None]
+    return _np_lse(lw - 0.5 * u * u, -1) - np.log(s) - 0.5 * np.log(2.0 * np.pi)
+
+
 @register
 class LogitNormal(Model):
     """Zero-one-inflated logit-normal."""
@@ -99,14 +170,38 @@ class LogitNormal(Model):
                 + xp.sum(ALPHA * xp.log(pi), axis=-1))
 
     def loglik(self, theta, aux, xp):
-        inner = _inner(theta, aux["n"], aux["c"], xp)[0] + log_binom(aux["n"], aux["c"], xp)
+        n, c = aux["n"], aux["c"]
+        inner = _inner(theta, n, c, xp)[0]
+        # one-sided pairs at a wide prior: the integral by parts, blended in over s in [_S_LO, _S_HI]
+        if xp.name == "numpy" and "edge_pos" in aux:
+            inner = self._wide_one_sided(theta[..., 0, :], aux, inner)  # theta (..., config, 1, P) here
+        else:
+            m, log_s = theta[..., 0], theta[..., 1]
+            mu = xp.where(xp.eq(c, n), m, -m)
+            tail = _log_tail(mu, xp.exp(log_s), _tail_nodes(xp.where(xp.eq(n, 0), 1.0, n), xp), xp)
+            inner = inner + _one_sided(n, c, xp) * _blend(log_s, xp) * (tail - inner)
+        inner = inner + log_binom(n, c, xp)
         pi = masses(theta, xp)
         comps = xp.stack([xp.log(pi[..., 0]) + inner, xp.where(xp.eq(aux["c"], 0), xp.log(pi[..., 1]), -np.inf),
                           xp.where(xp.eq(aux["c"], aux["n"]), xp.log(pi[..., 2]), -np.inf)], axis=-1)
         return xp.logsumexp(comps, axis=-1)
 
     def prepare(self, data):
-        return pair_arrays(data)
+        out = pair_arrays(data)
+        n, c = np.atleast_2d(data.n), np.atleast_2d(data.c)
+        # the one-sided pairs of each config, padded to a common count E: positions among the pairs, a
+        # mask, the sign of m in their integral, the inverse map (E for the others) and by-parts nodes
+        edge = _one_sided(n, c, NP) > 0
+        e = int(edge.sum(1).max()) if edge.size else 0
+        pos, ok, rev = np.zeros((n.shape[0], e), int), np.zeros((n.shape[0], e), bool), np.full(n.shape, e)
+        for i, row in enumerate(edge):
+            at = np.flatnonzero(row)
+            pos[i, :at.size], ok[i, :at.size], rev[i, at] = at, True, np.arange(at.size)
+        rows = np.arange(n.shape[0])[:, None]
+        en, ec = np.where(ok, n[rows, pos], 1.0), np.where(ok, c[rows, pos], 0.0)
+        out.update(edge_pos=pos, edge_ok=ok, edge_rev=rev, edge_sign=np.where(ec == en, 1.0, -1.0),
+                   edge_g=_tail_nodes(en, NP))
+        return out
 
     def logp_grad(self, theta, aux, w):
         """Analytic gradient (checked against central differences in the tests).
@@ -150,6 +245,7 @@ class LogitNormal(Model):
             dlsd_s = -0.5 * (curv * dmode_s - 2.0 / s2) / h
             dx = fixed_m + a_mov * dmode_m + b_mov * dlsd_m
             dxs = fixed_s + a_mov * dmode_s + b_mov * dlsd_s
+            li, dx, dxs = self._wide_one_sided(theta, aux, li, dx, dxs)
             ll, ri, r0, r1 = inflate(li + aux["lb"], log_pi, n, c)
             lp = (np.sum(ww * ll, -1) - 0.5 * (theta[..., 0] / M_SD) ** 2
                   - 0.5 * ((theta[..., 1] - LOG_S_MU) / LOG_S_SD) ** 2 + atoms_logprior(log_pi, ALPHA))
@@ -158,6 +254,36 @@ class LogitNormal(Model):
                          *atoms_grad(r0, r1, ww, log_pi, ALPHA)], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
+
+    @staticmethod
+    def _wide_one_sided(theta, aux, li, dx=None, dxs=None):
+        """Blend the by-parts integrals of the one-sided pairs into ``li`` (..., config, U) (NumPy).
+
+        With ``dx``, ``dxs`` (the derivatives of ``li`` in m and log s) returns the three blended; else ``li``.
+        Only the one-sided pairs are integrated (``aux["edge_pos"]``, a few per config).
+        """
+        log_s = theta[..., 1][..., None]
+        w = _blend(log_s, NP)
+        pos = aux["edge_pos"]
+        if pos.shape[-1] == 0 or not np.any(w > 0):
+            return li if dx is None else (li, dx, dxs)
+        cfg = np.arange(pos.shape[0])[:, None]
+        ok, sign, rev = aux["edge_ok"], aux["edge_sign"], aux["edge_rev"]
+        val, d_mu, d_ls = _log_tail_grad(sign * theta[..., 0][..., None], np.exp(log_s), aux["edge_g"])
+        gap = np.where(ok, val - li[..., cfg, pos], 0.0)
+
+        def scatter(delta):  # (..., config, E) -> (..., config, U), zero off the one-sided pairs
+            pad = np.concatenate([delta, np.zeros(delta.shape[:-1] + (1,))], -1)
+            return pad[..., cfg, rev]
+
+        li = li + scatter(w * gap)
+        if dx is None:
+            return li
+        t = np.clip((log_s - np.log(_S_LO)) / np.log(_S_HI / _S_LO), 0.0, 1.0)
+        dw = 6.0 * t * (1.0 - t) / np.log(_S_HI / _S_LO)
+        ddx = np.where(ok, w * (sign * d_mu - dx[..., cfg, pos]), 0.0)
+        ddxs = np.where(ok, w * (d_ls - dxs[..., cfg, pos]) + dw * gap, 0.0)
+        return li, dx + scatter(ddx), dxs + scatter(ddxs)
 
     def q(self, theta, n, c, k):
         n, c = np.asarray(n, float), np.asarray(c, float)  # (U,)
@@ -183,7 +309,49 @@ class LogitNormal(Model):
             r /= r.sum(-1, keepdims=True)
             log_1mp = -_softplus(x, NP)  # log(1 - sigmoid x), stable
             tail = (r[..., None, :] @ np.exp(log_1mp[..., :, None] * k))[..., 0, :]  # (..., U, K)
+            li, tail = self._q_wide_one_sided(theta, n, c, k, li, tail)
+            log_int = np.log(pi[..., 0]) + li
+            top = np.maximum(np.maximum(log_int, log_z0), log_z1)
+            wi, z0, z1 = np.exp(log_int - top), np.exp(log_z0 - top), np.exp(log_z1 - top)
             return (wi[..., None] * tail + z0[..., None]) / (wi + z0 + z1)[..., None]
+
+    @staticmethod
+    def _q_wide_one_sided(theta, n, c, k, li, tail):
+        """Blend the by-parts integrals of the one-sided pairs into ``li`` (..., U) and ``tail`` (..., U, K).
+
+        Only at the draws whose s is wide (NumPy; ``theta`` (..., 1, P), ``n``, ``c`` (U,)).
+        c = 0: ``E[(1 - P)^(n + k)] / E[(1 - P)^n]``, both by parts; c = n: the numerator
+        ``E[P^n (1 - P)^k]`` is two-sided, integrated over its own density (:func:`_log_joint_top`).
+        """
+        zero, full = np.flatnonzero((c == 0) & (n > 0)), np.flatnonzero((c == n) & (n > 0))
+        w = _blend(theta[..., 1], NP)  # (..., 1)
+        if zero.size + full.size == 0 or not np.any(w > 0):
+            return li, tail
+        shape = li.shape[:-1]
+        li, tail = li.reshape(-1, li.shape[-1]).copy(), tail.reshape(-1, *tail.shape[-2:]).copy()
+        th, w = theta.reshape(-1, theta.shape[-1]), w.reshape(-1)
+        rows = np.flatnonzero(w > 0)
+        m, s, w = th[rows, 0][:, None, None], np.exp(th[rows, 1])[:, None, None], w[rows][:, None, None]
+        kc = max(1, _Q_CELLS // max(1, rows.size * max(zero.size, full.size, 1) * _LB_NODES))
+        pos = k > 0
+        for idx, mu in ((zero, -m), (full, m)):
+            if idx.size == 0:
+                continue
+            nn = n[idx]
+            lt_n = _log_tail(mu[..., 0], s[..., 0], _tail_nodes(nn, NP), NP)  # (R, E)
+            log_q = np.zeros((rows.size, idx.size, k.size))
+            for j in range(0, k.size, kc):
+                kk = k[j:j + kc]
+                if idx is zero:
+                    top = _log_tail(mu, s, _tail_nodes(nn[:, None] + kk, NP), NP)
+                else:
+                    top = _log_joint_top(mu, s, nn[:, None], np.where(kk > 0, kk, 1.0))
+                log_q[..., j:j + kc] = np.where(pos[j:j + kc], np.minimum(top - lt_n[..., None], 0.0), 0.0)
+            sub_li = li[rows][:, idx]
+            li[np.ix_(rows, idx)] = sub_li + w[..., 0] * (lt_n - sub_li)
+            log_ad = np.log(np.maximum(tail[rows][:, idx], 1e-300))  # underflow: no -inf + inf
+            tail[np.ix_(rows, idx)] = np.exp(log_ad + w * (log_q - log_ad))
+        return li.reshape(shape + li.shape[-1:]), tail.reshape(shape + tail.shape[-2:])
 
     def draw_p(self, theta, size, rng):
         pi = masses(theta, NP)
