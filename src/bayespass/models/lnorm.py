@@ -7,7 +7,9 @@ as lme4's nAGQ).  Nodes centred on the prior instead (this model's first version
 likelihood's peak once it is narrower than their spacing: -7% at n = 50, -78% at n = 200 and every
 digit at n = 2000 (``tests/models/test_lnorm.py`` checks the adaptive rule against brute force: within
 0.2% from 1 to 2,000 samples per task; 24 nodes for the likelihood, 32 for the predictive, whose
-``(1 - p)^k`` moves the integrand off the mode).  Its tail near p = 0 falls like a Gaussian in logit
+``(1 - p)^k`` moves the integrand off the mode).  Pairs with c = 0 or c = n at a wide prior (s > 2.5, as
+on near-deterministic configs) are a wall times a flat prior, whose tail Laplace's scale misses: they are
+integrated by parts instead (:func:`_log_tail`).  Its tail near p = 0 falls like a Gaussian in logit
 space (faster than any Beta's), so stacking can prefer it where the data say so.
 Priors: ``m ~ Normal(0, 3)``, ``log s ~ Normal(log 1.5, 0.7)``, ``(pi_B, pi0, pi1) ~
 Dirichlet(1, 0.3, 0.3)`` (most mass near no inflation: a uniform prior pushed pi0 off 0 and
