@@ -94,6 +94,10 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         ``config``: ``current_width`` and ``n_needed`` (the smallest n of the grid whose expected width is
         at most the target; NaN when none is).
     """
+    import sys
+
+    from tqdm import tqdm
+
     from ..data.counts import make_counts
     from ..models.fit import fit as fit_model
     from .curve import passk_curve
@@ -120,10 +124,6 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values
 
     widths = np.full((n_sims, configs.size, n_grid.size), np.nan)
-    import sys
-
-    from tqdm import tqdm
-
     bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({model})", unit="fit",
                file=sys.stderr, disable=not progressbar, mininterval=0.5)
     for s in range(n_sims):
