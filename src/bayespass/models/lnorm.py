@@ -97,9 +97,14 @@ def _inner(theta, n, c, xp, log_aw=_LOG_AW, nodes=_NODES):
     return xp.logsumexp(terms, axis=-1) + xp.log(sd / s) - 0.5 * np.log(2.0 * np.pi), x, terms
 
 
+def _blend_t(log_s, xp):
+    """Where ``log s`` lies between ``log _S_LO`` (0) and ``log _S_HI`` (1), clipped."""
+    return xp.clip((log_s - np.log(_S_LO)) / np.log(_S_HI / _S_LO), 0.0, 1.0)
+
+
 def _blend(log_s, xp):
     """Weight of the by-parts integrals of the one-sided pairs: 0 below ``_S_LO``, 1 above ``_S_HI``, smoothstep."""
-    t = xp.clip((log_s - np.log(_S_LO)) / np.log(_S_HI / _S_LO), 0.0, 1.0)
+    t = _blend_t(log_s, xp)
     return xp.square(t) * (3.0 - 2.0 * t)
 
 
@@ -282,7 +287,7 @@ class LogitNormal(Model):
         li = li + scatter(w * gap)
         if dx is None:
             return li
-        t = np.clip((log_s - np.log(_S_LO)) / np.log(_S_HI / _S_LO), 0.0, 1.0)
+        t = _blend_t(log_s, NP)
         dw = 6.0 * t * (1.0 - t) / np.log(_S_HI / _S_LO)
         ddx = np.where(ok, w * (sign * d_mu - dx[..., cfg, pos]), 0.0)
         ddxs = np.where(ok, w * (d_ls - dxs[..., cfg, pos]) + dw * gap, 0.0)
@@ -301,19 +306,16 @@ class LogitNormal(Model):
         lb = log_binom(n, c)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             li, x, terms = _inner(theta, n, c, NP, _LOG_AW_Q, _NODES_Q)  # (..., U), (..., U, Q)
-            # the interior and the atoms on the C(n, c)-free scale, in logs shifted by their maximum per
-            # pair: with hundreds of samples per task the terms underflow
-            log_int = np.log(pi[..., 0]) + li
-            log_z0 = np.where(c == 0, np.log(pi[..., 1]) - lb, -np.inf)
-            log_z1 = np.where(c == n, np.log(pi[..., 2]) - lb, -np.inf)
-            top = np.maximum(np.maximum(log_int, log_z0), log_z1)
-            wi, z0, z1 = np.exp(log_int - top), np.exp(log_z0 - top), np.exp(log_z1 - top)
             r = np.exp(terms - terms.max(-1, keepdims=True))
             r /= r.sum(-1, keepdims=True)
             log_1mp = -_softplus(x, NP)  # log(1 - sigmoid x), stable
             tail = (r[..., None, :] @ np.exp(log_1mp[..., :, None] * k))[..., 0, :]  # (..., U, K)
             li, tail = self._q_wide_one_sided(theta, n, c, k, li, tail)
+            # the interior and the atoms on the C(n, c)-free scale, in logs shifted by their maximum per
+            # pair: with hundreds of samples per task the terms underflow
             log_int = np.log(pi[..., 0]) + li
+            log_z0 = np.where(c == 0, np.log(pi[..., 1]) - lb, -np.inf)
+            log_z1 = np.where(c == n, np.log(pi[..., 2]) - lb, -np.inf)
             top = np.maximum(np.maximum(log_int, log_z0), log_z1)
             wi, z0, z1 = np.exp(log_int - top), np.exp(log_z0 - top), np.exp(log_z1 - top)
             return (wi[..., None] * tail + z0[..., None]) / (wi + z0 + z1)[..., None]
