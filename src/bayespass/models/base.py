@@ -28,7 +28,13 @@ import numpy as np
 
 from .._xp import NP, betaln, log_binom, pt_backend
 
-__all__ = ["Model", "PairData", "NP", "pt_backend", "register", "get_model", "MODELS", "betaln", "log_binom"]
+__all__ = ["Model", "PairData", "NP", "pt_backend", "register", "get_model", "MODELS", "betaln", "log_binom",
+           "BLOCK_CELLS"]
+
+#: The memory budget of the predictive, in float64 cells of one working array: the predictive calls
+#: :meth:`Model.q` on blocks of pairs of at most this many (draw x pair x k) cells, and a model whose
+#: ``q`` holds more per (draw, pair, k) (quadrature nodes) splits its pairs to keep within it.
+BLOCK_CELLS = 4_000_000
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from scipy.special import expit, log_ndtr
 
 from .._xp import NP, log_binom
 from .._xp import _np_logsumexp as _np_lse
-from .base import Model, register
+from .base import BLOCK_CELLS, Model, register
 from .bb import pair_arrays
 from .zoibb import atoms_grad, atoms_logprior, inflate, log_masses, masses
 
@@ -37,8 +37,6 @@ _LOG_AW = np.log(_WEIGHTS) + _NODES**2 + 0.5 * np.log(2.0)
 _NODES_Q, _WEIGHTS_Q = np.polynomial.hermite.hermgauss(32)
 _LOG_AW_Q = np.log(_WEIGHTS_Q) + _NODES_Q**2 + 0.5 * np.log(2.0)
 _NEWTON_STEPS = 10
-_SQ2T = np.sqrt(2.0) * _NODES
-_Q_CELLS = 2_000_000  # (draws x pairs x nodes x k) cells of the predictive computed at once
 #: one-sided pairs (c = 0 or c = n) at a wide prior: integrated by parts (see :func:`_log_tail`) on a
 #: trapezoid over u = log E, E ~ Exp(1), whose density e^(u - e^u) is smooth with an analytic strip of
 #: half-width pi / 2 (the rule's error falls like exp(-pi^2 / h)); below u = -16 the rest is e^-16 of it.
@@ -83,18 +81,48 @@ def _mode(m, s, n, c, xp):
     return x, n * sg * (1.0 - sg) + prec
 
 
+def _nodes(m, s, n, c, xp, log_aw=_LOG_AW, nodes=_NODES):
+    """Build the adaptive rule for pairs (..., U) under ``Normal(m, s)`` (m, s broadcast against the pairs).
+
+    Returns the mode and the curvature there (..., U), the scale ``sd`` (..., U), the nodes ``x``
+    (..., U, Q) and each node's log term (..., U, Q): its log weight plus the log integrand without
+    C(n, c).  The one place the nodes are built: the likelihood, its gradient and the predictive use it.
+    """
+    mode, h = _mode(m, s, n, c, xp)
+    sd = h ** -0.5
+    x = mode[..., None] + sd[..., None] * (np.sqrt(2.0) * nodes)
+    terms = (log_aw + c[..., None] * x - n[..., None] * _softplus(x, xp)
+             - 0.5 * xp.square((x - m[..., None]) / s[..., None]))
+    return mode, h, sd, x, terms
+
+
 def _inner(theta, n, c, xp, log_aw=_LOG_AW, nodes=_NODES):
     """Log of the interior's likelihood without C(n, c), and the nodes: ((..., U), (..., U, Q), (..., U, Q)).
 
     The third array is each node's log term, so ``softmax`` of it gives the posterior weights of the nodes.
     """
     m, s = theta[..., 0], xp.exp(theta[..., 1])
-    mode, h = _mode(m, s, n, c, xp)
-    sd = h ** -0.5
-    x = mode[..., None] + sd[..., None] * (np.sqrt(2.0) * nodes)
-    terms = (log_aw + c[..., None] * x - n[..., None] * _softplus(x, xp)
-             - 0.5 * xp.square((x - m[..., None]) / s[..., None]))
+    _, _, sd, x, terms = _nodes(m, s, n, c, xp, log_aw, nodes)
     return xp.logsumexp(terms, axis=-1) + xp.log(sd / s) - 0.5 * np.log(2.0 * np.pi), x, terms
+
+
+def _mean_powers(r, log_base, k):
+    """``sum_q r_q exp(k log_base_q)`` per k: r, log_base (..., Q), k (K,) -> (..., K).
+
+    Each distinct k once, k first in memory (one contiguous pass per k), and where k / 2 is among them
+    as the square of its power: the predictive asks for k and 2k together, so about half the
+    exponentials become multiplications (2.3x faster than one (..., Q, K) exponential and a matmul).
+    """
+    uk, inv = np.unique(k, return_inverse=True)
+    half = np.searchsorted(uk, uk / 2)
+    sq = (uk > 0) & (half < uk.size) & (uk[np.minimum(half, uk.size - 1)] == uk / 2)
+    power = np.empty((uk.size,) + log_base.shape)
+    for i in range(uk.size):  # increasing k: each half is done before it is squared
+        if sq[i]:
+            np.square(power[half[i]], out=power[i])
+        else:
+            np.exp(log_base * uk[i], out=power[i])
+    return np.moveaxis(np.einsum("...q,k...q->k...", r, power), 0, -1)[..., inv]
 
 
 def _blend_t(log_s, xp):
@@ -225,21 +253,16 @@ class LogitNormal(Model):
         m = theta[..., 0][..., None]  # (..., 1) against pairs (..., U)
         s2 = np.exp(2.0 * theta[..., 1])[..., None]
         with np.errstate(all="ignore"):
-            mode, h = _mode(m, np.sqrt(s2), n, c, NP)  # (..., U)
-            sd = h ** -0.5
-            dev = sd[..., None] * _SQ2T  # (..., U, Q): node - mode
-            x = mode[..., None] + dev
-            e = np.exp(-np.abs(x))
+            mode, h, sd, x, terms = _nodes(m, np.sqrt(s2), n, c, NP)  # (..., U), (..., U, Q)
+            dev = x - mode[..., None]
             u = x - m[..., None]
-            terms = c[..., None] * x - n[..., None] * (np.maximum(x, 0.0) + np.log1p(e))
-            terms += _LOG_AW - 0.5 * u * u / s2[..., None]
             top = terms.max(-1, keepdims=True)
             r = np.exp(terms - top)
             tot = r.sum(-1)
             r /= tot[..., None]
             li = top[..., 0] + np.log(tot * sd) - 0.5 * np.log(s2) - 0.5 * np.log(2.0 * np.pi)
             z = u / s2[..., None]
-            d_x = c[..., None] - n[..., None] * (np.where(x >= 0, 1.0, e) / (1.0 + e)) - z  # d term / d node
+            d_x = c[..., None] - n[..., None] * expit(x) - z  # d term / d node
             fixed_m = np.einsum("...q,...q->...", r, z)
             fixed_s = np.einsum("...q,...q->...", r, z * u) - 1.0
             a_mov = np.einsum("...q,...q->...", r, d_x)  # d / d mode
@@ -297,7 +320,8 @@ class LogitNormal(Model):
         n, c = np.asarray(n, float), np.asarray(c, float)  # (U,)
         k = np.atleast_1d(np.asarray(k, float))
         batch = int(np.prod(np.shape(theta)[:-2], dtype=np.int64))
-        size = max(1, _Q_CELLS // max(1, batch * _NODES_Q.size * k.size))  # pairs at once: memory bounded
+        # pairs at once: its (draws x pairs x nodes x k) arrays within the predictive's budget
+        size = max(1, BLOCK_CELLS // max(1, batch * _NODES_Q.size * k.size))
         return np.concatenate([self._q(theta, n[s:s + size], c[s:s + size], k)
                                for s in range(0, max(n.size, 1), size)], axis=-2)
 
@@ -309,7 +333,7 @@ class LogitNormal(Model):
             r = np.exp(terms - terms.max(-1, keepdims=True))
             r /= r.sum(-1, keepdims=True)
             log_1mp = -_softplus(x, NP)  # log(1 - sigmoid x), stable
-            tail = (r[..., None, :] @ np.exp(log_1mp[..., :, None] * k))[..., 0, :]  # (..., U, K)
+            tail = _mean_powers(r, log_1mp, k)  # (..., U, K)
             li, tail = self._q_wide_one_sided(theta, n, c, k, li, tail)
             # the interior and the atoms on the C(n, c)-free scale, in logs shifted by their maximum per
             # pair: with hundreds of samples per task the terms underflow
@@ -337,7 +361,7 @@ class LogitNormal(Model):
         th, w = theta.reshape(-1, theta.shape[-1]), w.reshape(-1)
         rows = np.flatnonzero(w > 0)
         m, s, w = th[rows, 0][:, None, None], np.exp(th[rows, 1])[:, None, None], w[rows][:, None, None]
-        kc = max(1, _Q_CELLS // max(1, rows.size * max(zero.size, full.size, 1) * _LB_NODES))
+        kc = max(1, BLOCK_CELLS // max(1, rows.size * max(zero.size, full.size, 1) * _LB_NODES))
         pos = k > 0
         for idx, mu in ((zero, -m), (full, m)):
             if idx.size == 0:

@@ -13,7 +13,7 @@ import xarray as xr
 
 from ..stats.pairs import pair_table
 from ..validate import as_k
-from .base import PairData, get_model
+from .base import BLOCK_CELLS, PairData, get_model
 
 __all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "pair_data", "thin"]
 
@@ -60,7 +60,7 @@ def _config_q(model, theta_j, n, c, k):
     return model.q(theta_j[..., None, :], n, c, k)
 
 
-_BLOCK_CELLS = 4_000_000  # (draws x pairs x k) cells computed at once
+_BLOCK_CELLS = BLOCK_CELLS  # (draws x pairs x k) cells computed at once
 
 
 def _pair_blocks(model, theta, data, k, *, with_2k: bool = True):
