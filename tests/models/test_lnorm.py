@@ -130,6 +130,18 @@ def test_predictive_of_many_draws_equals_that_of_each_draw():
     assert_allclose(model.q(theta.reshape(4, 10, 1, 4), n, c, k).reshape(each.shape), each, rtol=1e-12)
 
 
+def test_powers_of_the_predictive_equal_direct_exponentials_in_any_order_of_k():
+    """k and 2k (the predictive's call), chains of doublings, repeats, k = 0 and an unsorted k."""
+    from bayespass.models.lnorm import _mean_powers
+
+    rng = np.random.default_rng(2)
+    log_base = -rng.exponential(size=(6, 3, 32)) * rng.choice([1e-4, 1e-2, 1.0, 8.0], size=(6, 3, 32))
+    r = rng.dirichlet(np.ones(32), size=(6, 3))
+    for k in (np.array([1.0]), np.array([5.0, 1, 2, 10, 4, 8, 16, 0, 2, 1000, 2000, 3])):
+        want = np.einsum("...q,...qk->...k", r, np.exp(log_base[..., None] * k))
+        assert_allclose(_mean_powers(r, log_base, k), want, rtol=1e-13, atol=1e-300)
+
+
 def test_predictive_mixes_the_atoms_on_the_same_scale_at_large_n():
     """With atoms at 0 and 1 and n = 2000 the interior's terms underflow alone: q stays a probability."""
     model = get_model("lnorm")
