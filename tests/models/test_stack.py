@@ -149,6 +149,27 @@ def test_candidates_sampled_in_two_processes_give_the_same_fit_as_in_one(monkeyp
         bp.rcParams["eb.cores"] = 0
 
 
+def test_warnings_of_candidates_fitted_in_worker_processes_reach_the_caller():
+    """The candidates' convergence gates run in the workers (all but the costliest): their warnings are raised here."""
+    import sys
+    import warnings
+
+    from bayespass.models.eb import FitWarning
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the candidates are sampled in forked processes on Linux only")
+    rng = np.random.default_rng(7)
+    counts = bp.make_counts(np.full((1, 40), 5), rng.binomial(5, rng.beta(0.6, 0.9, (1, 40))))
+    # 2 chains x 10 draws: every candidate misses the ESS gate (200)
+    with bp.rc_context({"eb.cores": 2, "eb.draws": 10, "eb.warmup": 20, "eb.chains": 2}):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bp.fit(counts, "auto", "eb", seed=3, k=[1, 10], progressbar=False)
+    gated = {name for name in CANDS for w in caught
+             if issubclass(w.category, FitWarning) and f"model {name!r}" in str(w.message)}
+    assert gated == set(CANDS)
+
+
 def _sample_candidates_here(_):
     """What ``_sample_candidates`` does in this process (run in a pool's daemonic worker)."""
     from bayespass.models import fit as fit_module

@@ -524,9 +524,10 @@ def _fit_auto(counts, method, candidates, k, kw):
     models = [get_model(name) for name in names]  # every name checked before any work
     # the candidates skip their own replicates and pass@k draws: the stack computes its own
     parallel = method == "eb" or kw["sampler"] == "hmc"  # NumPy samplers: one process per candidate
-    sampled = _sample_candidates(counts, models, method, kw) if parallel else {}
-    fits = {m.name: (_finish(sampled[m.name], counts, m, method, kw["seed"], k, extras=False) if m.name in sampled
-                     else _fit_model(counts, m, method, k, kw, extras=False)) for m in models}
+    # sampled and finished (log-likelihood, convergence gate) in the worker processes, where allowed
+    done = _sample_candidates(counts, models, method, kw, k) if parallel else {}
+    fits = {m.name: done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
+            for m in models}
     return stack_fits(fits, counts, seed=kw["seed"], k=k)
 
 
@@ -535,14 +536,16 @@ def _fit_auto(counts, method, candidates, k, kw):
 _COST = {"lnorm": 4, "flex": 3, "zoibb": 2, "bb": 1}
 
 
-def _sample_candidates(counts, models, method, kw) -> dict:
-    """Sample several per-config candidates by bayespass's HMC (``method``'s settings) in ``cores`` forked processes.
+def _sample_candidates(counts, models, method, kw, k=None) -> dict:
+    """Sample and finish per-config candidates by bayespass's HMC (``method``'s settings) in ``cores`` forked processes.
 
-    Returns ``{name: InferenceData}`` (posterior and sample_stats only; the caller finishes
-    them) for the candidates sampled here, which is none where only one process is allowed,
-    the platform cannot fork, this process may not have children (a daemon), or fewer than
-    two candidates are per-config models.  Each
-    candidate's draws are the same as in one process (its seed is its own).
+    Returns ``{name: InferenceData}`` (finished as a candidate of the stack: posterior,
+    log-likelihood, convergence gate; the costliest candidate, which ends last, is finished in
+    this process and the others in the workers) for the candidates fitted here, which is none where only
+    one process is allowed, the platform cannot fork, this process may not have children (a
+    daemon), or fewer than two candidates are per-config models.  Each candidate's draws are the
+    same as in one process (its seed is its own), and the warnings of its fit are raised here, in
+    the caller's process, once each.
     """
     import multiprocessing as mp
     import sys
@@ -557,10 +560,18 @@ def _sample_candidates(counts, models, method, kw) -> dict:
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
             # the workers' bars would overwrite each other: one bar here, over the candidates sampled
-            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False})
-                       for m in todo}
+            # the costliest candidate ends last: it is finished here, the others in the workers' idle time
+            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False}, k,
+                                           finish=i > 0) for i, m in enumerate(todo)}
             _progress_of(futures, kw["progressbar"] and method == "mcmc")
-            return {name: f.result() for name, f in futures.items()}
+            out = {}
+            for m in todo:
+                idata, caught = futures[m.name].result()
+                for message, category in caught:
+                    warnings.warn(message, category, stacklevel=4)
+                out[m.name] = idata if m is not todo[0] else _finish(idata, counts, m, method, kw["seed"], k,
+                                                                     extras=False)
+            return out
 
 
 def _progress_of(futures: dict, show: bool) -> None:
@@ -580,9 +591,19 @@ def _progress_of(futures: dict, show: bool) -> None:
             bar.update(1)
 
 
-def _sample_by_name(counts, name: str, method: str, kw) -> az.InferenceData:
-    """Sample one registered per-config model by bayespass's HMC (run in a worker process)."""
-    return (_fit_eb if method == "eb" else _fit_hmc_mcmc)(counts, get_model(name), **kw)
+def _sample_by_name(counts, name: str, method: str, kw, k, *, finish: bool) -> tuple[az.InferenceData, list]:
+    """Sample one registered per-config candidate by bayespass's HMC, and ``finish`` it (run in a worker process).
+
+    Returns the fit and its warnings as ``(message, category)``, each once, for the caller to raise.
+    """
+    m = get_model(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = (_fit_eb if method == "eb" else _fit_hmc_mcmc)(counts, m, **kw)
+        if finish:
+            idata = _finish(idata, counts, m, method, kw["seed"], k, extras=False)
+    unique = list(dict.fromkeys((str(w.message), w.category) for w in caught))
+    return idata, unique
 
 
 def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None = None,

@@ -36,7 +36,9 @@ def pointwise_loo(idata) -> dict[str, np.ndarray]:
     else:
         weight = (idata.constant_data["n"].transpose("config", "task").values > 0).astype(float)
     s = flat.shape[0]
-    obs = np.moveaxis(flat, 0, -1)  # (config, obs, S)
+    # one memory layout whatever the input's (a fit's own view, or an unpickled copy from a worker process):
+    # the sums over draws then run in one order, and LOO and the stacking weights are the same to the bit
+    obs = np.ascontiguousarray(np.moveaxis(flat, 0, -1))  # (config, obs, S)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lw, khat = az.psislw(-obs.reshape(-1, s))
