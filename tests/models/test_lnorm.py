@@ -113,6 +113,7 @@ def test_wide_prior_likelihood_is_the_same_in_pytensor_and_its_gradient_exact(s)
     assert_allclose(f(theta), model.loglik(theta[:, None, :], aux, NP), rtol=1e-10)
     lp, grad = model.logp_grad(theta, aux, w)
     assert_allclose(lp, np.sum(w * model.loglik(theta[:, None, :], aux, NP)) + model.logprior(theta, NP))
+    assert_allclose(model.logp(theta, aux, w), lp, rtol=1e-12)  # the density alone (importance weights)
     num = [(model.logp_grad(theta + e, aux, w)[0] - model.logp_grad(theta - e, aux, w)[0]) / 2e-6
            for e in np.eye(4) * 1e-6]
     assert_allclose(grad[0], np.ravel(num), rtol=1e-5, atol=1e-6)

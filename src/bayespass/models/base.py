@@ -102,6 +102,9 @@ class Model:
     coords: tuple[str, ...] = ()
     description: str = ""
     joint: bool = False
+    #: whether :meth:`logp` (the density alone) is cheaper than :meth:`logp_grad`: the importance
+    #: weights of the fast path (thousands of proposals) then use it (measured per model, 400 x 34)
+    cheap_logp: bool = False
 
     # -- the specification --------------------------------------------------------------
     def prepare(self, data: PairData) -> dict:

@@ -313,6 +313,14 @@ def _sample_reweighted(counts, m, warmup, draws, kw):
     return theta, stats
 
 
+def _value_of(m, logp_grad, data: PairData):
+    """Return the log posterior for importance weights: ``m.logp`` where cheaper (no gradient), else ``logp_grad``."""
+    if not m.cheap_logp:
+        return logp_grad
+    aux = m.prepare(data)
+    return lambda th: (m.logp(th, aux, data.w), None)
+
+
 def _reweight_staged(counts, m, draws, logp_grad, data, rng, *, n_out, n_prop):
     """Correct chains' draws with ``n_prop / 4`` proposals, and ``n_prop`` for the configs whose ESS then is short.
 
@@ -321,12 +329,13 @@ def _reweight_staged(counts, m, draws, logp_grad, data, rng, *, n_out, n_prop):
     rest, evaluated on their own, pay for the full number.
     """
     ess_min = rcParams["eb.ess_min"]
-    first = reweight(logp_grad, draws, rng=rng, ess_min=2 * ess_min, per_draw=data.n.size * 100, n_out=n_out,
-                     n_prop=n_prop // 4)
+    first = reweight(_value_of(m, logp_grad, data), draws, rng=rng, ess_min=2 * ess_min,
+                     per_draw=data.n.size * 100, n_out=n_out, n_prop=n_prop // 4)
     again = np.flatnonzero(~first.used)
     if not again.size:
         return first
     sub_logp, sub_data = _logp(counts.isel(config=again), m)
+    sub_logp = _value_of(m, sub_logp, sub_data)
     second = reweight(sub_logp, draws[:, :, again], rng=rng, ess_min=ess_min, per_draw=sub_data.n.size * 100,
                       n_out=n_out, n_prop=n_prop)
     first.draws[:, :, again] = second.draws
