@@ -301,12 +301,16 @@ class LogitNormal(Model):
             return li if dx is None else (li, dx, dxs)
         cfg = np.arange(pos.shape[0])[:, None]
         ok, sign, rev = aux["edge_ok"], aux["edge_sign"], aux["edge_rev"]
-        mu, s = sign * theta[..., 0][..., None], np.exp(log_s)
+        li_e = li[..., cfg, pos]
+        at = np.nonzero(w[..., 0] > 0)  # the (draw, config) entries whose s is wide: only they are integrated
+        mu, s, g = sign[at[-1]] * theta[..., 0][at][:, None], np.exp(log_s[at]), aux["edge_g"][at[-1]]
+        val = li_e.copy()  # elsewhere the blend's weight is 0: no gap, no derivative
         if dx is None:
-            val = _log_tail(mu, s, aux["edge_g"], NP)
+            val[at] = _log_tail(mu, s, g, NP)
         else:
-            val, d_mu, d_ls = _log_tail_grad(mu, s, aux["edge_g"])
-        gap = np.where(ok, val - li[..., cfg, pos], 0.0)
+            d_mu, d_ls = np.zeros(li_e.shape), np.zeros(li_e.shape)
+            val[at], d_mu[at], d_ls[at] = _log_tail_grad(mu, s, g)
+        gap = np.where(ok, val - li_e, 0.0)
 
         def scatter(delta):  # (..., config, E) -> (..., config, U), zero off the one-sided pairs
             pad = np.concatenate([delta, np.zeros(delta.shape[:-1] + (1,))], -1)
