@@ -37,6 +37,7 @@ NP = SimpleNamespace(
     where=np.where, stack=lambda xs, axis=-1: np.stack(xs, axis=axis), sum=np.sum,
     concatenate=lambda xs, axis=-1: np.concatenate(xs, axis=axis), zeros_like=np.zeros_like,
     eq=np.equal, square=np.square, clip=np.clip, matmul=np.matmul, tanh=np.tanh, log_ndtr=log_ndtr,
+    softplus=lambda x: np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x))),  # log(1 + e^x), stable
 )
 
 
@@ -63,6 +64,7 @@ def pt_backend() -> SimpleNamespace:
         logsumexp=logsumexp_pt, where=pt.switch, stack=lambda xs, axis=-1: pt.stack(xs, axis=axis),
         sum=pt.sum, concatenate=lambda xs, axis=-1: pt.concatenate(xs, axis=axis), zeros_like=pt.zeros_like,
         eq=pt.eq, square=pt.square, clip=pt.clip, matmul=pt.matmul, tanh=pt.tanh, log_ndtr=log_ndtr_pt,
+        softplus=pt.softplus,
     )
 
 

@@ -53,11 +53,6 @@ M_SD, LOG_S_MU, LOG_S_SD = 3.0, float(np.log(1.5)), 0.7
 ALPHA = np.array([1.0, 0.3, 0.3])  # Dirichlet prior of (pi_B, pi0, pi1): mass near no inflation
 
 
-def _softplus(x, xp):
-    """``log(1 + e^x)``, stable."""
-    return xp.where(x > 0, x, 0.0) + xp.log1p(xp.exp(xp.where(x > 0, -x, x)))
-
-
 def _mode(m, s, n, c, xp):
     """Mode of ``c x - n log(1 + e^x) - (x - m)^2 / (2 s^2)`` and the curvature there (both (..., U)).
 
@@ -91,7 +86,7 @@ def _nodes(m, s, n, c, xp, log_aw=_LOG_AW, nodes=_NODES):
     mode, h = _mode(m, s, n, c, xp)
     sd = h ** -0.5
     x = mode[..., None] + sd[..., None] * (np.sqrt(2.0) * nodes)
-    terms = (log_aw + c[..., None] * x - n[..., None] * _softplus(x, xp)
+    terms = (log_aw + c[..., None] * x - n[..., None] * xp.softplus(x)
              - 0.5 * xp.square((x - m[..., None]) / s[..., None]))
     return mode, h, sd, x, terms
 
@@ -341,7 +336,7 @@ class LogitNormal(Model):
             li, x, terms = _inner(theta, n, c, NP, _LOG_AW_Q, _NODES_Q)  # (..., U), (..., U, Q)
             r = np.exp(terms - terms.max(-1, keepdims=True))
             r /= r.sum(-1, keepdims=True)
-            log_1mp = -_softplus(x, NP)  # log(1 - sigmoid x), stable
+            log_1mp = -NP.softplus(x)  # log(1 - sigmoid x), stable
             tail = _mean_powers(r, log_1mp, k)  # (..., U, K)
             li, tail = self._q_wide_one_sided(theta, n, c, k, li, tail)
             # the interior and the atoms on the C(n, c)-free scale, in logs shifted by their maximum per
