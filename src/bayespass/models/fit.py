@@ -576,11 +576,18 @@ def _sample_candidates(counts, models, method, kw, k=None) -> dict:
             out = {}
             for m in todo:
                 idata, caught = futures[m.name].result()
-                for message, category in caught:
-                    warnings.warn(message, category, stacklevel=4)
+                for message, category, filename, lineno in caught:
+                    if issubclass(category, _QUIET):  # a library's: where it was raised, as the filters expect
+                        warnings.warn_explicit(message, category, filename, lineno)
+                    else:  # the fit's own (a convergence gate): at the caller's line, as in one process
+                        warnings.warn(message, category, stacklevel=4)
                 out[m.name] = idata if m is not todo[0] else _finish(idata, counts, m, method, kw["seed"], k,
                                                                      extras=False)
             return out
+
+
+#: warnings hidden by default outside ``__main__``: raised from a worker at their own module, not the caller's line
+_QUIET = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
 def _progress_of(futures: dict, show: bool) -> None:
@@ -603,7 +610,8 @@ def _progress_of(futures: dict, show: bool) -> None:
 def _sample_by_name(counts, name: str, method: str, kw, k, *, finish: bool) -> tuple[az.InferenceData, list]:
     """Sample one registered per-config candidate by bayespass's HMC, and ``finish`` it (run in a worker process).
 
-    Returns the fit and its warnings as ``(message, category)``, each once, for the caller to raise.
+    Returns the fit and its warnings as ``(message, category, filename, lineno)``, each once, for the
+    caller to raise.
     """
     m = get_model(name)
     with warnings.catch_warnings(record=True) as caught:
@@ -611,7 +619,7 @@ def _sample_by_name(counts, name: str, method: str, kw, k, *, finish: bool) -> t
         idata = (_fit_eb if method == "eb" else _fit_hmc_mcmc)(counts, m, **kw)
         if finish:
             idata = _finish(idata, counts, m, method, kw["seed"], k, extras=False)
-    unique = list(dict.fromkeys((str(w.message), w.category) for w in caught))
+    unique = list(dict.fromkeys((str(w.message), w.category, w.filename, w.lineno) for w in caught))
     return idata, unique
 
 
