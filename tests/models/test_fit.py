@@ -156,6 +156,21 @@ def test_layout_and_gate_of_the_default_mcmc(data400, bb_mcmc):
         assert abs(float(a.std() / b.std()) - 1) < 0.15, name
 
 
+def test_fit_for_k_without_the_gates_k_is_gated_on_the_same_pass_at_k(data400):
+    """``fit(k=[50])`` stores pass@k only at 50: the gate computes pass@1, 10, 100 from the draws (it crashed)."""
+    from bayespass.models.fit import GATE_K, convergence_report
+
+    full = bp.fit(data400, "bb", "eb", seed=2, progressbar=False)
+    assert np.isin(GATE_K, full.passk.k).all()
+    for k in ([50], [2, 3], [1, 50]):
+        idata = bp.fit(data400, "bb", "eb", k=k, seed=2, progressbar=False)
+        assert list(idata.passk.k.values) == k and idata.posterior.attrs["convergence"] == "ok"
+        # the same draws: the gate on pass@k from the draws agrees with the gate on the stored (thinned) draws
+        assert_allclose(idata.posterior.attrs["convergence_r_hat_max"], convergence_report(full)["r_hat_max"],
+                        rtol=0.02)
+        assert np.isfinite(bp.passk_curve(idata, k)["eti"].values).all()
+
+
 def test_mcmc_shows_its_progress(capsys):
     counts = simulate_counts(np.full((2, 40), 0.4), 5, seed=3)
     bp.fit(counts, "bb", "mcmc", seed=1)

@@ -704,13 +704,14 @@ def convergence_report(idata, model=None) -> dict:
         # without changing any estimate)
         target = _gated_named(idata.posterior, m)
     parts = [target]
-    if not m.joint and "passk" in idata.groups():
+    if not m.joint and "passk" in idata.groups() and np.isin(GATE_K, idata.passk.k).all():
         # its own dataset: the pass@k draws are thinned, so aligning them with the posterior's draws
         # would fill NaN (and a NaN r_hat would silently pass the gate)
-        parts.append(idata.passk[["passk_mean"]].sel(k=[k for k in GATE_K if k in idata.passk.k]))
+        parts.append(idata.passk[["passk_mean"]].sel(k=list(GATE_K)))
     elif not m.joint:
-        # a candidate of the stack computes no pass@k draws: gate it on the same dataset pass@k, from its
-        # draws (its named parameters alone missed the direction in which a learnt shape mixes slowest)
+        # a candidate of the stack computes no pass@k draws, and a fit asked for other k (fit(k=[50]))
+        # stores none at the gate's k: gate it on the same dataset pass@k, from its draws (its named
+        # parameters alone missed the direction in which a learnt shape mixes slowest)
         parts.append(_passk_gated(m, idata.posterior["theta"].values, pair_data(idata)))
     r_hat, ess_min = [], []
     with warnings.catch_warnings():
