@@ -203,21 +203,29 @@ def _hmc_idata(m, theta, stats, counts):
 
 
 def _logp(counts, m):
-    """Return the model's log posterior and gradient on ``counts`` (theta (N, config, P) -> both) and its pairs."""
+    """Return the model's log posterior on ``counts``: with its gradient, for importance weights, and its pairs.
+
+    Both functions map theta (N, config, P) to (log posterior (N, config), gradient); the one for
+    importance weights computes the density alone where that is cheaper (``m.cheap_logp``; gradient None),
+    on the same prepared data.
+    """
     data = PairData.from_counts(counts)
     aux = m.prepare(data)
 
     def logp_grad(th):
         return m.logp_grad(th, aux, data.w)
 
-    return logp_grad, data
+    def weights_logp(th):
+        return (m.logp(th, aux, data.w), None) if m.cheap_logp else logp_grad(th)
+
+    return logp_grad, weights_logp, data
 
 
 def _hmc(counts, m, warmup, draws, kw):
-    """Run the fast sampler on ``counts``: (HMCResult, its log density and gradient, the pairs)."""
-    logp_grad, data = _logp(counts, m)
+    """Run the fast sampler on ``counts``: (HMCResult, its log density for importance weights, the pairs)."""
+    logp_grad, weights_logp, data = _logp(counts, m)
     res = hmc.sample(logp_grad, m.start(data), warmup=warmup, draws=draws, bounds=m.bounds(), **kw)
-    return res, logp_grad, data
+    return res, weights_logp, data
 
 
 def _gated_named(post: xr.Dataset, m) -> xr.Dataset:
@@ -299,8 +307,9 @@ def _sample_reweighted(counts, m, warmup, draws, kw):
               ("reweight_ess", float), ("reweight_used", int))}
     for length in (0.5, 1.0):
         sub = counts if todo.size == n_cfg else counts.isel(config=todo)
-        res, logp_grad, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
-        fixed = _reweight_staged(sub, m, res.draws, logp_grad, data, rng, n_out=draws, n_prop=int(32_000 * length))
+        res, weights_logp, data = _hmc(sub, m, max(int(warmup * length), 20), max(int(draws * length), 10), kw)
+        fixed = _reweight_staged(sub, m, res.draws, weights_logp, data, rng, n_out=draws,
+                                 n_prop=int(32_000 * length))
         theta[:, :, todo] = fixed.draws
         # the chains' divergences count only where their draws are kept
         for key, value in {"step_size": res.step_size, "acceptance": res.acceptance,
@@ -313,15 +322,7 @@ def _sample_reweighted(counts, m, warmup, draws, kw):
     return theta, stats
 
 
-def _value_of(m, logp_grad, data: PairData):
-    """Return the log posterior for importance weights: ``m.logp`` where cheaper (no gradient), else ``logp_grad``."""
-    if not m.cheap_logp:
-        return logp_grad
-    aux = m.prepare(data)
-    return lambda th: (m.logp(th, aux, data.w), None)
-
-
-def _reweight_staged(counts, m, draws, logp_grad, data, rng, *, n_out, n_prop):
+def _reweight_staged(counts, m, draws, weights_logp, data, rng, *, n_out, n_prop):
     """Correct chains' draws with ``n_prop / 4`` proposals, and ``n_prop`` for the configs whose ESS then is short.
 
     The first stage is kept where its ESS reaches twice ``eb.ess_min`` (its k-hat gated as
@@ -329,13 +330,12 @@ def _reweight_staged(counts, m, draws, logp_grad, data, rng, *, n_out, n_prop):
     rest, evaluated on their own, pay for the full number.
     """
     ess_min = rcParams["eb.ess_min"]
-    first = reweight(_value_of(m, logp_grad, data), draws, rng=rng, ess_min=2 * ess_min,
-                     per_draw=data.n.size * 100, n_out=n_out, n_prop=n_prop // 4)
+    first = reweight(weights_logp, draws, rng=rng, ess_min=2 * ess_min, per_draw=data.n.size * 100, n_out=n_out,
+                     n_prop=n_prop // 4)
     again = np.flatnonzero(~first.used)
     if not again.size:
         return first
-    sub_logp, sub_data = _logp(counts.isel(config=again), m)
-    sub_logp = _value_of(m, sub_logp, sub_data)
+    _, sub_logp, sub_data = _logp(counts.isel(config=again), m)
     second = reweight(sub_logp, draws[:, :, again], rng=rng, ess_min=ess_min, per_draw=sub_data.n.size * 100,
                       n_out=n_out, n_prop=n_prop)
     first.draws[:, :, again] = second.draws
