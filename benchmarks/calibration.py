@@ -13,6 +13,11 @@ logit-normal; structural zeros plus a cloud of tiny p in [1e-3, 1e-2];
 near-deterministic), T = 300 tasks; truth = mean_i [1 - (1 - p_i)^k] of the
 replicate's own p_i.
 
+``--models oracle`` (simulation only) adds the exact Bayes posterior under each
+replicate's true prior (``bayespass.testing.oracle_passk``): its coverage on the
+same replicates is what a perfect method would show there, the cells' noise
+floor, and its MAE the Bayes floor.
+
 Real data: the counts of ``data/real_mbpp/counts.csv`` (real MBPP
 generations executed by ``benchmarks/real_mbpp.py``): configs with n = 50 on
 every task; a replicate draws m of the 50 samples of each task without
@@ -39,7 +44,7 @@ import numpy as np  # noqa: E402
 from scipy.special import expit  # noqa: E402
 
 import bayespass as bp  # noqa: E402
-from bayespass.testing import true_passk  # noqa: E402
+from bayespass.testing import oracle_passk, true_passk  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 KS = (1, 10, 50, 100, 1000)
@@ -81,6 +86,38 @@ def draw_family(name: str, rng, r: int) -> np.ndarray:
     raise ValueError(f"family={name!r} is not one of {FAMILIES}")
 
 
+def family_prior(name: str, r: int) -> list[tuple]:
+    """The prior :func:`draw_family` draws replicate ``r``'s p from, as :func:`bayespass.testing.oracle_passk`
+    components (a logit-normal and the cloud of tiny p on fine grids)."""
+    if name in ("zoib-mbpp", "zoib-codecontests"):
+        a, b, pi0, pi1 = (MBPP if name == "zoib-mbpp" else CODECONTESTS)[r % len(MBPP if name == "zoib-mbpp"
+                                                                                 else CODECONTESTS)]
+        return [("atom", pi0, 0.0), ("atom", pi1, 1.0), ("beta", 1.0 - pi0 - pi1, a, b)]
+    if name == "two-beta":
+        w, (a1, b1), (a2, b2) = TWO_BETA[r % len(TWO_BETA)]
+        return [("beta", w, a1, b1), ("beta", 1.0 - w, a2, b2)]
+    if name == "logit-normal":
+        mu, sd = LOGIT_NORMAL[r % len(LOGIT_NORMAL)]
+        x = np.linspace(mu - 9 * sd, mu + 9 * sd, 4001)
+        return [("grid", 1.0, expit(x), np.exp(-0.5 * ((x - mu) / sd) ** 2))]
+    if name == "zeros+tiny":
+        return [("atom", 0.3, 0.0), ("grid", 0.2, 10 ** np.linspace(-3, -2, 2001), np.ones(2001)),
+                ("beta", 0.5, 2.0, 2.0)]
+    if name == "near-deterministic":
+        return [("atom", 0.2, 0.0), ("atom", 0.6, 1.0), ("beta", 0.2, 0.5, 0.5)]
+    raise ValueError(f"family={name!r} is not one of {FAMILIES}")
+
+
+def oracle(counts, family: str, ks) -> tuple:
+    """(mean, lo, hi, secs) of the exact Bayes posterior under each replicate's true prior: what a perfect
+    method would cover on these replicates (their noise floor; simulation only)."""
+    t0 = time.perf_counter()
+    n, c = counts["n"].values, counts["c"].values
+    res = [oracle_passk(family_prior(family, r), n[r], c[r], list(ks), ci_prob=1 - ALPHA, draws=2000, seed=r)
+           for r in range(n.shape[0])]
+    return (*(np.stack(x) for x in zip(*res, strict=True)), time.perf_counter() - t0)
+
+
 def sim_cell(family: str, m: int, reps: int, seed: int):
     """Counts (reps configs x T tasks) and the truth (reps, K) of one simulation cell."""
     rng = np.random.default_rng(seed)
@@ -119,8 +156,10 @@ def real_cell(df, m: int, reps: int, seed: int):
     return bp.make_counts(np.stack(ns), np.stack(cs), config=names), np.stack(refs), len(groups)
 
 
-def evaluate(counts, truth, ks, models, flex_settings=None):
+def evaluate(counts, truth, ks, models, flex_settings=None, family=None):
     """Per model: (mean, lo, hi) of shape (configs, K), and the fit time.
+
+    ``oracle`` (simulation only: ``family`` given) is the exact posterior under the true prior.
 
     ``auto`` (stacking) is built from the candidate fits of the same cell
     (``bp.stack``), as ``bp.fit(counts, "auto")`` would fit them again.
@@ -132,6 +171,10 @@ def evaluate(counts, truth, ks, models, flex_settings=None):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if name == "oracle":
+                if family is not None:
+                    out[name] = oracle(counts, family, ks)
+                continue
             if name == "naive":
                 est = bp.passk(counts, list(ks), method="naive").values
                 out[name] = (est, np.full_like(est, np.nan), np.full_like(est, np.nan), time.perf_counter() - t0)
@@ -225,7 +268,7 @@ def run(args) -> list[dict]:
         for fam in args.families.split(","):
             for m in map(int, args.ms.split(",")):
                 counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
-                for name, res in evaluate(counts, truth, KS, models, flex).items():
+                for name, res in evaluate(counts, truth, KS, models, flex, family=fam).items():
                     rows.append({"data": "sim", "family": fam, "m": m, "model": name, "k": list(KS),
                                  "reps": args.reps, **score(res, truth)})
                     _print(rows[-1])

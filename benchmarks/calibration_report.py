@@ -4,7 +4,9 @@
 
 Per cell (data x m): coverage of the 90% interval, mean width, interval (Winkler)
 score and MAE of every model at each k.  Then the targets for the default model,
-each cell that misses listed.
+each cell that misses listed, and, where the rows hold the ``oracle`` (the exact
+posterior under each simulated replicate's true prior), what a perfect method
+covers on the same replicates.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def cells(rows, model):
 
 
 def targets(rows, default: str) -> str:
-    d, bb, zo, nv = (cells(rows, m) for m in (default, "bb", "zoibb", "naive"))
+    d, bb, zo, nv, orc = (cells(rows, m) for m in (default, "bb", "zoibb", "naive", "oracle"))
     lines = [f"\nTargets for the default (`{default}`):\n"]
     for data in ("sim", "real"):
         main = {c: v for c, v in d.items() if c[0] == data and c[2] >= 2 and c[3] <= 100}
@@ -75,11 +77,31 @@ def targets(rows, default: str) -> str:
                      f"(target [0.87, 0.95]), min {cov.min():.2f} (target >= 0.80): "
                      + ("**met**" if ok else "**missed**"))
         for c in low:
-            lines.append(f"  - below 0.80: {c[1]}, m = {c[2]}, k = {c[3]}: {main[c]['coverage']:.2f}")
+            lines.append(f"  - below 0.80: {c[1]}, m = {c[2]}, k = {c[3]}: {main[c]['coverage']:.2f}"
+                         + (f" (oracle {orc[c]['coverage']:.2f})" if c in orc else ""))
+        shared = [c for c in main if c in orc]
+        if shared:
+            oc = np.array([orc[c]["coverage"] for c in shared])
+            dc = np.array([main[c]["coverage"] for c in shared])
+            wr = np.median([main[c]["width"] / orc[c]["width"] for c in shared])
+            lines.append(f"  - oracle (exact posterior under each replicate's true prior, the same {len(shared)} "
+                         f"cells): mean coverage {oc.mean():.3f}, min {oc.min():.2f}, {int((oc < 0.80).sum())} "
+                         f"below 0.80; the default's band is {wr:.1f}x the oracle's width (median over cells)")
+            under = [c for c in shared if main[c]["coverage"] < 0.87]
+            for c in sorted(under, key=lambda c: main[c]["coverage"]):
+                lines.append(f"    - under 0.87: {c[1]}, m = {c[2]}, k = {c[3]}: {main[c]['coverage']:.2f}, "
+                             f"oracle {orc[c]['coverage']:.2f}")
+            lines.append(f"    - default minus oracle per cell: mean {np.mean(dc - oc):+.3f}, "
+                         f"correlation {np.corrcoef(dc, oc)[0, 1]:.2f}")
         if one:
             c1 = np.mean([v["coverage"] for v in one.values()])
             lines.append(f"- {data}, m = 1, k <= 100: mean coverage {c1:.3f} (target >= 0.80): "
                          + ("**met**" if c1 >= 0.80 else "**missed**"))
+    if orc:
+        both = [c for c in d if c in orc]
+        ratio = np.array([d[c]["mae"] / max(orc[c]["mae"], 1e-12) for c in both])
+        lines.append(f"- MAE against the oracle's (the Bayes floor with the prior known), {len(both)} simulated "
+                     f"cells: median ratio {np.median(ratio):.2f}, 90th percentile {np.quantile(ratio, 0.9):.2f}")
     common = [c for c in d if c in bb and c in zo]
     if common:
         good = [c for c in common if d[c]["mae"] <= 1.10 * min(bb[c]["mae"], zo[c]["mae"]) + 1e-12]
