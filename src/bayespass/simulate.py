@@ -92,6 +92,20 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
     equal-tailed interval from ``draws`` posterior draws of every task's p.
     """
     comps = _check_prior(prior)
+    n, c, kk = _check_oracle_args(n, c, k, ci_prob, draws)
+    pairs, inv = np.unique(np.stack([n, c], 1).astype(int), axis=0, return_inverse=True)
+    inv = inv.ravel()
+    pcomp, one_minus, grid_post = _component_posteriors(comps, pairs, kk)
+    mean = 1.0 - np.einsum("pj,pjk->pk", pcomp, one_minus)[inv].mean(0)
+    p = _draw_p(comps, pcomp, grid_post, n, c, inv, int(draws), rng(seed))
+    with np.errstate(divide="ignore"):
+        passk = -np.expm1(kk * np.log1p(-np.minimum(p, 1.0))[..., None]).mean(1)  # (draws, K)
+    lower, upper = np.quantile(passk, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
+    return mean, lower, upper
+
+
+def _check_oracle_args(n, c, k, ci_prob, draws):
+    """Check the arguments of :func:`oracle_passk`; return n, c and k (as floats)."""
     n, c = np.asarray(n).ravel(), np.asarray(c).ravel()
     if n.shape != c.shape or n.size == 0 or (n < 0).any() or (c < 0).any() or (c > n).any() \
             or not (np.equal(np.mod(n, 1), 0).all() and np.equal(np.mod(c, 1), 0).all()):
@@ -104,12 +118,14 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
         raise ValueError(f"ci_prob must be in (0, 1); got {ci_prob}")
     if int(draws) < 1:
         raise ValueError(f"draws must be a positive integer; got {draws}")
-    kk = kk.astype(float)
-    pairs, inv = np.unique(np.stack([n, c], 1).astype(int), axis=0, return_inverse=True)
-    inv = inv.ravel()
+    return n, c, kk.astype(float)
+
+
+def _component_posteriors(comps, pairs, kk):
+    """Per distinct (n, c) pair: P(component | pair), E[(1 - p)^k | pair, component] and each grid's weights."""
     pn, pc = pairs[:, 0], pairs[:, 1]
     logml = np.empty((len(pairs), len(comps)))
-    one_minus = np.empty((len(pairs), len(comps), kk.size))  # E[(1 - p)^k | pair, component]
+    one_minus = np.empty((len(pairs), len(comps), kk.size))
     grid_post = {}
     with np.errstate(divide="ignore"):
         for j, comp in enumerate(comps):
@@ -127,20 +143,20 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
                 pts, pw = comp[2], comp[3]
                 ll = np.log(pw) + stats.binom.logpmf(pc[:, None], pn[:, None], pts)
                 logml[:, j] = logsumexp(ll, axis=1)
-                post = np.exp(ll - logml[:, j, None])
-                grid_post[j] = post
-                one_minus[:, j] = post @ (1.0 - pts[:, None]) ** kk
+                grid_post[j] = np.exp(ll - logml[:, j, None])
+                one_minus[:, j] = grid_post[j] @ (1.0 - pts[:, None]) ** kk
             logml[:, j] += np.log(w) if w > 0 else -np.inf
     norm = logsumexp(logml, axis=1, keepdims=True)
     if not np.isfinite(norm).all():
         bad = pairs[~np.isfinite(norm[:, 0])][0]
         raise ValueError(f"the counts (n={bad[0]}, c={bad[1]}) are impossible under the prior")
-    pcomp = np.exp(logml - norm)  # (pairs, components)
-    mean = 1.0 - np.einsum("pj,pjk->pk", pcomp, one_minus)[inv].mean(0)
-    g = rng(seed)
-    d, t = int(draws), n.size
-    which = (g.random((d, t))[..., None] > np.cumsum(pcomp[inv], 1)[None, :, :-1]).sum(-1)
-    p = np.zeros((d, t))
+    return np.exp(logml - norm), one_minus, grid_post
+
+
+def _draw_p(comps, pcomp, grid_post, n, c, inv, draws, g):
+    """(draws, tasks) posterior draws of every task's p: a component, then p within it."""
+    which = (g.random((draws, n.size))[..., None] > np.cumsum(pcomp[inv], 1)[None, :, :-1]).sum(-1)
+    p = np.zeros((draws, n.size))
     for j, comp in enumerate(comps):
         sel = which == j
         if not sel.any():
@@ -159,7 +175,4 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
                 at = q == pair
                 idx[at] = np.searchsorted(cdf[pair], g.random(at.sum()), side="right")
             p[sel] = comp[2][np.minimum(idx, comp[2].size - 1)]
-    with np.errstate(divide="ignore"):
-        passk = -np.expm1(kk * np.log1p(-np.minimum(p, 1.0))[..., None]).mean(1)  # (draws, K)
-    lower, upper = np.quantile(passk, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
-    return mean, lower, upper
+    return p
