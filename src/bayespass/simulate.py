@@ -89,7 +89,8 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
     ``prior``: mixture components ``("atom", w, p0)``, ``("beta", w, a, b)`` and ``("grid", w, points,
     point_weights)`` (a discretised density), weights summing to 1. ``n``, ``c``: per-task counts of one data
     set. Returns ``(mean, lower, upper)``, each of shape ``(len(k),)``: the exact posterior mean and the
-    equal-tailed interval from ``draws`` posterior draws of every task's p.
+    equal-tailed interval from ``draws`` posterior draws of every task's p (memory: about 50 bytes x draws x
+    tasks, 2 GiB at 2,000 draws of 20,000 tasks).
     """
     comps = _check_prior(prior)
     n, c, kk = _check_oracle_args(n, c, k, ci_prob, draws)
@@ -98,8 +99,11 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
     pcomp, one_minus, grid_post = _component_posteriors(comps, pairs, kk)
     mean = 1.0 - np.einsum("pj,pjk->pk", pcomp, one_minus)[inv].mean(0)
     p = _draw_p(comps, pcomp, grid_post, n, c, inv, int(draws), rng(seed))
+    step = max(1, 4_000_000 // (n.size * kk.size))  # (draws, tasks, K) in blocks of about 4M cells
     with np.errstate(divide="ignore"):
-        passk = -np.expm1(kk * np.log1p(-np.minimum(p, 1.0))[..., None]).mean(1)  # (draws, K)
+        log_q = np.log1p(-np.minimum(p, 1.0))
+        passk = np.concatenate([-np.expm1(kk * log_q[i:i + step, :, None]).mean(1)
+                                for i in range(0, log_q.shape[0], step)])  # (draws, K)
     lower, upper = np.quantile(passk, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
     return mean, lower, upper
 
