@@ -90,8 +90,8 @@ def family_prior(name: str, r: int) -> list[tuple]:
     """The prior :func:`draw_family` draws replicate ``r``'s p from, as :func:`bayespass.testing.oracle_passk`
     components (a logit-normal and the cloud of tiny p on fine grids)."""
     if name in ("zoib-mbpp", "zoib-codecontests"):
-        a, b, pi0, pi1 = (MBPP if name == "zoib-mbpp" else CODECONTESTS)[r % len(MBPP if name == "zoib-mbpp"
-                                                                                 else CODECONTESTS)]
+        table = MBPP if name == "zoib-mbpp" else CODECONTESTS
+        a, b, pi0, pi1 = table[r % len(table)]
         return [("atom", pi0, 0.0), ("atom", pi1, 1.0), ("beta", 1.0 - pi0 - pi1, a, b)]
     if name == "two-beta":
         w, (a1, b1), (a2, b2) = TWO_BETA[r % len(TWO_BETA)]

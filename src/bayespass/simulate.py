@@ -8,6 +8,7 @@ from scipy import stats
 from scipy.special import betaln, logsumexp
 
 from .data.counts import make_counts
+from .validate import as_k, check_positive_int, check_prob
 
 __all__ = ["rng", "draw_zoib", "simulate_counts", "true_passk", "oracle_passk"]
 
@@ -98,12 +99,9 @@ def oracle_passk(prior, n, c, k, *, ci_prob: float = 0.9, draws: int = 4000, see
     inv = inv.ravel()
     pcomp, one_minus, grid_post = _component_posteriors(comps, pairs, kk)
     mean = 1.0 - np.einsum("pj,pjk->pk", pcomp, one_minus)[inv].mean(0)
-    p = _draw_p(comps, pcomp, grid_post, n, c, inv, int(draws), rng(seed))
+    p = _draw_p(comps, pcomp, grid_post, n, c, inv, draws, rng(seed))
     step = max(1, 4_000_000 // (n.size * kk.size))  # (draws, tasks, K) in blocks of about 4M cells
-    with np.errstate(divide="ignore"):
-        log_q = np.log1p(-np.minimum(p, 1.0))
-        passk = np.concatenate([-np.expm1(kk * log_q[i:i + step, :, None]).mean(1)
-                                for i in range(0, log_q.shape[0], step)])  # (draws, K)
+    passk = np.concatenate([true_passk(p[i:i + step], kk) for i in range(0, p.shape[0], step)])  # (draws, K)
     lower, upper = np.quantile(passk, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
     return mean, lower, upper
 
@@ -115,14 +113,9 @@ def _check_oracle_args(n, c, k, ci_prob, draws):
             or not (np.equal(np.mod(n, 1), 0).all() and np.equal(np.mod(c, 1), 0).all()):
         raise ValueError(f"n and c must be equal-length, non-empty integer arrays with 0 <= c <= n; "
                          f"got n of shape {n.shape}, c of shape {c.shape}")
-    kk = np.atleast_1d(np.asarray(k))
-    if kk.size == 0 or (kk < 1).any() or not np.equal(np.mod(kk, 1), 0).all():
-        raise ValueError(f"k must hold positive integers (k >= 1); got {kk.tolist()}")
-    if not 0 < ci_prob < 1:
-        raise ValueError(f"ci_prob must be in (0, 1); got {ci_prob}")
-    if int(draws) < 1:
-        raise ValueError(f"draws must be a positive integer; got {draws}")
-    return n, c, kk.astype(float)
+    check_prob(ci_prob, name="ci_prob")
+    check_positive_int(draws, name="draws")
+    return n, c, as_k(k).astype(float)
 
 
 def _component_posteriors(comps, pairs, kk):
