@@ -83,7 +83,8 @@ def targets(rows, default: str) -> str:
         if shared:
             oc = np.array([orc[c]["coverage"] for c in shared])
             dc = np.array([main[c]["coverage"] for c in shared])
-            wr = np.median([main[c]["width"] / orc[c]["width"] for c in shared])
+            # (an oracle of width 0, a prior with one atom, has no ratio)
+            wr = np.median([main[c]["width"] / orc[c]["width"] for c in shared if orc[c]["width"] > 0] or [np.nan])
             lines.append(f"  - oracle (exact posterior under each replicate's true prior, the same {len(shared)} "
                          f"cells): mean coverage {oc.mean():.3f}, min {oc.min():.2f}, {int((oc < 0.80).sum())} "
                          f"below 0.80; the default's band is {wr:.1f}x the oracle's width (median over cells)")

@@ -93,7 +93,10 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         samples per task (there the data identify pass@k, and the candidates
         agree), the hull (below) beyond, where they extrapolate, and at every
         k for a config with one sample per task (the spread of p over the
-        tasks, part of the dataset pass@1's band, is not identified).  On the
+        tasks, part of the dataset pass@1's band, is not identified), widened
+        there to :func:`identified_band`, which holds whatever that spread is
+        (the candidates' priors all expect tasks of unequal difficulty: on
+        equally hard tasks their hull covered pass@10 in 10% of replicates).  On the
         calibration benchmark the hull everywhere covered 0.955 on average
         over the simulated cells with m >= 2, k <= 100, above the target
         window [0.87, 0.95], nearly all of the excess at k <= m
@@ -138,7 +141,37 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         inside = (draws["k"] <= draws["n_min"]) & (draws["n_min"] >= 2)
         eti, h = (hull if hull is None else xr.where(inside, m, hull).transpose(*hull.dims)
                   for hull, m in zip((eti, h), mix, strict=True))
+        if "pass1_rate" in draws:
+            single = draws["n_min"] < 2
+            ident = identified_band(draws["pass1_rate"], draws["pass1_trials"], draws["k"], prob)
+            eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
+                      for b in (eti, h))
     return eti, h
+
+
+def identified_band(rate, trials, k, prob: float) -> xr.DataArray:
+    """Return the band of pass@k that holds whatever the spread of p over the tasks (all one sample each allows).
+
+    Per task ``p_i <= 1 - (1 - p_i)^k``, and ``1 - (1 - p)^k`` is concave in p, so the dataset
+    pass@k of tasks whose mean p is ``mu`` lies in ``[mu, 1 - (1 - mu)^k]``: the lower end when every
+    task passes always or never, the upper when all tasks are equally hard.  One sample per task cannot
+    tell these apart (the counts' distribution depends on ``mu`` alone), so this is the identified set;
+    the band widens it by ``mu``'s own band, Jeffreys' interval for ``rate`` (the observed pass@1) over
+    ``trials`` Bernoulli trials.  The count's variance, ``sum_i p_i (1 - p_i)``, is at most the
+    binomial's for that mean, so the interval is conservative for any spread.
+
+    ``rate``, ``trials``: (config,); ``k``: (k,).  Returns (config, k, ci_bound).
+    """
+    from scipy.stats import beta
+
+    x = rate * trials
+    a = (1 - prob) / 2
+    lo = xr.where(x > 0, xr.apply_ufunc(beta.ppf, a, x + 0.5, trials - x + 0.5), 0.0)
+    hi = xr.where(x < trials, xr.apply_ufunc(beta.ppf, 1 - a, x + 0.5, trials - x + 0.5), 1.0)
+    lower = lo.broadcast_like(k.astype(float))
+    upper = 1.0 - (1.0 - hi) ** k
+    return xr.concat([lower, upper], "ci_bound").assign_coords(ci_bound=["lower", "upper"]).transpose(
+        "config", "k", "ci_bound")
 
 
 def _hull(bands: list[xr.DataArray]) -> xr.DataArray:
