@@ -685,7 +685,8 @@ def stacking_table(idata) -> Table | None:
     if single:
         note += (f" {len(single)} config(s) have one sample per task ({', '.join(single[:3])}"
                  f"{', ...' if len(single) > 3 else ''}): LOO cannot weigh the candidates there, so their weights "
-                 "are rcParams['stats.stack_single_weights'] (pass@k beyond k = 1 follows the candidates' priors).")
+                 "are rcParams['stats.stack_single_weights'] (pass@k's mean beyond k = 1 follows the candidates' "
+                 "priors; its band spans every spread of p, from all-or-nothing tasks to equally hard ones).")
     return Table.of(df, "Stacking weights of the candidate models (model auto)", note=note)
 
 
