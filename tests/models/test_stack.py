@@ -296,8 +296,9 @@ def test_identified_band_holds_for_any_spread_of_p_and_is_tight_at_both_ends():
 def test_one_sample_per_task_band_covers_equally_hard_tasks():
     """m = 1 on tasks that are all equally hard (p = 0.05 or 0.3): pass@10 and pass@100 are the largest any
     spread of p allows for that pass@1, which every candidate's prior finds unlikely.  The hull of the
-    candidates' bands covered pass@10 in 10% of 100 replicates (benchmarks/RESULTS.md, held-out families);
-    the default's band, widened to the identified set, covers."""
+    candidates' bands covered pass@10 in 10% of 100 replicates (benchmarks/RESULTS.md, held-out families;
+    with the Beta candidates' earlier prior on log(a + b), sd 1.5) and in 57% of these 30 (sd 2.5); the
+    default's band, widened to the identified set, covers."""
     rng = np.random.default_rng(12)
     p = np.repeat([[0.05], [0.3]], 15, axis=0) * np.ones((30, 300))
     counts = bp.make_counts(np.ones(p.shape, int), rng.binomial(1, p))
@@ -311,4 +312,4 @@ def test_one_sample_per_task_band_covers_equally_hard_tasks():
 
     assert (coverage() >= 0.9).all(), coverage()
     with bp.rc_context({"stats.stack_band": "hull"}):
-        assert coverage()[0] < 0.5, coverage()
+        assert coverage()[0] < 0.75, coverage()
