@@ -336,6 +336,14 @@ def _print(row):
           f" | {row['seconds']:.0f}s", flush=True)
 
 
+def run_as_main(argv: list[str]) -> None:
+    """Run this script with the command line ``argv`` (the what-if wrappers patch a prior first)."""
+    import sys
+
+    sys.argv = [__file__, *argv]
+    main()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=100)

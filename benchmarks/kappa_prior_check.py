@@ -14,7 +14,6 @@ default was not tuned on"; twenty-eighth session).
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 from pathlib import Path
 
@@ -35,8 +34,9 @@ def main() -> None:
     bb.LOG_KAPPA_SD = flex.LOG_KAPPA_SD = sd
     print(f"the Beta candidates' prior: log kappa ~ Normal(log 2, {sd})", flush=True)
     sys.path.insert(0, str(HERE))
-    sys.argv = [str(HERE / "calibration.py"), *sys.argv[1:]]
-    runpy.run_path(str(HERE / "calibration.py"), run_name="__main__")
+    from calibration import run_as_main
+
+    run_as_main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ benchmarks/RESULTS.md, "lnorm's prior on its atoms".
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 from pathlib import Path
 
@@ -33,8 +32,9 @@ def main() -> None:
     lnorm.ALPHA = alpha
     print(f"lnorm's Dirichlet prior on (pi_B, pi0, pi1): {alpha.tolist()}", flush=True)
     sys.path.insert(0, str(HERE))
-    sys.argv = [str(HERE / "calibration.py"), *sys.argv[1:]]
-    runpy.run_path(str(HERE / "calibration.py"), run_name="__main__")
+    from calibration import run_as_main
+
+    run_as_main(sys.argv[1:])
 
 
 if __name__ == "__main__":
