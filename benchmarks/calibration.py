@@ -94,7 +94,7 @@ def draw_family(name: str, rng, r: int) -> np.ndarray:
 
 def _draw_held_out(name: str, rng, r: int) -> np.ndarray:
     if name == "homogeneous":
-        return np.full(T, HELD_OUT[name][r % 3])
+        return np.full(T, HELD_OUT[name][r % len(HELD_OUT[name])])
     if name == "uniform":
         return rng.random(T)
     if name == "discrete-levels":
@@ -125,7 +125,7 @@ def family_prior(name: str, r: int) -> list[tuple]:
     if name == "near-deterministic":
         return [("atom", 0.2, 0.0), ("atom", 0.6, 1.0), ("beta", 0.2, 0.5, 0.5)]
     if name == "homogeneous":
-        return [("atom", 1.0, HELD_OUT[name][r % 3])]
+        return [("atom", 1.0, HELD_OUT[name][r % len(HELD_OUT[name])])]
     if name == "uniform":
         return [("beta", 1.0, 1.0, 1.0)]
     if name == "discrete-levels":

@@ -257,7 +257,7 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     np.testing.assert_allclose(back.stacking["stacking_weight"].values, auto.stacking["stacking_weight"].values)
 
 
-def test_identified_band_holds_for_any_spread_of_p_and_is_tight_at_both_ends():
+def test_identified_band_holds_for_any_spread_of_p_and_is_tight_for_equally_hard_tasks():
     """identified_band from one sample per task: [mu_lo, 1 - (1 - mu_hi)^k], mu's band Jeffreys' interval.
 
     Over 4,000 simulated data sets of 300 tasks (no fit: the band is closed form), it covers the tasks'

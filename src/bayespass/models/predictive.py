@@ -169,11 +169,11 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         out["component"] = (dims[:3], post["theta"].values[..., 0].astype(np.int64))
         # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
         n = idata.constant_data["n"].transpose("config", "task").values
-        out["n_min"] = ("config", np.where(n > 0, n, np.iinfo(np.int64).max).min(1).astype(np.int64))
+        seen = n > 0
+        out["n_min"] = ("config", np.where(seen, n, np.iinfo(np.int64).max).min(1).astype(np.int64))
         # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
         # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
         c = idata.observed_data["c"].transpose("config", "task").values
-        seen = n > 0
         inv = np.where(seen, 1.0 / np.where(seen, n, 1), 0.0)
         tasks = seen.sum(1)
         out["pass1_rate"] = ("config", (c * inv).sum(1) / np.maximum(tasks, 1))

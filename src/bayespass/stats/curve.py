@@ -141,8 +141,8 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         inside = (draws["k"] <= draws["n_min"]) & (draws["n_min"] >= 2)
         eti, h = (hull if hull is None else xr.where(inside, m, hull).transpose(*hull.dims)
                   for hull, m in zip((eti, h), mix, strict=True))
-        if "pass1_rate" in draws:
-            single = draws["n_min"] < 2
+        single = draws["n_min"] < 2
+        if "pass1_rate" in draws and single.any():
             ident = identified_band(draws["pass1_rate"], draws["pass1_trials"], draws["k"], prob)
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
