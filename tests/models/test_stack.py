@@ -3,6 +3,7 @@ and its coverage where the candidates disagree (known truth)."""
 
 import numpy as np
 import pytest
+import xarray as xr
 from scipy.special import expit
 from scipy.stats import beta
 
@@ -313,3 +314,43 @@ def test_one_sample_per_task_band_covers_equally_hard_tasks():
     assert (coverage() >= 0.9).all(), coverage()
     with bp.rc_context({"stats.stack_band": "hull"}):
         assert coverage()[0] < 0.75, coverage()
+
+
+def test_identified_band_joins_only_configs_where_most_tasks_have_one_sample():
+    """A few tasks with one sample among many with ten leave the spread of p identified: no identified band.
+
+    Hand-built stacked draws of two configs, both with a task of one sample (n_min = 1): "ragged" has 5% of its
+    tasks at n = 1, "mostly-one" 80%.  Only the second is joined with identified_band (whose lower end at
+    k = 10 is pass@1's, far below the candidates' band); the first keeps the hull of the candidates' bands.
+    """
+    from bayespass.stats.curve import _bands, _hull, identified_band, passk_bands
+
+    rng = np.random.default_rng(0)
+    ks = np.array([1, 10, 100])
+    shape = (2, 400, 2, ks.size)
+    comp = np.tile(np.arange(2)[None, :, None].repeat(200, 1), (2, 1, 2))  # (chain, draw, config): two candidates
+    centre = np.where(comp[..., None] == 0, 0.90, 0.94) * (ks >= 10) + 0.3 * (ks < 10)
+    passk = centre + 0.01 * rng.standard_normal(shape)
+    draws = xr.Dataset(
+        {"passk": (("chain", "draw", "config", "k"), passk), "passk_mean": (("chain", "draw", "config", "k"), passk),
+         "component": (("chain", "draw", "config"), comp), "n_min": ("config", [1, 1]),
+         "pass1_rate": ("config", [0.3, 0.3]), "pass1_trials": ("config", [250.0, 150.0]),
+         "single_share": ("config", [0.05, 0.8])},
+        coords={"config": ["ragged", "mostly-one"], "k": ks})
+    eti, _ = passk_bands(draws, 0.9, hdi=False)
+    full = draws["passk"].transpose("chain", "draw", "config", "k")
+    mine = draws["component"]
+    hull = _hull([_bands(full.where(mine == c), 0.9, False)[0] for c in (0, 1)])
+    np.testing.assert_allclose(eti.sel(config="ragged"), hull.sel(config="ragged"), atol=1e-12)
+    ident = identified_band(draws["pass1_rate"], draws["pass1_trials"], draws["k"], 0.9)
+    np.testing.assert_allclose(eti.sel(config="mostly-one"), _hull([hull, ident]).sel(config="mostly-one"), atol=1e-12)
+    assert float(eti.sel(config="mostly-one", k=10, ci_bound="lower")) < 0.3  # pass@1's lower end: the identified set
+    assert float(eti.sel(config="ragged", k=10, ci_bound="lower")) > 0.85
+    # and the stacking table's note names the configs that take it although some of their tasks have more
+    import arviz as az
+
+    from bayespass.models.fit import _mostly_single_sample
+
+    n = xr.DataArray([[1] * 19 + [10], [1] * 2 + [10] * 18, [1] * 20, [0] * 5 + [1] * 9 + [3] * 6], dims=("config", "task"),
+                     coords={"config": ["a", "b", "c", "d"]})
+    assert _mostly_single_sample(az.InferenceData(constant_data=xr.Dataset({"n": n})), exclude=["c"]) == ["a", "d"]

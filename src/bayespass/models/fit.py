@@ -687,7 +687,20 @@ def stacking_table(idata) -> Table | None:
                  f"{', ...' if len(single) > 3 else ''}): LOO cannot weigh the candidates there, so their weights "
                  "are rcParams['stats.stack_single_weights'] (pass@k's mean beyond k = 1 follows the candidates' "
                  "priors; its band spans every spread of p, from all-or-nothing tasks to equally hard ones).")
+    mostly = _mostly_single_sample(idata, exclude=single)
+    if mostly:
+        note += (f" {len(mostly)} config(s) have one sample on most of their tasks ({', '.join(mostly[:3])}"
+                 f"{', ...' if len(mostly) > 3 else ''}): their band, too, spans every spread of p.")
     return Table.of(df, "Stacking weights of the candidate models (model auto)", note=note)
+
+
+def _mostly_single_sample(idata, exclude=()) -> list[str]:
+    """Configs (not in ``exclude``) whose band is joined with the identified set though some tasks have n >= 2."""
+    from ..stats.curve import SINGLE_SAMPLE_SHARE
+
+    n = idata.constant_data["n"].transpose("config", "task")
+    share = (n == 1).sum("task") / np.maximum((n > 0).sum("task"), 1)
+    return [str(c) for c in n.config.values[(share > SINGLE_SAMPLE_SHARE).values] if str(c) not in exclude]
 
 
 def convergence_report(idata, model=None) -> dict:

@@ -96,7 +96,9 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         tasks, part of the dataset pass@1's band, is not identified), widened
         there to :func:`identified_band`, which holds whatever that spread is
         (the candidates' priors all expect tasks of unequal difficulty: on
-        equally hard tasks their hull covered pass@10 in 10% of replicates).  On the
+        equally hard tasks their hull covered pass@10 in 10% of replicates).
+        A config counts as one sample per task where most of its tasks have
+        one (:data:`SINGLE_SAMPLE_SHARE`).  On the
         calibration benchmark the hull everywhere covered 0.955 on average
         over the simulated cells with m >= 2, k <= 100, above the target
         window [0.87, 0.95], nearly all of the excess at k <= m
@@ -141,12 +143,30 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         inside = (draws["k"] <= draws["n_min"]) & (draws["n_min"] >= 2)
         eti, h = (hull if hull is None else xr.where(inside, m, hull).transpose(*hull.dims)
                   for hull, m in zip((eti, h), mix, strict=True))
-        single = draws["n_min"] < 2
+        single = single_sample_configs(draws)
         if "pass1_rate" in draws and single.any():
             ident = identified_band(draws["pass1_rate"], draws["pass1_trials"], draws["k"], prob)
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
     return eti, h
+
+
+#: A config is treated as one sample per task (its band joined with :func:`identified_band`) where more than
+#: this share of its observed tasks have one sample: a few tasks with one sample among many with more (failed
+#: generations, a ragged import) leave the spread of p identified, and the identified set is then far wider
+#: than what the data allow (pass@10's lower end at pass@1's).
+SINGLE_SAMPLE_SHARE = 0.5
+
+
+def single_sample_configs(draws: xr.Dataset) -> xr.DataArray:
+    """(config,) bool: the configs of :func:`bayespass.passk_draws` whose band is joined with the identified set.
+
+    Those where more than :data:`SINGLE_SAMPLE_SHARE` of the observed tasks have one sample (draws without
+    ``single_share``, from an older version: those whose smallest number of samples per task is 1).
+    """
+    if "single_share" in draws:
+        return draws["single_share"] > SINGLE_SAMPLE_SHARE
+    return draws["n_min"] < 2
 
 
 def identified_band(rate, trials, k, prob: float) -> xr.DataArray:
