@@ -260,3 +260,19 @@ def test_ppc_plot_when_every_replicate_fills_a_bin_alike():
     axes = bp.plot_ppc(idata)
     assert len(axes) == 1
     plt.close("all")
+
+
+def test_a_named_model_warns_where_most_tasks_have_one_sample():
+    """bb at one sample per task: pass@k beyond k = 1 is its prior's guess, and bp.fit says so (the default
+    widens its band instead, and a few n = 1 tasks among many with more leave the spread identified)."""
+    rng = np.random.default_rng(0)
+    n = np.array([[1] * 60, [1] * 3 + [5] * 57])
+    counts = bp.make_counts(n, rng.binomial(n, 0.4), config=["one", "ragged"])
+    with pytest.warns(bp.FitWarning, match=r"\['one'\] have one sample on most of their tasks"):
+        bp.fit(counts, "bb", "eb", progressbar=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bp.FitWarning)
+        bp.fit(counts.sel(config=["ragged"]), "bb", "eb", progressbar=False)
+        bp.fit(counts, "auto", "eb", candidates=["bb", "zoibb"], progressbar=False)

@@ -123,7 +123,26 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         raise ValueError(f"model={model!r} supports method='mcmc' only (its task difficulties are "
                          "latent); use method='mcmc', model='shared' (the same model with the difficulties "
                          "integrated out, which has method='eb'), or a per-config model")
+    if not m.joint:
+        _warn_single_sample(counts, model)
     return _fit_model(counts, m, method, k, kw)
+
+
+def _warn_single_sample(counts, model: str) -> None:
+    """FitWarning where a per-config model is fitted to configs with one sample on most tasks.
+
+    There only pass@1 is identified: the model's pass@k beyond k = 1 is its prior's guess at the spread of p
+    over the tasks.  The default (``model="auto"``) widens its band to the range the data cannot narrow.
+    """
+    single = _single_sample_configs(counts["n"])
+    if single:
+        from .eb import FitWarning
+
+        warnings.warn(f"config(s) {single[:5]}{' ...' if len(single) > 5 else ''} have one sample on most of "
+                      f"their tasks: only pass@1 is identified there, and model {model!r}'s pass@k beyond k = 1 "
+                      "(mean and band) is set by its prior on the spread of p over the tasks. The default, "
+                      "model='auto', widens the band to the range the data cannot narrow "
+                      "(bayespass.stats.curve.identified_band).", FitWarning, stacklevel=3)
 
 
 def _has_hmc(m) -> bool:
@@ -696,11 +715,15 @@ def stacking_table(idata) -> Table | None:
 
 def _mostly_single_sample(idata, exclude=()) -> list[str]:
     """Configs (not in ``exclude``) whose band is joined with the identified set though some tasks have n >= 2."""
+    return [c for c in _single_sample_configs(idata.constant_data["n"]) if c not in exclude]
+
+
+def _single_sample_configs(n: xr.DataArray) -> list[str]:
+    """Configs of ``n`` (config x task) with one sample on more than ``SINGLE_SAMPLE_SHARE`` of their tasks."""
     from ..stats.curve import SINGLE_SAMPLE_SHARE
 
-    n = idata.constant_data["n"].transpose("config", "task")
     share = (n == 1).sum("task") / np.maximum((n > 0).sum("task"), 1)
-    return [str(c) for c in n.config.values[(share > SINGLE_SAMPLE_SHARE).values] if str(c) not in exclude]
+    return [str(c) for c in n.config.values[(share > SINGLE_SAMPLE_SHARE).values]]
 
 
 def convergence_report(idata, model=None) -> dict:
