@@ -276,3 +276,18 @@ def test_a_named_model_warns_where_most_tasks_have_one_sample():
         warnings.simplefilter("error", bp.FitWarning)
         bp.fit(counts.sel(config=["ragged"]), "bb", "eb", progressbar=False)
         bp.fit(counts, "auto", "eb", candidates=["bb", "zoibb"], progressbar=False)
+
+
+def test_a_config_with_no_observed_task_is_named_and_gets_nan():
+    """Every n of a config 0: bp.fit names it (FitWarning), its pass@k is NaN and the other config's is intact."""
+    rng = np.random.default_rng(1)
+    n = np.array([[5] * 40, [0] * 40])
+    counts = bp.make_counts(n, rng.binomial(n, 0.4), config=["seen", "empty"])
+    with pytest.warns(bp.FitWarning, match=r"\['empty'\] have no observed task") as rec:
+        idata = bp.fit(counts, "bb", "eb", progressbar=False)
+    assert len(rec) == 1  # and nothing else: the convergence gate skips the empty config
+    assert idata.posterior.attrs["convergence"] == "ok"
+    cur = bp.passk_curve(idata, [1, 10])
+    assert np.isnan(cur["mean"].sel(config="empty")).all() and np.isnan(cur["eti"].sel(config="empty")).all()
+    alone = bp.passk_curve(bp.fit(counts.sel(config=["seen"]), "bb", "eb", progressbar=False), [1, 10])
+    assert_allclose(cur["mean"].sel(config="seen"), alone["mean"].sel(config="seen"), atol=0.01)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from typing import TYPE_CHECKING
@@ -117,6 +118,7 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     seed = rcParams["stats.seed"] if seed is None else int(seed)
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
+    _warn_unobserved(counts)
     if model == "auto":
         return _fit_auto(counts, method, candidates, k, kw)
     if m.joint and method == "eb" and not hasattr(m, "fit_eb"):
@@ -126,6 +128,17 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     if not m.joint:
         _warn_single_sample(counts, model)
     return _fit_model(counts, m, method, k, kw)
+
+
+def _warn_unobserved(counts) -> None:
+    """FitWarning for configs with no observed task: their posterior is the prior, their pass@k NaN."""
+    empty = [str(c) for c in counts.config.values[(counts["n"] == 0).all("task").values]]
+    if empty:
+        from .eb import FitWarning
+
+        warnings.warn(f"config(s) {empty[:5]}{' ...' if len(empty) > 5 else ''} have no observed task (every n "
+                      "is 0): their posterior is the prior and their pass@k is NaN; drop them with "
+                      f"counts.drop_sel(config={empty[:5]!r})", FitWarning, stacklevel=3)
 
 
 def _warn_single_sample(counts, model: str) -> None:
@@ -262,13 +275,29 @@ def _passk_gated(m, theta: np.ndarray, data: PairData) -> xr.Dataset:
     return xr.Dataset({"passk_mean": (("chain", "draw", "config", "k"), passk_mean_draws(m, theta, data, GATE_K))})
 
 
+@contextlib.contextmanager
+def _quiet_arviz():
+    """Silence ArviZ's logged warnings (e.g. "Array contains NaN-value.") for the block."""
+    import logging
+
+    import arviz as az
+
+    log = getattr(az, "_log", None) or logging.getLogger("arviz")  # ArviZ's own Logger, outside logging's tree
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _rhat_by_config(m, theta, configs, data: PairData) -> np.ndarray:
     """Largest split R-hat per config over what the gate checks (named parameters, dataset pass@k on ``data``)."""
     import arviz as az
 
     parts = [_gated_named(_posterior(m, theta, configs), m), _passk_gated(m, theta, data)]
     r = []
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _quiet_arviz():  # a config with no observed task has NaN pass@k
         warnings.simplefilter("ignore")
         for ds in parts:
             if ds.data_vars:
@@ -750,11 +779,14 @@ def convergence_report(idata, model=None) -> dict:
         # stores none at the gate's k: gate it on the same dataset pass@k, from its draws (its named
         # parameters alone missed the direction in which a learnt shape mixes slowest)
         parts.append(_passk_gated(m, idata.posterior["theta"].values, pair_data(idata)))
+    if not m.joint and "constant_data" in idata.groups():  # configs with no observed task: pass@k is NaN
+        seen = (idata.constant_data["n"] > 0).any("task")
+        parts = [ds.sel(config=seen.values) if "config" in ds.dims else ds for ds in parts]
     r_hat, ess_min = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for ds in parts:
-            if not ds.data_vars:
+            if not ds.data_vars or 0 in ds.sizes.values():
                 continue
             rhat, ess = az.rhat(ds), az.ess(ds, method="bulk")
             r_hat += [float(rhat[v].max()) for v in ds.data_vars]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,7 +74,9 @@ def _bands(full: xr.DataArray, prob: float, hdi: bool) -> tuple[xr.DataArray, xr
     """ETI (and HDI) over (chain, draw) of ``full`` (chain, draw, config, k); NaN draws are skipped."""
     import arviz as az
 
-    qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"), skipna=True)
+    with warnings.catch_warnings():  # a config with no observed task (bp.fit warned) or a candidate ruled out
+        warnings.filterwarnings("ignore", "All-NaN slice encountered", RuntimeWarning)
+        qs = full.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"), skipna=True)
     eti = qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"])
     eti = eti.transpose("config", "k", "ci_bound").drop_vars("quantile", errors="ignore")
     if not hdi:
