@@ -43,6 +43,7 @@ def test_passk_mean_and_its_task_spread_equal_brute_force_per_draw(bb_fit):
     a, b = _ab(idata)
     n, c = counts.n.values, counts.c.values
     for j in range(2):
+        resids = []
         for i, k in enumerate(ks):
             qk = _brute_q(a[..., j, None], b[..., j, None], n[j], c[j], k)  # (chain, draw, task)
             q2k = _brute_q(a[..., j, None], b[..., j, None], n[j], c[j], 2 * k)
@@ -51,6 +52,13 @@ def test_passk_mean_and_its_task_spread_equal_brute_force_per_draw(bb_fit):
             resid = (d["passk"].values[:, :, j, i] - d["passk_mean"].values[:, :, j, i]) / np.sqrt(var)
             # the spread is normal with exactly that variance (240 draws: the sd of a sd estimate is ~5%)
             assert 0.8 < resid.std() < 1.2 and abs(resid.mean()) < 0.25
+            full = d["passk"].values[:, :, j, i]
+            resids.append(np.where((full > 0) & (full < 1), resid, np.nan))  # clipped draws left out
+        # one deviate per draw, shared by every k (the same tasks decide pass@k at every k): bands smooth in k
+        assert np.isfinite(resids[0]).mean() > 0.9
+        for r in resids[1:]:
+            both = np.isfinite(resids[0]) & np.isfinite(r)
+            assert_allclose(r[both], resids[0][both], rtol=1e-6, atol=1e-9)
 
 
 def test_blocks_of_pairs_do_not_change_the_draws(bb_fit, monkeypatch):

@@ -126,7 +126,8 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         the per-task probabilities around their conditional means, from the
         exact conditional variance ``sum_i (q_{2k,i} - q_{k,i}^2) / T^2`` with
         ``q_{k,i} = E[(1-p_i)^k | c_i, theta]`` (normal over tasks, clipped to
-        [0, 1]).  Intervals use this, so they cover the finite-task truth.
+        [0, 1]; one normal deviate per draw and config, shared by every k).
+        Intervals use this, so they cover the finite-task truth.
 
     Parameters
     ----------
@@ -159,7 +160,9 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         theta = post["theta"].values  # (chain, draw, config, P)
         per_config = _pair_blocks(model, theta, data, k)
     mean, var = _task_moments(per_config, shape)
-    noise = _rng(seed).standard_normal(shape)
+    # one normal deviate per draw and config, shared by every k: the same tasks' p decide pass@k at every k,
+    # so a draw's finite-task spread moves together along k (bands smooth in k, not jagged by fresh noise)
+    noise = _rng(seed).standard_normal(shape[:3] + (1,))
     full = np.clip(mean + np.sqrt(var) * noise, 0.0, 1.0)
     dims = ("chain", "draw", "config", "k")
     coords = {"chain": post.chain.values, "draw": post.draw.values,
