@@ -31,6 +31,7 @@ _LAZY = {
     "build_model": "models.specs",
     "passk_draws": "models.predictive",
     "passk_curve": "stats.curve",
+    "passk_bounds": "stats.bounds",
     "curve_table": "stats.curve",
     "plot_passk_curve": "stats.curve",
     "improvability": "stats.curve",

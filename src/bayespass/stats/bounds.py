@@ -1,0 +1,129 @@
+"""Assumption-free bounds on dataset pass@k: what the counts alone allow, whatever the shape of p.
+
+A band of the fitted models rests on a prior's shape for p over the tasks, and beyond the samples drawn
+that shape, not the data, decides it (benchmarks/RESULTS.md, "How wide the data alone leave pass@k").
+:func:`passk_bounds` makes no such assumption.  For ``m`` samples per task the expected histogram of the
+counts is ``sum_i Binom(c | m, p_i) / T``, linear in the tasks' own distribution ``G`` of p; every ``G``
+whose histogram lies in a simultaneous confidence box around the observed one is consistent with the data,
+and the bounds are the smallest and largest ``mean_G 1 - (1 - p)^k`` over those (two linear programs over
+a grid of p dense in logit p, with atoms at 0 and 1).  They hold the tasks' own pass@k whenever the box
+holds the expected histogram: at least ``ci_prob`` of the time, for any spread of p.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..data.counts import validate_counts
+from ..defaults import rcParams
+from ..validate import as_k, check_prob
+
+__all__ = ["passk_bounds"]
+
+#: p on a grid dense in logit p (about 1e-6 .. 1 - 1e-6, 0.023 apart), and exactly 0 and 1
+_LOGIT_GRID = np.linspace(-14.0, 14.0, 1200)
+
+
+def _grid() -> np.ndarray:
+    from scipy.special import expit
+
+    return np.concatenate([[0.0], expit(_LOGIT_GRID), [1.0]])
+
+
+def _clopper_pearson(x: np.ndarray, trials: float, a: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided ``1 - a`` Clopper-Pearson bounds on a rate from ``x`` (possibly fractional) of ``trials``."""
+    from scipy.stats import beta
+
+    tiny = 1e-12
+    lo = np.where(x > 0, beta.ppf(a / 2, np.maximum(x, tiny), trials - x + 1), 0.0)
+    hi = np.where(x < trials, beta.ppf(1 - a / 2, x + 1, np.maximum(trials - x, tiny)), 1.0)
+    return lo, hi
+
+
+def thinned_histogram(n: np.ndarray, c: np.ndarray, m: int) -> np.ndarray:
+    """(m + 1,): sum over tasks of ``P(c' | n_i, c_i)`` for m of each task's n_i samples drawn without replacement.
+
+    Each task's term has expectation ``Binom(c' | m, p_i)`` whatever p_i, so tasks with more than m samples
+    enter as if m had been drawn, and with less spread.
+    """
+    from scipy.stats import hypergeom
+
+    cc = np.arange(m + 1)
+    return hypergeom.pmf(cc[None, :], n[:, None], c[:, None], m).sum(0)
+
+
+def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
+    """(K, 2) bounds for one config's observed tasks (n >= 1)."""
+    from scipy.optimize import linprog
+    from scipy.special import comb
+    from scipy.stats import binom
+
+    m, t = int(n.min()), n.size
+    grid = _grid()
+    # box 1 (level 1 - alpha / 2, Bonferroni over the m + 1 cells): the histogram of m samples per task.  The
+    # mass of a cell is a sum of independent [0, 1] terms, less spread than the binomial of their mean
+    lo, hi = _clopper_pearson(thinned_histogram(n, c, m), t, alpha / 2 / (m + 1))
+    mix = binom.pmf(np.arange(m + 1)[:, None], m, grid[None, :])
+    # box 2 (1 - alpha / 2 over j = 1..m): the dataset's 1 - pass@j from the per-task unbiased estimates
+    # C(n - c, j) / C(n, j) in [0, 1]: it pins what the data identify (k <= m) more tightly than box 1
+    js = np.arange(1, m + 1)
+    x = (comb(n[None, :] - c[None, :], js[:, None]) / comb(n[None, :], js[:, None])).sum(1)
+    mlo, mhi = _clopper_pearson(x, t, alpha / 2 / m)
+    mom = (1.0 - grid[None, :]) ** js[:, None]
+    a_ub = np.vstack([mix, -mix, mom, -mom])
+    b_ub = np.concatenate([hi, -lo, mhi, -mlo]) + 1e-12
+    out = np.full((ks.size, 2), np.nan)
+    for i, k in enumerate(ks):
+        f = 1.0 - (1.0 - grid) ** float(k)
+        ends = [linprog(s * f, A_ub=a_ub, b_ub=b_ub, A_eq=np.ones((1, grid.size)), b_eq=[1.0], bounds=(0, None),
+                        method="highs") for s in (1.0, -1.0)]
+        if all(e.status == 0 for e in ends):
+            out[i] = np.clip([ends[0].fun, -ends[1].fun], 0.0, 1.0)
+    return out
+
+
+def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = None) -> xr.DataArray:
+    """Bounds on each config's dataset pass@k that hold whatever the distribution of p over its tasks.
+
+    No prior and no family: the interval holds every pass@k that some distribution of p over the tasks
+    makes consistent with the counts (a simultaneous ``ci_prob`` confidence box on their histogram and on
+    the dataset's pass@j for j up to the samples drawn; see the module docstring).  It is conservative
+    (within the samples drawn 3-10x the width of the unbiased estimator's interval) and, beyond them, as
+    wide as what no count can tell apart (a task with p = 0.001 and one with p = 0): on real MBPP from 5
+    samples per task pass@50 spans about 0.29, where the default's band spans 0.07.  Set the two side by side to
+    see how much of a band beyond the data is the prior's (benchmarks/RESULTS.md).
+
+    Tasks with more samples than the config's smallest number enter as if that many had been drawn
+    (:func:`thinned_histogram`): the bounds use ``m = min n`` over observed tasks, so a config with
+    one sample on a few tasks gets the bounds of one sample per task.  Tasks with n = 0 are left out.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts (``n``, ``c`` over config x task).
+    k : int or sequence of int
+        Any positive k.
+    ci_prob : float, optional
+        Coverage of the bounds (default ``rcParams["stats.ci_prob"]``).
+
+    Returns
+    -------
+    xarray.DataArray
+        ``(config, k, ci_bound)`` with ``ci_bound = ["lower", "upper"]``; ``attrs`` ``ci_prob`` and ``m``
+        (per config, the samples per task the bounds use).
+    """
+    counts = validate_counts(counts)
+    ks = as_k(k)
+    prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
+    n_all, c_all = counts["n"].values, counts["c"].values
+    out = np.full((n_all.shape[0], ks.size, 2), np.nan)
+    ms = []
+    for j in range(n_all.shape[0]):
+        seen = n_all[j] > 0
+        if seen.any():
+            out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], ks, 1.0 - prob)
+        ms.append(int(n_all[j][seen].min()) if seen.any() else 0)
+    return xr.DataArray(out, dims=("config", "k", "ci_bound"),
+                        coords={"config": counts.config.values, "k": ks, "ci_bound": ["lower", "upper"]},
+                        name="passk_bounds", attrs={"ci_prob": prob, "m": ms})
