@@ -69,6 +69,20 @@ def test_fit_and_curve_cli(tmp_path):
     assert res.stdout.count("\n") == 1 + 3 * 3 and png.stat().st_size > 10_000
     res = runner.invoke(app, ["curve", str(tmp_path / "missing.nc")])
     assert res.exit_code == 2 and "does not exist" in res.output
+    # --bounds: the assumption-free bounds beside the band, equal to bp.passk_bounds of the fit's counts
+    res = runner.invoke(app, ["curve", str(out), "--k", "1,1000", "--format", "csv", "--bounds"])
+    assert res.exit_code == 0, res.output
+    import io
+
+    import pandas as pd
+
+    got = pd.read_csv(io.StringIO(res.stdout)).set_index(["config", "k"])
+    free = bp.passk_bounds(bp.read_counts("data/examples/counts_small.csv"), [1, 1000])
+    for cfg in free.config.values:
+        for k in (1, 1000):
+            assert got.loc[(cfg, k), "no-prior lower"] == pytest.approx(float(free.sel(config=cfg, k=k)[0]), abs=1e-9)
+            assert got.loc[(cfg, k), "no-prior upper"] == pytest.approx(float(free.sel(config=cfg, k=k)[1]), abs=1e-9)
+            assert got.loc[(cfg, k), "no-prior lower"] <= got.loc[(cfg, k), "mean"] <= got.loc[(cfg, k), "no-prior upper"]
     # MCMC: bayespass's HMC by default, named in the output; an unknown sampler is a clear error
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "bb", "--method", "mcmc",
                               "--out", str(tmp_path / "mc.nc")])

@@ -180,10 +180,14 @@ def curve(
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
     fit: Annotated[str | None, typer.Option("--fit", help="With a run directory: which of its fits (fits/NAME.nc, "
                                             "e.g. auto-mcmc); default its main fit.")] = None,
+    bounds: Annotated[bool, typer.Option("--bounds", help="Add the assumption-free bounds (bp.passk_bounds: what "
+                                         "the counts allow under any spread of p, no prior) beside the band.")]
+    = False,
 ) -> None:
     """pass@k with credible intervals from a saved fit or a run's fit; optional plot."""
     import arviz as az
 
+    from .data.counts import make_counts
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     _check_format(format)
@@ -198,18 +202,25 @@ def curve(
 
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights), err=True)
-    emit(curve_table(res, hdi=True), format)
+    counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
+                         task=idata.observed_data.task.values, config=idata.observed_data.config.values)
+    table = curve_table(res, hdi=True)
+    if bounds:
+        from .stats.bounds import passk_bounds
+
+        free = passk_bounds(counts, res.k.values, ci_prob=res.attrs.get("ci_prob")).to_dataframe().unstack("ci_bound")
+        free = free["passk_bounds"].rename(columns={"lower": "no-prior lower", "upper": "no-prior upper"})
+        table = type(table).of(table.merge(free.reset_index(), on=["config", "k"]), table.title,
+                               note=table.note + " no-prior: bp.passk_bounds, which hold under any spread of p over "
+                               "the tasks; where the band is narrower, the model's prior on that spread narrows it.")
+    emit(table, format)
     if plot is not None:
         import numpy as np
-
-        from .data.counts import make_counts
 
         k_max = max(int(x) for x in k.split(","))
         grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
                                          np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
         full = passk_curve(idata, grid, ci_prob=ci_prob)
-        counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
-                             task=idata.observed_data.task.values, config=idata.observed_data.config.values)
         _save_png(plot_passk_curve(full, counts=counts), plot)
         typer.echo(f"wrote {plot}", err=True)
 
