@@ -152,7 +152,7 @@ def _warn_single_sample(counts, model: str) -> None:
         from .eb import FitWarning
 
         warnings.warn(f"config(s) {single[:5]}{' ...' if len(single) > 5 else ''} have one sample on most of "
-                      f"their tasks: only pass@1 is identified there, and model {model!r}'s pass@k beyond k = 1 "
+                      f"their tasks: only pass@1 is identified there, and the pass@k of model {model!r} beyond k = 1 "
                       "(mean and band) is set by its prior on the spread of p over the tasks. The default, "
                       "model='auto', widens the band to the range the data cannot narrow "
                       "(bayespass.stats.curve.identified_band).", FitWarning, stacklevel=3)
