@@ -71,3 +71,21 @@ def test_bad_arguments_are_named():
         bp.passk_bounds(counts, [1], ci_prob=1.5)
     with pytest.raises(ValueError, match="k must hold positive integers"):
         bp.passk_bounds(counts, [0])
+
+
+def test_many_samples_per_task_are_thinned_to_max_m_without_overflow():
+    """n = 3000: C(n, j) overflows a float, the log-space estimate does not; the bounds use MAX_M samples."""
+    from scipy.special import comb
+
+    from bayespass.stats.bounds import MAX_M, _unbiased_miss
+
+    n, c, js = np.array([10, 10, 7, 3]), np.array([3, 10, 0, 1]), np.arange(1, 4)
+    brute = np.array([[comb(a - b, j) / comb(a, j) for a, b in zip(n, c, strict=True)] for j in js])
+    np.testing.assert_allclose(_unbiased_miss(n, c, js), brute, rtol=1e-12, atol=1e-15)
+    rng = np.random.default_rng(3)
+    p = rng.beta(0.5, 0.5, 150)
+    big = np.full((1, 150), 3000)
+    got = bp.passk_bounds(bp.make_counts(big, rng.binomial(big, p)), [1, 10, 100])
+    assert got.attrs["m"] == [MAX_M] and np.isfinite(got.values).all()
+    truth = (1 - (1 - p[:, None]) ** np.array([1, 10, 100])).mean(0)
+    assert ((got.values[0, :, 0] <= truth) & (truth <= got.values[0, :, 1])).all()

@@ -53,13 +53,28 @@ def thinned_histogram(n: np.ndarray, c: np.ndarray, m: int) -> np.ndarray:
     return hypergeom.pmf(cc[None, :], n[:, None], c[:, None], m).sum(0)
 
 
+#: the bounds use at most this many samples per task (more are thinned to it): each extra cell of the
+#: histogram loosens the Bonferroni box, and 50 samples leave nothing beyond k = 100 to extrapolate far
+MAX_M = 50
+
+
+def _unbiased_miss(n: np.ndarray, c: np.ndarray, js: np.ndarray) -> np.ndarray:
+    """(J, T): C(n - c, j) / C(n, j), the unbiased estimate of (1 - p)^j from c of n (0 where n - c < j)."""
+    from scipy.special import gammaln
+
+    n, f, j = n[None, :].astype(float), (n - c)[None, :].astype(float), js[:, None].astype(float)
+    ok = f >= j
+    f_ok = np.where(ok, f, j)
+    log = gammaln(f_ok + 1) - gammaln(f_ok - j + 1) - gammaln(n + 1) + gammaln(n - j + 1)
+    return np.where(ok, np.exp(log), 0.0)
+
+
 def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
     """(K, 2) bounds for one config's observed tasks (n >= 1)."""
     from scipy.optimize import linprog
-    from scipy.special import comb
     from scipy.stats import binom
 
-    m, t = int(n.min()), n.size
+    m, t = min(int(n.min()), MAX_M), n.size
     grid = _grid()
     # box 1 (level 1 - alpha / 2, Bonferroni over the m + 1 cells): the histogram of m samples per task.  The
     # mass of a cell is a sum of independent [0, 1] terms, less spread than the binomial of their mean
@@ -68,7 +83,7 @@ def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> n
     # box 2 (1 - alpha / 2 over j = 1..m): the dataset's 1 - pass@j from the per-task unbiased estimates
     # C(n - c, j) / C(n, j) in [0, 1]: it pins what the data identify (k <= m) more tightly than box 1
     js = np.arange(1, m + 1)
-    x = (comb(n[None, :] - c[None, :], js[:, None]) / comb(n[None, :], js[:, None])).sum(1)
+    x = _unbiased_miss(n, c, js).sum(1)
     mlo, mhi = _clopper_pearson(x, t, alpha / 2 / m)
     mom = (1.0 - grid[None, :]) ** js[:, None]
     a_ub = np.vstack([mix, -mix, mom, -mom])
@@ -95,8 +110,9 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
     see how much of a band beyond the data is the prior's (benchmarks/RESULTS.md).
 
     Tasks with more samples than the config's smallest number enter as if that many had been drawn
-    (:func:`thinned_histogram`): the bounds use ``m = min n`` over observed tasks, so a config with
-    one sample on a few tasks gets the bounds of one sample per task.  Tasks with n = 0 are left out.
+    (:func:`thinned_histogram`): the bounds use ``m = min n`` over observed tasks (at most
+    :data:`MAX_M`), so a config with one sample on a few tasks gets the bounds of one sample per task.
+    Tasks with n = 0 are left out.
 
     Parameters
     ----------
@@ -123,7 +139,7 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
         seen = n_all[j] > 0
         if seen.any():
             out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], ks, 1.0 - prob)
-        ms.append(int(n_all[j][seen].min()) if seen.any() else 0)
+        ms.append(min(int(n_all[j][seen].min()), MAX_M) if seen.any() else 0)
     return xr.DataArray(out, dims=("config", "k", "ci_bound"),
                         coords={"config": counts.config.values, "k": ks, "ci_bound": ["lower", "upper"]},
                         name="passk_bounds", attrs={"ci_prob": prob, "m": ms})
