@@ -221,7 +221,12 @@ def curve(
         grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
                                          np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
         full = passk_curve(idata, grid, ci_prob=ci_prob)
-        _save_png(plot_passk_curve(full, counts=counts), plot)
+        free = None
+        if bounds:
+            from .stats.bounds import passk_bounds
+
+            free = passk_bounds(counts, grid, ci_prob=full.attrs.get("ci_prob"))
+        _save_png(plot_passk_curve(full, counts=counts, bounds=free), plot)
         typer.echo(f"wrote {plot}", err=True)
 
 

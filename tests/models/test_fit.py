@@ -221,6 +221,13 @@ def test_curve_any_k_and_plot(tmp_path, data400):
     axes = bp.plot_ppc(idata)
     axes[0].figure.savefig(tmp_path / "p.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
+    # the assumption-free bounds, dotted: two more lines per config, at the bounds' values
+    ks = [1, 10, 100]
+    free = bp.passk_bounds(data400, ks)
+    ax = bp.plot_passk_curve(bp.passk_curve(idata, ks), bounds=free)
+    dotted = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+    assert len(dotted) == 2 * data400.sizes["config"] and "no-prior bounds" in ax.get_title()
+    np.testing.assert_allclose(dotted[0].get_ydata(), free.isel(config=0).sel(ci_bound="lower"))
     imp = bp.improvability(idata)
     assert imp.dpass_eti.sel(ci_bound="lower").item() < imp.dpass.item() < imp.dpass_eti.sel(ci_bound="upper").item()
 

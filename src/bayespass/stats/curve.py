@@ -224,7 +224,7 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> Table:
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
-                     ax=None, band: str = "eti") -> Axes:
+                     ax=None, band: str = "eti", bounds: xr.DataArray | None = None) -> Axes:
     """Plot pass@k curves with bands per config; overlay the unbiased estimator where n >= k.
 
     Parameters
@@ -237,6 +237,9 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
         Known true pass@k over ``(config, k)`` (simulations), drawn dashed.
     ax : matplotlib Axes, optional
     band : {"eti", "hdi"}
+    bounds : xarray.DataArray, optional
+        :func:`bayespass.passk_bounds` over ``(config, k, ci_bound)``, drawn dotted: what the counts allow
+        under any spread of p, beside the band the model's prior narrows it to.
     """
     import matplotlib.pyplot as plt
 
@@ -258,14 +261,19 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
                 ax.plot(kk, est, "o", color=color, ms=3.5, mfc="white")
         if truth is not None:
             ax.plot(truth.k.values, truth.sel(config=cfg).values, "--", color=color, lw=1)
+        if bounds is not None:
+            for end in ("lower", "upper"):
+                ax.plot(bounds.k.values, bounds.sel(config=cfg, ci_bound=end).values, ":", color=color, lw=1.2)
     ax.set_xscale("log")
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
-    ax.set_title(f"pass@k, posterior mean and {prob:.0%} {band.upper()}"
-                 + (" (o: unbiased estimate)" if counts is not None else ""))
+    notes = [note for note, on in (("o: unbiased estimate", counts is not None),
+                                   ("dotted: no-prior bounds", bounds is not None)) if on]
+    ax.set_title(f"pass@k, posterior mean and {prob:.0%} {band.upper()}" + (f" ({'; '.join(notes)})" if notes else ""),
+                 fontsize=10 if bounds is not None else None)
     ax.legend(fontsize=8, loc="lower right")
     return ax
 
