@@ -81,5 +81,10 @@ def test_the_passk_table_prints_the_main_fit_and_keeps_every_fit(fitted):
     counts, idata = fitted
     t = passk_table(counts, {"bb-eb": idata, "other": idata}, [1, 10], main="bb-eb")
     assert {"other", "other_lo", "other_hi"} <= set(t.to_dataframe().columns)
+    free = bp.passk_bounds(counts, [1, 10])  # and the assumption-free bounds, in the frame, not printed
+    got = t.to_dataframe().set_index(["config", "k"])
+    for cfg in counts.config.values:
+        assert got.loc[(cfg, 10), "no_prior_hi"] == pytest.approx(float(free.sel(config=cfg, k=10)[1]), abs=1e-12)
+    assert "no_prior" not in str(t)
     assert "other_lo" not in str(t) and "bb-eb_lo" in str(t)
     assert t.attrs["main"] == "bb-eb" and t.attrs["ci_prob"] == 0.9

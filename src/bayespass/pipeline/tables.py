@@ -28,6 +28,10 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None)
         cur = passk_curve(idata, k)
         eti = cur["eti"].to_dataframe().unstack("ci_bound")["eti"]
         frames.append(cur["mean"].to_dataframe().join(eti).set_axis([name, f"{name}_lo", f"{name}_hi"], axis=1))
+    from ..stats.bounds import passk_bounds
+
+    free = passk_bounds(counts, k).to_dataframe().unstack("ci_bound")["passk_bounds"]
+    frames.append(free.set_axis(["no_prior_lo", "no_prior_hi"], axis=1))
     if truth is not None:
         frames.append(truth.to_dataframe(name="truth")[["truth"]])
     df = pd.concat(frames, axis=1).reset_index()
@@ -37,8 +41,9 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None)
     return Table.of(df, f"pass@k (unbiased; main fit {main}: posterior mean and {ci:.0%} equal-tailed interval; "
                     "truth when known)",
                     note=f"Unbiased estimator where k <= n, Bayesian posterior mean with its {ci:.0%} equal-tailed "
-                    "interval for every fit (columns NAME, NAME_lo, NAME_hi; any k, also k > n), and the synthetic "
-                    "truth when the coder is synthetic.", brief=brief)
+                    "interval for every fit (columns NAME, NAME_lo, NAME_hi; any k, also k > n), the bounds that hold "
+                    "under any spread of p over the tasks, no prior (no_prior_lo, no_prior_hi: bp.passk_bounds), "
+                    "and the synthetic truth when the coder is synthetic.", brief=brief)
 
 
 def _ppc_table(idatas: dict) -> pd.DataFrame:
