@@ -19,8 +19,10 @@ def test_one_sample_per_task_gives_the_identified_set_in_closed_form():
     for j in range(2):
         x = c[j].sum()
         lo, hi = beta.ppf(0.025, x, 250 - x + 1), beta.ppf(0.975, x + 1, 250 - x)
-        np.testing.assert_allclose(got.values[j, :, 0], lo, atol=1e-6)
-        np.testing.assert_allclose(got.values[j, :, 1], 1 - (1 - hi) ** np.array(ks), atol=1e-3)
+        # up to the grid's margin (a p between two grid points): at most 2e-4 outward, never inward
+        assert ((got.values[j, :, 0] <= lo + 1e-9) & (got.values[j, :, 0] >= lo - 2e-4)).all()
+        upper = 1 - (1 - hi) ** np.array(ks)
+        assert ((got.values[j, :, 1] >= upper - 1e-9) & (got.values[j, :, 1] <= upper + 2e-4)).all()
 
 
 def test_thinned_histogram_is_unbiased_for_the_binomial_of_m_samples():

@@ -81,21 +81,36 @@ def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> n
     lo, hi = _clopper_pearson(thinned_histogram(n, c, m), t, alpha / 2 / (m + 1))
     mix = binom.pmf(np.arange(m + 1)[:, None], m, grid[None, :])
     # box 2 (1 - alpha / 2 over j = 1..m): the dataset's 1 - pass@j from the per-task unbiased estimates
-    # C(n - c, j) / C(n, j) in [0, 1]: it pins what the data identify (k <= m) more tightly than box 1
+    # C(n - c, j) / C(n, j): it pins what the data identify (k <= m) more tightly than box 1.  Each is a
+    # U-statistic of order j, an average over the task's j-subsets of "all j fail"; m samples hold m // j
+    # disjoint ones, independent Bernoulli trials of (1 - p)^j, and the U-statistic is less spread than
+    # their mean (Hoeffding 1963, section 5), so the box is Clopper-Pearson over T * (m // j) trials
     js = np.arange(1, m + 1)
-    x = _unbiased_miss(n, c, js).sum(1)
-    mlo, mhi = _clopper_pearson(x, t, alpha / 2 / m)
+    blocks = m // js
+    x = _unbiased_miss(n, c, js).sum(1) * blocks
+    mlo, mhi = _clopper_pearson(x, t * blocks, alpha / 2 / m)
     mom = (1.0 - grid[None, :]) ** js[:, None]
+    # a task's p between two grid points is a mix of the two only up to the chord's gap: the rows get that
+    # slack (so the tasks' own distribution stays feasible) and the bounds that margin
+    mid = (grid[1:] + grid[:-1]) / 2
+    slack = np.concatenate([_chord_gap(binom.pmf(np.arange(m + 1)[:, None], m, mid[None, :]), mix),
+                            _chord_gap((1.0 - mid[None, :]) ** js[:, None], mom)])
     a_ub = np.vstack([mix, -mix, mom, -mom])
-    b_ub = np.concatenate([hi, -lo, mhi, -mlo]) + 1e-12
+    b_ub = np.concatenate([hi + slack[:m + 1], -lo + slack[:m + 1], mhi + slack[m + 1:], -mlo + slack[m + 1:]])
     out = np.full((ks.size, 2), np.nan)
     for i, k in enumerate(ks):
         f = 1.0 - (1.0 - grid) ** float(k)
+        gap = _chord_gap((1.0 - (1.0 - mid) ** float(k))[None, :], f[None, :])[0]
         ends = [linprog(s * f, A_ub=a_ub, b_ub=b_ub, A_eq=np.ones((1, grid.size)), b_eq=[1.0], bounds=(0, None),
                         method="highs") for s in (1.0, -1.0)]
         if all(e.status == 0 for e in ends):
-            out[i] = np.clip([ends[0].fun, -ends[1].fun], 0.0, 1.0)
+            out[i] = np.clip([ends[0].fun - gap, -ends[1].fun + gap], 0.0, 1.0)
     return out
+
+
+def _chord_gap(at_mid: np.ndarray, at_grid: np.ndarray) -> np.ndarray:
+    """(R,): twice the largest gap between each row at the grid's midpoints and its chord (plus rounding)."""
+    return 2.0 * np.abs(at_mid - (at_grid[:, 1:] + at_grid[:, :-1]) / 2).max(1) + 1e-12
 
 
 def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = None) -> xr.DataArray:
