@@ -119,10 +119,10 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
     No prior and no family: the interval holds every pass@k that some distribution of p over the tasks
     makes consistent with the counts (a simultaneous ``ci_prob`` confidence box on their histogram and on
     the dataset's pass@j for j up to the samples drawn; see the module docstring).  It is conservative
-    (within the samples drawn 3-10x the width of the unbiased estimator's interval) and, beyond them, as
-    wide as what no count can tell apart (a task with p = 0.001 and one with p = 0): on real MBPP from 5
-    samples per task pass@50 spans about 0.29, where the default's band spans 0.07.  Set the two side by side to
-    see how much of a band beyond the data is the prior's (benchmarks/RESULTS.md).
+    (within the samples drawn about 2-6x the width of the default's band, a Bonferroni box) and, beyond
+    them, as wide as what no count can tell apart (a task with p = 0.001 and one with p = 0): on real MBPP
+    from 5 samples per task pass@50 spans about 0.28, where the default's band spans 0.07.  Set the two
+    side by side to see how much of a band beyond the data is the prior's (benchmarks/RESULTS.md).
 
     Tasks with more samples than the config's smallest number enter as if that many had been drawn
     (:func:`thinned_histogram`): the bounds use ``m = min n`` over observed tasks (at most
