@@ -83,6 +83,12 @@ def test_fit_and_curve_cli(tmp_path):
             assert got.loc[(cfg, k), "no-prior lower"] == pytest.approx(float(free.sel(config=cfg, k=k)[0]), abs=1e-9)
             assert got.loc[(cfg, k), "no-prior upper"] == pytest.approx(float(free.sel(config=cfg, k=k)[1]), abs=1e-9)
             assert got.loc[(cfg, k), "no-prior lower"] <= got.loc[(cfg, k), "mean"] <= got.loc[(cfg, k), "no-prior upper"]
+    # with --plot: one set of bounds serves the table and the figure; the table's columns are the same
+    res = runner.invoke(app, ["curve", str(out), "--k", "1,1000", "--format", "csv", "--bounds", "--plot",
+                              str(tmp_path / "b.png")])
+    assert res.exit_code == 0 and (tmp_path / "b.png").stat().st_size > 10_000, res.output
+    both = pd.read_csv(io.StringIO(res.stdout)).set_index(["config", "k"])
+    np.testing.assert_allclose(both[["no-prior lower", "no-prior upper"]], got[["no-prior lower", "no-prior upper"]])
     # MCMC: bayespass's HMC by default, named in the output; an unknown sampler is a clear error
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "bb", "--method", "mcmc",
                               "--out", str(tmp_path / "mc.nc")])

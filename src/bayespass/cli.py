@@ -202,31 +202,30 @@ def curve(
 
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights), err=True)
+    import numpy as np
+
     counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
                          task=idata.observed_data.task.values, config=idata.observed_data.config.values)
-    table = curve_table(res, hdi=True)
-    if bounds:
+    grid = None
+    if plot is not None:
+        k_max = max(int(x) for x in k.split(","))
+        grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
+                                         np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
+    table, free = curve_table(res, hdi=True), None
+    if bounds:  # one set of linear programs for the table's k and the plot's
         from .stats.bounds import passk_bounds
 
-        free = passk_bounds(counts, res.k.values, ci_prob=res.attrs.get("ci_prob")).to_dataframe().unstack("ci_bound")
-        free = free["passk_bounds"].rename(columns={"lower": "no-prior lower", "upper": "no-prior upper"})
-        table = type(table).of(table.merge(free.reset_index(), on=["config", "k"]), table.title,
+        free = passk_bounds(counts, res.k.values if grid is None else np.union1d(res.k.values, grid),
+                            ci_prob=res.attrs.get("ci_prob"))
+        cols = free.sel(k=res.k.values).to_dataframe().unstack("ci_bound")["passk_bounds"]
+        cols = cols.rename(columns={"lower": "no-prior lower", "upper": "no-prior upper"})
+        table = type(table).of(table.merge(cols.reset_index(), on=["config", "k"]), table.title,
                                note=table.note + " no-prior: bp.passk_bounds, which hold under any spread of p over "
                                "the tasks; where the band is narrower, the model's prior on that spread narrows it.")
     emit(table, format)
     if plot is not None:
-        import numpy as np
-
-        k_max = max(int(x) for x in k.split(","))
-        grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
-                                         np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
         full = passk_curve(idata, grid, ci_prob=ci_prob)
-        free = None
-        if bounds:
-            from .stats.bounds import passk_bounds
-
-            free = passk_bounds(counts, grid, ci_prob=full.attrs.get("ci_prob"))
-        _save_png(plot_passk_curve(full, counts=counts, bounds=free), plot)
+        _save_png(plot_passk_curve(full, counts=counts, bounds=None if free is None else free.sel(k=grid)), plot)
         typer.echo(f"wrote {plot}", err=True)
 
 

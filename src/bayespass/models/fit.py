@@ -749,10 +749,10 @@ def _mostly_single_sample(idata, exclude=()) -> list[str]:
 
 def _single_sample_configs(n: xr.DataArray) -> list[str]:
     """Configs of ``n`` (config x task) with one sample on more than ``SINGLE_SAMPLE_SHARE`` of their tasks."""
-    from ..stats.curve import SINGLE_SAMPLE_SHARE
+    from ..stats.curve import SINGLE_SAMPLE_SHARE, single_sample_share
 
-    share = (n == 1).sum("task") / np.maximum((n > 0).sum("task"), 1)
-    return [str(c) for c in n.config.values[(share > SINGLE_SAMPLE_SHARE).values]]
+    n = n.transpose("config", "task")
+    return [str(c) for c in n.config.values[single_sample_share(n.values) > SINGLE_SAMPLE_SHARE]]
 
 
 def convergence_report(idata, model=None) -> dict:

@@ -59,14 +59,10 @@ MAX_M = 50
 
 
 def _unbiased_miss(n: np.ndarray, c: np.ndarray, js: np.ndarray) -> np.ndarray:
-    """(J, T): C(n - c, j) / C(n, j), the unbiased estimate of (1 - p)^j from c of n (0 where n - c < j)."""
-    from scipy.special import gammaln
+    """(J, T): C(n - c, j) / C(n, j), the unbiased estimate of (1 - p)^j from c of n (j <= n)."""
+    from .kernels import passk_unbiased_grid
 
-    n, f, j = n[None, :].astype(float), (n - c)[None, :].astype(float), js[:, None].astype(float)
-    ok = f >= j
-    f_ok = np.where(ok, f, j)
-    log = gammaln(f_ok + 1) - gammaln(f_ok - j + 1) - gammaln(n + 1) + gammaln(n - j + 1)
-    return np.where(ok, np.exp(log), 0.0)
+    return 1.0 - passk_unbiased_grid(n, c, js).T
 
 
 def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
