@@ -237,3 +237,9 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         temperature=[None if np.isnan(t) else t for t in meta["temperature"]],
         benchmark=meta["benchmark"].tolist(), source=source, attrs=attrs,
     )
+
+
+def single_sample_share(n) -> np.ndarray:
+    """(config,): the share of each config's observed tasks (n > 0) that have one sample; ``n`` (config, task)."""
+    n = np.asarray(n)
+    return (n == 1).sum(1) / np.maximum((n > 0).sum(1), 1)

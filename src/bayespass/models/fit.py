@@ -749,7 +749,8 @@ def _mostly_single_sample(idata, exclude=()) -> list[str]:
 
 def _single_sample_configs(n: xr.DataArray) -> list[str]:
     """Configs of ``n`` (config x task) with one sample on more than ``SINGLE_SAMPLE_SHARE`` of their tasks."""
-    from ..stats.curve import SINGLE_SAMPLE_SHARE, single_sample_share
+    from ..data.counts import single_sample_share
+    from ..stats.curve import SINGLE_SAMPLE_SHARE
 
     n = n.transpose("config", "task")
     return [str(c) for c in n.config.values[single_sample_share(n.values) > SINGLE_SAMPLE_SHARE]]

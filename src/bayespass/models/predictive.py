@@ -182,7 +182,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         out["pass1_rate"] = ("config", (c * inv).sum(1) / np.maximum(tasks, 1))
         out["pass1_trials"] = ("config", tasks**2 / np.maximum(inv.sum(1), 1e-300))
         # and how many of its tasks have one sample only: the tasks with two or more identify the spread
-        from ..stats.curve import single_sample_share
+        from ..data.counts import single_sample_share
 
         out["single_share"] = ("config", single_sample_share(n))
     return out

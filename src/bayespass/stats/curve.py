@@ -161,12 +161,6 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
 SINGLE_SAMPLE_SHARE = 0.5
 
 
-def single_sample_share(n: np.ndarray) -> np.ndarray:
-    """(config,): the share of each config's observed tasks (n > 0) that have one sample; ``n`` (config, task)."""
-    n = np.asarray(n)
-    return (n == 1).sum(1) / np.maximum((n > 0).sum(1), 1)
-
-
 def single_sample_configs(draws: xr.Dataset) -> xr.DataArray:
     """(config,) bool: the configs of :func:`bayespass.passk_draws` whose band is joined with the identified set.
 
