@@ -55,7 +55,7 @@ def test_bounds_cover_shapes_the_default_misses(shape):
     assert (got[:, -1, 1] - got[:, -1, 0]).mean() < 0.5  # informative: not [0, 1]
 
 
-def test_ragged_counts_use_the_smallest_n_and_skip_unobserved_tasks():
+def test_ragged_counts_skip_unobserved_tasks():
     rng = np.random.default_rng(2)
     n = rng.integers(3, 9, size=(1, 120))
     n[0, :5] = 0
@@ -65,6 +65,42 @@ def test_ragged_counts_use_the_smallest_n_and_skip_unobserved_tasks():
     assert np.isfinite(got.values).all() and (got.values[..., 0] <= got.values[..., 1]).all()
     lone = bp.passk_bounds(bp.make_counts(n[:, 5:], c[:, 5:]), [1, 10])
     np.testing.assert_allclose(got.values, lone.values, atol=1e-9)
+
+
+def test_sample_groups_depend_on_n_alone_and_split_off_the_few_one_sample_tasks():
+    from bayespass.stats.bounds import sample_groups
+
+    few = np.r_[np.ones(6, int), np.full(114, 10)]
+    np.testing.assert_array_equal(sample_groups(few), few)  # 1 and 10: two groups, nothing thinned
+    np.testing.assert_array_equal(sample_groups(np.array([8, 9, 10, 10, 9])), 8)  # thinning loses little
+    np.testing.assert_array_equal(sample_groups(np.array([3000, 60, 51])), 50)  # MAX_M
+    mixed = np.random.default_rng(0).integers(1, 60, 300)
+    got = sample_groups(mixed)
+    assert (got <= np.minimum(mixed, 50)).all() and 2 <= np.unique(got).size <= 4
+
+
+def test_a_few_one_sample_tasks_leave_the_bounds_of_the_others():
+    """5% of tasks at n = 1: the bounds beyond k = 1 are those of 10 samples on the rest, widened by 5%.
+
+    Before, the whole config was thinned to one sample per task, and pass@10's bounds were the identified
+    set of the mean, [mu, 1 - (1 - mu)^10], about 0.6 wide here.
+    """
+    rng = np.random.default_rng(4)
+    t, ks = 400, np.array([1, 10, 100])
+    hits, widths = [], []
+    for _ in range(6):
+        p = rng.beta(0.4, 0.6, t)
+        n = np.full(t, 10)
+        n[:20] = 1
+        got = bp.passk_bounds(bp.make_counts(n[None], rng.binomial(n, p)[None]), ks)
+        assert got.attrs["m"] == [1] and got.attrs["m_levels"] == [[1, 10]]
+        lo, hi = got.values[0].T
+        truth = (1 - (1 - p[:, None]) ** ks).mean(0)
+        hits.append((lo <= truth) & (truth <= hi))
+        widths.append(hi - lo)
+        mu = p.mean()
+        assert hi[1] - lo[1] < 0.5 * (1 - (1 - mu) ** 10 - mu)
+    assert np.mean(hits) >= 0.9 and np.mean(widths, 0)[1] < 0.3
 
 
 def test_bad_arguments_are_named():

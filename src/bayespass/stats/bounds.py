@@ -7,7 +7,8 @@ counts is ``sum_i Binom(c | m, p_i) / T``, linear in the tasks' own distribution
 whose histogram lies in a simultaneous confidence box around the observed one is consistent with the data,
 and the bounds are the smallest and largest ``mean_G 1 - (1 - p)^k`` over those (two linear programs over
 a grid of p dense in logit p, with atoms at 0 and 1).  They hold the tasks' own pass@k whenever the box
-holds the expected histogram: at least ``ci_prob`` of the time, for any spread of p.
+holds the expected histogram: at least ``ci_prob`` of the time, for any spread of p.  Tasks with
+different numbers of samples are grouped by n (:func:`sample_groups`), each group with its own ``G``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..data.counts import validate_counts
 from ..defaults import rcParams
 from ..validate import as_k, check_prob
 
-__all__ = ["passk_bounds"]
+__all__ = ["passk_bounds", "sample_groups"]
 
 #: p on a grid dense in logit p (about 1e-6 .. 1 - 1e-6, 0.023 apart), and exactly 0 and 1
 _LOGIT_GRID = np.linspace(-14.0, 14.0, 1200)
@@ -65,18 +66,69 @@ def _unbiased_miss(n: np.ndarray, c: np.ndarray, js: np.ndarray) -> np.ndarray:
     return 1.0 - passk_unbiased_grid(n, c, js).T
 
 
+#: at most this many groups of tasks by samples drawn (each group is thinned to its own smallest n), and a
+#: group is split off only where it raises the share of the tasks' samples the bounds use by this much
+MAX_GROUPS = 4
+GROUP_GAIN = 0.3
+
+
+def sample_groups(n: np.ndarray) -> np.ndarray:
+    """(T,) the samples per task the bounds use: each task's n (at most :data:`MAX_M`) rounded down to a level.
+
+    The levels depend on the n alone (never on the counts): the smallest n, then, greedily, the level that
+    most raises the mean over tasks of (samples used) / (samples drawn), while it raises it by at least
+    :data:`GROUP_GAIN`, up to :data:`MAX_GROUPS` levels.  One sample on 5% of the tasks and 10 on the rest
+    gives two groups, 1 and 10; n between 8 and 10 gives one, 8 (thinning loses little, and another group
+    would split the confidence box).
+    """
+    cap = np.minimum(n, MAX_M).astype(int)
+    values, counts = np.unique(cap, return_counts=True)
+    levels = [int(values[0])]
+
+    def used(lv):
+        at = np.array(sorted(lv))
+        return float((at[np.searchsorted(at, values, side="right") - 1] / values * counts).sum() / counts.sum())
+
+    while len(levels) < MAX_GROUPS:
+        now = used(levels)
+        gains = [(used(levels + [int(v)]) - now, int(v)) for v in values if int(v) not in levels]
+        if not gains or max(gains)[0] < GROUP_GAIN:
+            break
+        levels.append(max(gains)[1])
+    at = np.array(sorted(levels))
+    return at[np.searchsorted(at, cap, side="right") - 1]
+
+
 def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
-    """(K, 2) bounds for one config's observed tasks (n >= 1)."""
+    """(K, 2) bounds for one config's observed tasks (n >= 1).
+
+    Tasks are grouped by :func:`sample_groups`; every group has its own distribution of p, so the linear
+    programs separate and the dataset's bounds are the task-weighted sums of the groups' bounds.  The
+    confidence box is one simultaneous box over every group's cells (Bonferroni over all of them).
+    """
+    level = sample_groups(n)
+    ms = np.unique(level)
+    cells, moments = int((ms + 1).sum()), int(ms.sum())
+    out = np.zeros((ks.size, 2))
+    for m in ms:
+        g = level == m
+        out += g.mean() * _bounds_group(n[g], c[g], int(m), ks, alpha / 2 / cells, alpha / 2 / moments)
+    return out
+
+
+def _bounds_group(n: np.ndarray, c: np.ndarray, m: int, ks: np.ndarray, a_cell: float, a_moment: float
+                  ) -> np.ndarray:
+    """(K, 2) bounds on the mean pass@k of tasks with at least m samples each, thinned to m."""
     from scipy.optimize import linprog
     from scipy.stats import binom
 
-    m, t = min(int(n.min()), MAX_M), n.size
+    t = n.size
     grid = _grid()
-    # box 1 (level 1 - alpha / 2, Bonferroni over the m + 1 cells): the histogram of m samples per task.  The
-    # mass of a cell is a sum of independent [0, 1] terms, less spread than the binomial of their mean
-    lo, hi = _clopper_pearson(thinned_histogram(n, c, m), t, alpha / 2 / (m + 1))
+    # box 1 (level 1 - a_cell per cell; Bonferroni): the histogram of m samples per task.  The mass of a
+    # cell is a sum of independent [0, 1] terms, less spread than the binomial of their mean
+    lo, hi = _clopper_pearson(thinned_histogram(n, c, m), t, a_cell)
     mix = binom.pmf(np.arange(m + 1)[:, None], m, grid[None, :])
-    # box 2 (1 - alpha / 2 over j = 1..m): the dataset's 1 - pass@j from the per-task unbiased estimates
+    # box 2 (1 - a_moment per j = 1..m): the tasks' 1 - pass@j from the per-task unbiased estimates
     # C(n - c, j) / C(n, j): it pins what the data identify (k <= m) more tightly than box 1.  Each is a
     # U-statistic of order j, an average over the task's j-subsets of "all j fail"; m samples hold m // j
     # disjoint ones, independent Bernoulli trials of (1 - p)^j, and the U-statistic is less spread than
@@ -84,7 +136,7 @@ def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> n
     js = np.arange(1, m + 1)
     blocks = m // js
     x = _unbiased_miss(n, c, js).sum(1) * blocks
-    mlo, mhi = _clopper_pearson(x, t * blocks, alpha / 2 / m)
+    mlo, mhi = _clopper_pearson(x, t * blocks, a_moment)
     mom = (1.0 - grid[None, :]) ** js[:, None]
     # a task's p between two grid points is a mix of the two only up to the chord's gap: the rows get that
     # slack (so the tasks' own distribution stays feasible) and the bounds that margin
@@ -120,10 +172,11 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
     from 5 samples per task pass@50 spans about 0.28, where the default's band spans 0.07.  Set the two
     side by side to see how much of a band beyond the data is the prior's (benchmarks/RESULTS.md).
 
-    Tasks with more samples than the config's smallest number enter as if that many had been drawn
-    (:func:`thinned_histogram`): the bounds use ``m = min n`` over observed tasks (at most
-    :data:`MAX_M`), so a config with one sample on a few tasks gets the bounds of one sample per task.
-    Tasks with n = 0 are left out.
+    Ragged n: the tasks are split into a few groups by n alone (:func:`sample_groups`), each with its
+    own distribution of p, and thinned to its group's smallest n (at most :data:`MAX_M`) by
+    :func:`thinned_histogram`.  A config with one sample on 5% of its tasks and 10 on the rest gets
+    bounds whose width beyond k = 1 comes from the 5% (at most 0.05) and from what 10 samples leave open
+    on the 95%, not the bounds of one sample per task.  Tasks with n = 0 are left out.
 
     Parameters
     ----------
@@ -137,20 +190,22 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
     Returns
     -------
     xarray.DataArray
-        ``(config, k, ci_bound)`` with ``ci_bound = ["lower", "upper"]``; ``attrs`` ``ci_prob`` and ``m``
-        (per config, the samples per task the bounds use).
+        ``(config, k, ci_bound)`` with ``ci_bound = ["lower", "upper"]``; ``attrs`` ``ci_prob``, ``m``
+        (per config, the fewest samples per task the bounds use) and ``m_levels`` (per config, the groups'
+        samples per task).
     """
     counts = validate_counts(counts)
     ks = as_k(k)
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     n_all, c_all = counts["n"].values, counts["c"].values
     out = np.full((n_all.shape[0], ks.size, 2), np.nan)
-    ms = []
+    levels = []
     for j in range(n_all.shape[0]):
         seen = n_all[j] > 0
         if seen.any():
             out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], ks, 1.0 - prob)
-        ms.append(min(int(n_all[j][seen].min()), MAX_M) if seen.any() else 0)
+        levels.append([int(v) for v in np.unique(sample_groups(n_all[j][seen]))] if seen.any() else [0])
     return xr.DataArray(out, dims=("config", "k", "ci_bound"),
                         coords={"config": counts.config.values, "k": ks, "ci_bound": ["lower", "upper"]},
-                        name="passk_bounds", attrs={"ci_prob": prob, "m": ms})
+                        name="passk_bounds",
+                        attrs={"ci_prob": prob, "m": [lv[0] for lv in levels], "m_levels": levels})
