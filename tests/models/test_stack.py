@@ -354,3 +354,43 @@ def test_identified_band_joins_only_configs_where_most_tasks_have_one_sample():
     n = xr.DataArray([[1] * 19 + [10], [1] * 2 + [10] * 18, [1] * 20, [0] * 5 + [1] * 9 + [3] * 6], dims=("config", "task"),
                      coords={"config": ["a", "b", "c", "d"]})
     assert _mostly_single_sample(az.InferenceData(constant_data=xr.Dataset({"n": n})), exclude=["c"]) == ["a", "d"]
+
+
+def test_a_task_or_two_short_of_samples_leave_the_mixture_band_within_the_data():
+    """One task of 300 with one sample (a failed generation) no longer makes every k > 1 "beyond the data".
+
+    identified_k: the largest k that at most 1% of the observed tasks have fewer samples than (the smallest n
+    under 100 tasks).  The band is the mixture's up to it and the hull of the candidates' bands beyond.
+    """
+    from bayespass.data.counts import identified_k
+    from bayespass.stats.curve import _bands, _hull, passk_bands
+
+    n = np.full((4, 300), 10)
+    n[0, 0] = 1  # 1 of 300 short: identified to 10
+    n[1, :3] = 1  # 3 of 300 (1%): still 10
+    n[2, :4] = 1  # 4 of 300: 1
+    n[3, :250] = 0
+    n[3, 250] = 2  # 1 of 50 observed, under 100 tasks: the smallest n
+    np.testing.assert_array_equal(identified_k(n), [10, 10, 1, 2])
+    np.testing.assert_array_equal(identified_k(np.zeros((1, 5), int)), [0])
+
+    rng = np.random.default_rng(1)
+    ks = np.array([1, 10, 100])
+    comp = np.tile(np.arange(2)[None, :, None].repeat(200, 1), (2, 1, 2))
+    centre = np.where(comp[..., None] == 0, 0.90, 0.94) * np.ones(ks.size)
+    passk = centre + 0.01 * rng.standard_normal((2, 400, 2, ks.size))
+    dims = ("chain", "draw", "config", "k")
+    draws = xr.Dataset(
+        {"passk": (dims, passk), "passk_mean": (dims, passk), "component": (dims[:3], comp),
+         "n_min": ("config", [1, 1]), "k_identified": ("config", [10, 1]),
+         "pass1_rate": ("config", [0.9, 0.9]), "pass1_trials": ("config", [300.0, 300.0]),
+         "single_share": ("config", [1 / 300, 4 / 300])},
+        coords={"config": ["one-short", "four-short"], "k": ks})
+    eti, _ = passk_bands(draws, 0.9, hdi=False)
+    full = draws["passk"].transpose(*dims)
+    mix = _bands(full, 0.9, False)[0]
+    hull = _hull([_bands(full.where(draws["component"] == c), 0.9, False)[0] for c in (0, 1)])
+    np.testing.assert_allclose(eti.sel(config="one-short", k=[1, 10]), mix.sel(config="one-short", k=[1, 10]))
+    np.testing.assert_allclose(eti.sel(config="one-short", k=100), hull.sel(config="one-short", k=100))
+    np.testing.assert_allclose(eti.sel(config="four-short"), hull.sel(config="four-short"))
+    assert np.abs(mix - hull).sel(config="one-short", k=10).max() > 1e-3  # the two rules differ there

@@ -243,3 +243,25 @@ def single_sample_share(n) -> np.ndarray:
     """(config,): the share of each config's observed tasks (n > 0) that have one sample; ``n`` (config, task)."""
     n = np.asarray(n)
     return (n == 1).sum(1) / np.maximum((n > 0).sum(1), 1)
+
+
+#: the band rule "hull-beyond" (``stats.curve.passk_bands``) counts pass@k as identified by the data up to the
+#: largest k that at most this share of a config's observed tasks have fewer samples than: where only a
+#: task or two of a few hundred has fewer (a failed generation, a ragged import), the candidates' disagreement
+#: about those tasks moves the dataset pass@k by at most this share
+IDENTIFIED_SHARE = 0.01
+
+
+def identified_k(n) -> np.ndarray:
+    """(config,): the largest k that at most :data:`IDENTIFIED_SHARE` of each config's observed tasks have n < k.
+
+    ``n`` (config, task); 0 for a config without an observed task.  Under 100 observed tasks it is the
+    smallest n (no task may fall short).
+    """
+    n = np.asarray(n)
+    out = np.zeros(n.shape[0], dtype=np.int64)
+    for j, row in enumerate(n):
+        seen = np.sort(row[row > 0])
+        if seen.size:
+            out[j] = seen[int(np.floor(IDENTIFIED_SHARE * seen.size + 1e-9))]
+    return out

@@ -182,9 +182,12 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         out["pass1_rate"] = ("config", (c * inv).sum(1) / np.maximum(tasks, 1))
         out["pass1_trials"] = ("config", tasks**2 / np.maximum(inv.sum(1), 1e-300))
         # and how many of its tasks have one sample only: the tasks with two or more identify the spread
-        from ..data.counts import single_sample_share
+        from ..data.counts import identified_k, single_sample_share
 
         out["single_share"] = ("config", single_sample_share(n))
+        # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall
+        # short of the rest (data.counts.IDENTIFIED_SHARE)
+        out["k_identified"] = ("config", identified_k(n))
     return out
 
 

@@ -94,7 +94,9 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     ``"hull-beyond"`` (the default)
         The mixture's band where k is at most the config's smallest number of
         samples per task (there the data identify pass@k, and the candidates
-        agree), the hull (below) beyond, where they extrapolate, and at every
+        agree; a task or two of a few hundred with fewer samples, at most
+        ``data.counts.IDENTIFIED_SHARE`` of them, do not count), the hull
+        (below) beyond, where they extrapolate, and at every
         k for a config with one sample per task (the spread of p over the
         tasks, part of the dataset pass@1's band, is not identified), widened
         there to :func:`identified_band`, which holds whatever that spread is
@@ -143,7 +145,10 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         mix = _bands(full, prob, hdi)
         # (config, k): pass@k identified by the data.  Not with one sample per task: the dataset pass@1's band
         # holds the spread of p over its tasks, which one sample each cannot tell (zoibb puts it at 0)
-        inside = (draws["k"] <= draws["n_min"]) & (draws["n_min"] >= 2)
+        # Up to k_identified: at most 1% of the tasks have fewer samples than k (data.counts.identified_k; draws
+        # from before it: the smallest n)
+        lim = draws["k_identified"] if "k_identified" in draws else draws["n_min"]
+        inside = (draws["k"] <= lim) & (lim >= 2)
         eti, h = (hull if hull is None else xr.where(inside, m, hull).transpose(*hull.dims)
                   for hull, m in zip((eti, h), mix, strict=True))
         single = single_sample_configs(draws)
