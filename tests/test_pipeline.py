@@ -281,3 +281,19 @@ def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
     for fn in (bp.gate, bp.reliability):
         with pytest.raises(TypeError, match="extend_inferencedata=True needs"):
             fn(samples, extend_inferencedata=True)
+
+
+def test_the_run_figure_draws_the_no_prior_bounds_for_a_few_configs():
+    """figures/passk_curves.png: bp.passk_bounds at log-spaced k up to the figure's, for at most 6 configs."""
+    import bayespass as bp
+    from bayespass.report.figures import BOUNDS_MAX_CONFIGS, _figure_bounds
+
+    rng = np.random.default_rng(0)
+    n = np.full((2, 80), 5)
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(0.5, 0.5, (2, 80))))
+    k = np.arange(1, 201)
+    got = _figure_bounds(counts, k)
+    assert got.k.values[0] == 1 and got.k.values[-1] == 200 and got.sizes["k"] >= 10
+    np.testing.assert_allclose(got.values, bp.passk_bounds(counts, got.k.values).values)
+    many = bp.make_counts(np.full((BOUNDS_MAX_CONFIGS + 1, 10), 5), np.ones((BOUNDS_MAX_CONFIGS + 1, 10), int))
+    assert _figure_bounds(many, k) is None

@@ -17,6 +17,22 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+#: the run's pass@k figure draws the assumption-free bounds (dotted) for at most this many configs (each costs
+#: two linear programs per k; more dotted lines than this hide the bands), at this many k
+BOUNDS_MAX_CONFIGS = 6
+BOUNDS_POINTS = 12
+
+
+def _figure_bounds(counts, k):
+    """:func:`bayespass.passk_bounds` at :data:`BOUNDS_POINTS` k log-spaced over the figure's, or None."""
+    if counts.sizes["config"] > BOUNDS_MAX_CONFIGS:
+        return None
+    from ..stats.bounds import passk_bounds
+
+    pts = np.unique(np.round(np.logspace(0, np.log10(k.max()), BOUNDS_POINTS)).astype(int))
+    return passk_bounds(counts, pts)
+
+
 def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
                  truth=None, cmp=None) -> dict[str, Path]:
     """Write the run's figures: pass@k curves (truth when known), PPC, forest and P(better), gating, sets."""
@@ -36,7 +52,7 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
         truth = truth(k) if callable(truth) else None  # truth(k) -> (config, k) when the truth is known
         cur = passk_curve(idatas[main], k)
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        plot_passk_curve(cur, counts=counts, truth=truth, ax=ax)
+        plot_passk_curve(cur, counts=counts, truth=truth, ax=ax, bounds=_figure_bounds(counts, k))
         if truth is not None:
             ax.set_title(ax.get_title() + "\n(dashed: synthetic truth)", fontsize=9)
         figs["passk"] = _save(fig, folder / "passk_curves.png")
