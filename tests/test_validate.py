@@ -31,6 +31,9 @@ def test_as_k_and_parse_list():
     for bad in (0, [1, -2], "a,b", [], 2.5):
         with pytest.raises((ValueError, TypeError), match="k"):
             as_k(bad)
+    assert list(as_k([1, 10**12])) == [1, 10**12]
+    with pytest.raises(ValueError, match=r"k must be at most 10\*\*12 .*got \[1000000000000000000\]"):
+        as_k([1, 1e18])  # float64 cannot resolve pass@1e18: it came out negative (-43.8, bb) or 0.52
     assert parse_list("a, b,c", name="configs") == ["a", "b", "c"]
     assert parse_list([1, 2], name="k", cast=int) == [1, 2]
 
