@@ -103,6 +103,25 @@ def test_a_few_one_sample_tasks_leave_the_bounds_of_the_others():
     assert np.mean(hits) >= 0.9 and np.mean(widths, 0)[1] < 0.3
 
 
+def test_bounds_at_a_million_and_beyond_stay_informative_and_do_not_depend_on_the_other_k():
+    """At k in the millions the grid's first gap (0 to 1e-6) made the bounds [0, 1]; they now rise with k (up
+    to the grid's margin) and stay above pass@1's, and the bounds at one k do not depend on which others are asked.
+    """
+    rng = np.random.default_rng(5)
+    p = rng.beta(0.5, 0.5, 300)
+    n = np.full((1, 300), 10)
+    ks = np.array([10**12, 1, 10, 1000, 10**6, 10**9])  # unsorted on purpose
+    got = bp.passk_bounds(bp.make_counts(n, rng.binomial(n, p)), ks).values[0]
+    order = np.argsort(ks)
+    assert (np.diff(got[order, 0]) >= -0.003).all() and (np.diff(got[order, 1]) >= -0.003).all()
+    assert got[0, 0] >= got[1, 0]  # pass@1e12's lower bound at least pass@1's: not 0
+    truth = (1 - (1 - p[:, None]) ** ks.astype(float)).mean(0)
+    assert ((got[:, 0] <= truth) & (truth <= got[:, 1])).all()
+    counts = bp.make_counts(n, rng.binomial(n, p))
+    np.testing.assert_allclose(bp.passk_bounds(counts, [10, 10**9]).values[0, 0],
+                               bp.passk_bounds(counts, [10]).values[0, 0], atol=1e-12)
+
+
 def test_bad_arguments_are_named():
     counts = bp.make_counts(np.full(10, 3), np.ones(10, int))
     with pytest.raises(ValueError, match="ci_prob"):

@@ -22,14 +22,17 @@ from ..validate import as_k, check_prob
 
 __all__ = ["passk_bounds", "sample_groups"]
 
-#: p on a grid dense in logit p (about 1e-6 .. 1 - 1e-6, 0.023 apart), and exactly 0 and 1
+#: p on a grid dense in logit p (about 1e-6 .. 1 - 1e-6, 0.023 apart), a sparser tail down to about 1e-15
+#: (0.1 apart: where only k in the millions and beyond tells p from 0; without it the grid's first gap, 0 to
+#: 1e-6, made the bounds [0, 1] from k ~ 1e7 on), and exactly 0 and 1
 _LOGIT_GRID = np.linspace(-14.0, 14.0, 1200)
+_LOGIT_TAIL = np.arange(-35.0, -14.0, 0.1)
 
 
 def _grid() -> np.ndarray:
     from scipy.special import expit
 
-    return np.concatenate([[0.0], expit(_LOGIT_GRID), [1.0]])
+    return np.concatenate([[0.0], expit(_LOGIT_TAIL), expit(_LOGIT_GRID), [1.0]])
 
 
 def _clopper_pearson(x: np.ndarray, trials: float, a: float) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +156,21 @@ def _bounds_group(n: np.ndarray, c: np.ndarray, m: int, ks: np.ndarray, a_cell: 
                         method="highs") for s in (1.0, -1.0)]
         if all(e.status == 0 for e in ends):
             out[i] = np.clip([ends[0].fun - gap, -ends[1].fun + gap], 0.0, 1.0)
-    return out
+    return _monotone(out, ks, m, mlo, mhi)
+
+
+def _monotone(out: np.ndarray, ks: np.ndarray, m: int, mlo: np.ndarray, mhi: np.ndarray) -> np.ndarray:
+    """Bounds that keep what the box itself says of pass@j, j <= m (the same whichever k are asked for).
+
+    Within the box, ``pass@j >= 1 - mhi_j`` (and ``<= 1 - mlo_j``), and pass@k never falls with k: the lower
+    bound at k is raised to the largest of these for j <= k, the upper bound at k <= m lowered to its own.  The
+    linear programs' grid margin, large only at k in the millions, no longer takes the bounds below them.
+    """
+    floor = 1.0 - np.minimum.accumulate(mhi)  # (m,): pass@j >= floor[j - 1] for every j' <= j, so for k >= j
+    j = np.minimum(ks, m) - 1
+    lo = np.maximum(out[:, 0], floor[j])
+    hi = np.where(ks <= m, np.minimum(out[:, 1], 1.0 - mlo[j]), out[:, 1])
+    return np.where(np.isnan(out), np.nan, np.stack([lo, hi], axis=1))
 
 
 def _chord_gap(at_mid: np.ndarray, at_grid: np.ndarray) -> np.ndarray:
