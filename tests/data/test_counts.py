@@ -83,6 +83,11 @@ def test_csv_errors_name_file_and_row(tmp_path):
     f.write_text("task,n,c\nt1,five,2\n")
     with pytest.raises(ValueError, match=r"row 1 .* n must be a non-negative integer; got 'five'"):
         bp.read_counts(f)
+    # the value as written, not numpy's repr ("got np.float64(5.5)"); an empty cell as ''
+    for cell, shown in (("5.5", "5.5"), ("", "''"), ("-5", "-5")):
+        f.write_text(f"task,n,c\nt1,5,2\nt2,{cell},1\n")
+        with pytest.raises(ValueError, match=rf"row 2 \(task 't2'\): n must be a non-negative integer; got {shown}$"):
+            bp.read_counts(f)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         bp.read_counts(tmp_path / "nope.csv")
     with pytest.raises(ValueError, match="cannot tell the format"):

@@ -201,7 +201,7 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
-                             f"non-negative integer; got {df[col].iloc[row]!r}")
+                             f"non-negative integer; got {_plain(df[col].iloc[row])!r}")
         df[col] = vals.astype("int64")
     bad = df["c"] > df["n"]
     if bad.any():
@@ -265,3 +265,10 @@ def identified_k(n) -> np.ndarray:
         if seen.size:
             out[j] = seen[int(np.floor(IDENTIFIED_SHARE * seen.size + 1e-9))]
     return out
+
+
+def _plain(v):
+    """Return a cell's value as the user wrote it: numpy scalars as Python ones, a missing cell as ''."""
+    if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):
+        return ""
+    return v.item() if isinstance(v, np.generic) else v
