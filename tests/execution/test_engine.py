@@ -208,8 +208,16 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
     assert list(ds.task.values) == ["HumanEval/0", "HumanEval/1"] and int(ds.correct.sum()) == 2
     res = CliRunner().invoke(app, ["execute", str(f), "--suite", "mbpp+"])
     assert res.exit_code == 2 and "cannot download" in res.output
-    with pytest.raises(ValueError, match="needs 'solution' or 'completion'"):
+    with pytest.raises(ValueError, match=r"sample record 0 \(counting from 0\) \(task 'HumanEval/0'\): a sample "
+                                         r"record needs 'solution' or 'completion'"):
         engine.execute([{"task_id": "HumanEval/0"}], humaneval, progress=False)
+    # in a file, the error names its line (the JSON error did, the record errors counted records from 0)
+    f.write_text('{"task_id": "HumanEval/0", "completion": "x"}\n\n{"task_id": "HumanEval/1"}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"s.jsonl, line 3 \(task 'HumanEval/1'\): a sample record needs 'solution'"):
+        engine.execute(str(f), humaneval, progress=False)
+    f.write_text('[1, 2]\n')
+    with pytest.raises(ValueError, match=r"s.jsonl, line 1: a sample record needs 'task_id'; got a list"):
+        engine.execute(str(f), humaneval, progress=False)
     assert np.array_equal(engine.to_counts(engine.execute(canonical_samples(humaneval)[:3], humaneval,
                                                           progress=False), correctness="base").c.values, [[1, 1, 1]])
 

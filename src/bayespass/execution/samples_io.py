@@ -49,11 +49,13 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     Sample indices number the records of each (config, task) in order.
     """
     default = config or "samples"
+    wheres = None  # where each record came from, for errors (a file's line, or a program file)
     if isinstance(samples, pd.DataFrame):
         recs = samples.to_dict("records")
     elif isinstance(samples, list | tuple):
         recs = list(samples)
     else:
+        wheres = []
         path = Path(os.fspath(samples))
         if not path.exists():
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
@@ -67,6 +69,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                     except UnicodeDecodeError as err:
                         raise ValueError(f"{f}: not UTF-8 text ({err.reason} at byte {err.start})") from err
                     recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
+                    wheres.append(str(f))
         else:
             from ..data.io import _lines
 
@@ -77,12 +80,16 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                             recs.append(json.loads(line))
                         except json.JSONDecodeError as err:
                             raise ValueError(f"{path}, line {lineno}: invalid JSON ({err.msg})") from err
+                        wheres.append(f"{path}, line {lineno}")
     rows = []
     for i, rec in enumerate(recs):
+        where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
         if not isinstance(rec, dict) or "task_id" not in rec:
-            raise ValueError(f"sample record {i} has no 'task_id'")
+            raise ValueError(f"{where}: a sample record needs 'task_id'"
+                             + (f"; found keys {sorted(rec)[:8]}" if isinstance(rec, dict) else
+                                f"; got a {type(rec).__name__}, not a JSON object"))
         if "solution" not in rec and "completion" not in rec:
-            raise ValueError(f"sample record {i} (task {rec['task_id']!r}) needs 'solution' or 'completion'")
+            raise ValueError(f"{where} (task {rec['task_id']!r}): a sample record needs 'solution' or 'completion'")
         rows.append(dict(rec, config=_config_of(rec, default), task=str(rec["task_id"])))
     if not rows:
         raise ValueError("no samples found")
