@@ -211,3 +211,30 @@ def test_generate_and_run_share_one_decoding_check(kwargs, needle):
     if "temperature" in kwargs and isinstance(kwargs["temperature"], tuple):  # RunConfig says the same
         with pytest.raises(ValueError, match=re.escape(needle.replace("'m'", "'synthetic'"))):
             RunConfig(temperatures=kwargs["temperature"])
+
+
+def test_a_fit_where_counts_are_passed_and_fits_of_other_counts_are_named():
+    """passk_curve, plan, allocate, ppc and improvability on counts said AttributeError ('Dataset' object has no
+    attribute 'groups'); stack and compare of fits made on other counts said numpy's "all input arrays must
+    have the same shape"."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    n = np.full((2, 60), 5)
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(0.5, 0.5, (2, 60))))
+    for call, what in ((lambda: bp.passk_curve(counts, [1]), "passk_curve"),
+                       (lambda: bp.plan(counts, k=10, target_width=0.1), "plan"),
+                       (lambda: bp.allocate(counts, k=10, budget=5), "allocate"),
+                       (lambda: bp.ppc(counts), "ppc"), (lambda: bp.improvability(counts), "improvability")):
+        with pytest.raises(TypeError, match=rf"^{what} needs a fit .*got Dataset; these are counts: fit them first"):
+            call()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = bp.fit(counts, "bb", "eb", seed=0, progressbar=False)
+        b = bp.fit(counts.isel(task=slice(0, 30)), "zoibb", "eb", seed=0, progressbar=False)
+        c = bp.fit(bp.make_counts(n, np.minimum(counts.c.values + 1, 5), task=counts.task.values,
+                                  config=counts.config.values), "zoibb", "eb", seed=0, progressbar=False)
+    with pytest.raises(ValueError, match=r"stacking needs fits of the same counts; 'b' \(2 configs x 30 tasks\)"):
+        bp.stack({"a": a, "b": b})
+    with pytest.raises(ValueError, match=r"compare needs fits of the same counts; 'c' .* other n or c"):
+        bp.compare({"a": a, "c": c})

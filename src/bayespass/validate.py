@@ -116,3 +116,15 @@ def split_pair(pair: Any, configs: Sequence[str], *, name: str = "pair") -> Any:
         raise ValueError(f"{name} {pair!r} splits into two configs in {len(known)} ways: {known}; pass the "
                          "pair as a tuple (Python) instead")
     return known[0] if known else (pair[:cuts[0]], pair[cuts[0] + 1:])
+
+
+def check_fit(idata: Any, *, what: str) -> None:
+    """Raise a TypeError unless ``idata`` is a fit (an InferenceData with a posterior), saying what was passed."""
+    if hasattr(idata, "groups") and callable(idata.groups) and "posterior" in idata.groups():
+        return
+    hint = ""
+    if hasattr(idata, "data_vars") and {"n", "c"} <= set(idata.data_vars):
+        hint = "; these are counts: fit them first, bp.fit(counts)"
+    elif hasattr(idata, "groups") and callable(idata.groups):
+        hint = f"; it has no posterior group (groups {list(idata.groups())})"
+    raise TypeError(f"{what} needs a fit (arviz.InferenceData from bayespass.fit); got {type(idata).__name__}{hint}")

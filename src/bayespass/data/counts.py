@@ -272,3 +272,34 @@ def _plain(v):
     if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):
         return ""
     return v.item() if isinstance(v, np.generic) else v
+
+
+def check_same_counts(fits: dict, *, what: str) -> None:
+    """Raise a ValueError naming the fits of ``fits`` (name -> InferenceData) not made on the first one's counts.
+
+    ``what`` names the operation for the message ("stacking", "compare").  Fits of different counts have
+    pointwise log-likelihoods over different tasks, which neither stacking nor LOO can set side by side.
+    """
+    from ..validate import check_fit
+
+    names = list(fits)
+    for name in names:
+        check_fit(fits[name], what=f"{what} (fit {name!r})")
+
+    def key(idata):
+        obs, const = idata.observed_data["c"], idata.constant_data["n"]
+        return (tuple(map(str, obs.config.values)), tuple(map(str, obs.task.values)),
+                obs.transpose("config", "task").values, const.transpose("config", "task").values)
+
+    if not names:
+        return
+    ref = key(fits[names[0]])
+    for name in names[1:]:
+        got = key(fits[name])
+        if got[:2] != ref[:2] or got[2].shape != ref[2].shape or not (
+                np.array_equal(got[2], ref[2]) and np.array_equal(got[3], ref[3])):
+            shape = f"{len(got[0])} configs x {len(got[1])} tasks"
+            raise ValueError(
+                f"{what} needs fits of the same counts; {name!r} ({shape}) was not fitted on the counts of "
+                f"{names[0]!r} ({len(ref[0])} configs x {len(ref[1])} tasks"
+                + ("" if got[:2] != ref[:2] else ", the same configs and tasks but other n or c") + ")")

@@ -686,6 +686,9 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     names = list(fits)
     if len(names) < 2:
         raise ValueError(f"stacking needs at least two fits; got {names!r}")
+    from ..data.counts import check_same_counts
+
+    check_same_counts(fits, what="stacking")
     first = fits[names[0]]
     if counts is None:
         counts = make_counts(first.constant_data["n"].values, first.observed_data["c"].values,

@@ -55,6 +55,9 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
     if extend_inferencedata:
         for d in idatas.values():
             check_target(d)
+    from ..data.counts import check_same_counts
+
+    check_same_counts(idatas, what="compare")
     names = list(idatas)
     pw = {name: pointwise_loo(d) for name, d in idatas.items()}
     first = next(iter(idatas.values()))

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from ..defaults import rcParams
 from ..results import Table
-from ..validate import as_k, check_prob
+from ..validate import as_k, check_fit, check_prob
 from .attach import attach
 
 __all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
@@ -48,6 +48,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     """
     from ..models.predictive import passk_draws
 
+    check_fit(idata, what="passk_curve")
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     if k is None:
         draws = idata.passk
@@ -290,6 +291,7 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
     Returns ``dpass`` and ``pass1`` means and their equal-tailed intervals
     (``dpass_eti``, ``pass1_eti`` over ``ci_bound``).
     """
+    check_fit(idata, what="improvability")
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     post = idata.posterior
     if "kappa" in post:

@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 
 from ..defaults import rcParams
-from ..validate import as_k, check_positive_int, check_prob, split_pair
+from ..validate import as_k, check_fit, check_positive_int, check_prob, split_pair
 
 __all__ = ["allocate", "plan"]
 
@@ -102,6 +102,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from ..models.fit import fit as fit_model
     from .curve import passk_curve
 
+    check_fit(fit, what="plan")
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for plan(); got {k!r}")
@@ -231,6 +232,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     """
     from ..models.predictive import _model
 
+    check_fit(fit, what="allocate")
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for allocate(); got {k!r}")

@@ -59,6 +59,9 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
         ``p_value``, and ``extreme`` (p < 0.025 or p > 0.975; p < 0.05 for
         the histogram distance).
     """
+    from ..validate import check_fit
+
+    check_fit(idata, what="ppc")
     if "posterior_predictive" not in idata.groups():
         raise ValueError("idata has no posterior_predictive group; fit it with bayespass.fit")
     n = idata.constant_data["n"].values
