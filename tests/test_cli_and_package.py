@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -35,6 +36,13 @@ def test_estimate_cli(tmp_path):
     assert rows[0]["avg@n"] == pytest.approx(5 / 12)
     res = runner.invoke(app, ["estimate", str(f), "--k", "1,2", "--format", "csv"])
     assert res.exit_code == 0 and res.stdout.count("\n") == 6
+    assert "note:" not in res.stderr  # every task has n >= 2
+    # a task with fewer samples: the unbiased '—' is explained on stderr, the table stays clean on stdout
+    f.write_text("task,n,c\nt1,3,2\nt2,3,2\nt3,1,1\nt4,3,0\n")
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,2", "--method", "unbiased", "--format", "json"])
+    assert json.loads(res.stdout)[0]["pass@2"] is None
+    assert re.search(r"undefined \(—\) for k above a config's smallest n: \S+ smallest n 1 \(1 of 4 tasks below 2\)",
+                     res.stderr), res.stderr
 
 
 def test_estimate_cli_errors(tmp_path):

@@ -101,6 +101,7 @@ def estimate(
     """Closed-form pass@k estimates, one row per config and method."""
     from .data.io import read_counts
     from .stats.table import estimate_table
+    from .validate import as_k
 
     _check_format(format)
     try:
@@ -116,7 +117,25 @@ def estimate(
         typer.echo(f"note: with one sample per task only pass@1 is identified, so the closed-form bb/zoibb/linmix "
                    f"estimates beyond it are undefined (—); 'bayespass fit {counts}' gives pass@k with a band as wide "
                    "as the data warrant", err=True)
+    if "unbiased" in method.split(","):
+        _note_short_tasks(ds, as_k(k), counts)
     emit(df, format)
+
+
+def _note_short_tasks(ds, ks, counts) -> None:
+    """Say why the unbiased estimate is '—': some task of the config has fewer samples than k."""
+    n = ds["n"].transpose("config", "task").values
+    k = int(ks.max())
+    short = ((n > 0) & (n < k)).sum(1)
+    if not short.any():
+        return
+    parts = [f"{cfg} smallest n {int(row[row > 0].min())} ({int(s)} of {int((row > 0).sum())} tasks below {k})"
+             for cfg, s, row in zip(ds.config.values, short, n, strict=True) if s][:4]
+    typer.echo(f"note: the unbiased estimate of pass@k needs k <= n on every task, so it is undefined (—) for k "
+               f"above a config's smallest n: {'; '.join(parts)}{'; ...' if int((short > 0).sum()) > 4 else ''}. "
+               f"'bayespass fit {counts}' "
+               "gives pass@k with a band that covers those tasks too, and 'bayespass curve FIT --bounds' the "
+               "bounds that assume no prior", err=True)
 
 
 @app.command("fit")
