@@ -66,21 +66,28 @@ def main() -> None:
         print(f"  {cfg} (groups {grouped.attrs['m_levels'][j]}): " + "; ".join(cells))
     widths = {}
     saved = counts_mod.IDENTIFIED_SHARE
-    for share in (0.0, saved):  # the fit stores its draws (and their k_identified): one fit per rule, same seed
-        counts_mod.IDENTIFIED_SHARE = share
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fit = bp.fit(sub, "auto", "eb", seed=1, k=ks, progressbar=False)
-            eti = bp.passk_curve(fit, ks)["eti"]
-        finally:
-            counts_mod.IDENTIFIED_SHARE = saved
+    for share in (0.0, saved):
+        eti = band_under(sub, ks, share)
         widths[share] = (eti.sel(ci_bound="upper") - eti.sel(ci_bound="lower")).values
     print(f"\nwidth of the default's 90% band, identified up to the smallest n -> up to identified_k "
           f"(IDENTIFIED_SHARE = {saved}):")
     for j, cfg in enumerate(sub.config.values):
         cells = [f"k={k}: {widths[0.0][j, i]:.4f} -> {widths[saved][j, i]:.4f}" for i, k in enumerate(ks)]
         print(f"  {cfg}: " + "; ".join(cells))
+
+
+def band_under(counts, ks, share: float):
+    """The default's 90% band (``eti``) with ``IDENTIFIED_SHARE = share``: the fit stores its draws (and their
+    k_identified), so one fit per rule, with the same seed."""
+    saved = counts_mod.IDENTIFIED_SHARE
+    counts_mod.IDENTIFIED_SHARE = share
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = bp.fit(counts, "auto", "eb", seed=1, k=ks, progressbar=False)
+        return bp.passk_curve(fit, ks)["eti"]
+    finally:
+        counts_mod.IDENTIFIED_SHARE = saved
 
 
 def simulate(reps: int, ks) -> None:
@@ -99,14 +106,7 @@ def simulate(reps: int, ks) -> None:
         counts = bp.make_counts(n, rng.binomial(n, p), config=[f"r{r}" for r in range(reps)])
         truth = true_passk(p, ks)
         for share in (0.0, saved):
-            counts_mod.IDENTIFIED_SHARE = share
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    fit = bp.fit(counts, "auto", "eb", seed=1, k=ks, progressbar=False)
-                eti = bp.passk_curve(fit, ks)["eti"]
-            finally:
-                counts_mod.IDENTIFIED_SHARE = saved
+            eti = band_under(counts, ks, share)
             lo, hi = eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values
             cov = ((lo <= truth) & (truth <= hi)).mean(0)
             wid = (hi - lo).mean(0)
