@@ -519,7 +519,8 @@ class Shared(Model):
         full = np.empty((C, D * reps, n.shape[0], k.size))
         t_idx = np.arange(col.size)
         # the posterior mean (Rao-Blackwellised) at the centre of the parameters (see _center)
-        w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
+        centre = self._center(idata.posterior)
+        w, a, b = self._task_weights(*centre, d, xq, s0)
         w_t = w[col]
         cond = passk_bb_predictive(n_o[:, :, None, None], c_o[:, :, None, None], k, a[:, col][..., None],
                                    b[:, col][..., None])  # (J, T, Q, K) given each node
@@ -529,7 +530,11 @@ class Shared(Model):
         def chain(ci):  # a generator per chain: the draws do not depend on the number of threads
             rng = np.random.default_rng([seed, ci])
             for di in range(D):
-                w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq, s0)
+                # the abilities and the difficulties share a location the counts hardly fix (alpha + s with every
+                # difficulty + s predicts the same): the nodes move with this draw's shift of the abilities, or
+                # under a draw far along that ridge every task's weight piles on its extreme node
+                shift = float(np.mean(alpha[ci, di] - centre[0]))
+                w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq + shift, s0)
                 ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
                 cdf = np.cumsum(w_t, axis=-1)
                 for r in range(reps):
