@@ -468,13 +468,13 @@ class Shared(Model):
         alpha, phi, beta = self._params(post)
         return alpha.mean((0, 1)), np.exp(np.log(phi).mean((0, 1))), beta.mean((0, 1))
 
-    def _nodes(self, post, d: _Data, nodes: int):
+    def _nodes(self, centre, d: _Data, nodes: int):
         """Return ``nodes`` grid points per distinct task at quantiles of its difficulty posterior.
 
-        Computed at the posterior-mean parameters: each node carries 1/nodes of the posterior there; the
-        log density at the nodes is returned too, to reweight them under other draws.
+        Computed at the parameters ``centre`` (:meth:`_center`): each node carries 1/nodes of the posterior
+        there; the log density at the nodes is returned too, to reweight them under other draws.
         """
-        alpha, phi, beta = self._center(post)
+        alpha, phi, beta = centre
         with np.errstate(all="ignore"):
             ll, _, _, _ = _lik(alpha, phi, d, d.x)
         s = ll.sum(0) + _log_g(beta, d.hat)[None, :]
@@ -507,7 +507,8 @@ class Shared(Model):
         c = idata.observed_data["c"].transpose("config", "task").values.astype(float)
         k = np.asarray(k)
         d = _Data(n, c)
-        xq, s0 = self._nodes(post, d, nodes)
+        node_centre = self._center(post)
+        xq, s0 = self._nodes(node_centre, d, nodes)
         alpha, phi, beta = self._params(post)
         C, D = alpha.shape[:2]
         col = d.inverse
@@ -519,8 +520,7 @@ class Shared(Model):
         full = np.empty((C, D * reps, n.shape[0], k.size))
         t_idx = np.arange(col.size)
         # the posterior mean (Rao-Blackwellised) at the centre of the parameters (see _center)
-        centre = self._center(idata.posterior)
-        w, a, b = self._task_weights(*centre, d, xq, s0)
+        w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
         w_t = w[col]
         cond = passk_bb_predictive(n_o[:, :, None, None], c_o[:, :, None, None], k, a[:, col][..., None],
                                    b[:, col][..., None])  # (J, T, Q, K) given each node
@@ -533,7 +533,7 @@ class Shared(Model):
                 # the abilities and the difficulties share a location the counts hardly fix (alpha + s with every
                 # difficulty + s predicts the same): the nodes move with this draw's shift of the abilities, or
                 # under a draw far along that ridge every task's weight piles on its extreme node
-                shift = float(np.mean(alpha[ci, di] - centre[0]))
+                shift = float(np.mean(alpha[ci, di] - node_centre[0]))  # from where the nodes were placed
                 w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq + shift, s0)
                 ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
                 cdf = np.cumsum(w_t, axis=-1)
