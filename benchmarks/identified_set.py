@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration as cal  # noqa: E402
 
-from bayespass.stats.bounds import _bounds_one  # noqa: E402
+from bayespass.stats.bounds import _bounds_one, sample_groups  # noqa: E402
 
 KS = (1, 10, 50, 100)
 ALPHA = 0.1
@@ -38,7 +38,8 @@ ALPHA = 0.1
 
 def interval(c: np.ndarray, m: int, ks, alpha: float = ALPHA) -> np.ndarray:
     """(K, 2): :func:`bayespass.passk_bounds` of tasks with counts ``c`` of ``m`` samples each."""
-    return _bounds_one(np.full(c.size, m), c, np.asarray(ks), alpha)
+    n = np.full(c.size, m)
+    return _bounds_one(n, c, sample_groups(n), np.asarray(ks), alpha)
 
 
 def _row(data, family, m, reps, bands, truth):

@@ -285,19 +285,18 @@ def check_same_counts(fits: dict, *, what: str) -> None:
     names = list(fits)
     for name in names:
         check_fit(fits[name], what=f"{what} (fit {name!r})")
+    if not names:
+        return
 
     def key(idata):
         obs, const = idata.observed_data["c"], idata.constant_data["n"]
         return (tuple(map(str, obs.config.values)), tuple(map(str, obs.task.values)),
                 obs.transpose("config", "task").values, const.transpose("config", "task").values)
 
-    if not names:
-        return
     ref = key(fits[names[0]])
     for name in names[1:]:
-        got = key(fits[name])
-        if got[:2] != ref[:2] or got[2].shape != ref[2].shape or not (
-                np.array_equal(got[2], ref[2]) and np.array_equal(got[3], ref[3])):
+        got = key(fits[name])  # the same configs and tasks make the arrays' shapes equal
+        if got[:2] != ref[:2] or not (np.array_equal(got[2], ref[2]) and np.array_equal(got[3], ref[3])):
             shape = f"{len(got[0])} configs x {len(got[1])} tasks"
             raise ValueError(
                 f"{what} needs fits of the same counts; {name!r} ({shape}) was not fitted on the counts of "

@@ -102,14 +102,13 @@ def sample_groups(n: np.ndarray) -> np.ndarray:
     return at[np.searchsorted(at, cap, side="right") - 1]
 
 
-def _bounds_one(n: np.ndarray, c: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
-    """(K, 2) bounds for one config's observed tasks (n >= 1).
+def _bounds_one(n: np.ndarray, c: np.ndarray, level: np.ndarray, ks: np.ndarray, alpha: float) -> np.ndarray:
+    """(K, 2) bounds for one config's observed tasks (n >= 1), grouped by ``level`` (:func:`sample_groups`).
 
-    Tasks are grouped by :func:`sample_groups`; every group has its own distribution of p, so the linear
-    programs separate and the dataset's bounds are the task-weighted sums of the groups' bounds.  The
-    confidence box is one simultaneous box over every group's cells (Bonferroni over all of them).
+    Every group has its own distribution of p, so the linear programs separate and the dataset's bounds are
+    the task-weighted sums of the groups' bounds.  The confidence box is one simultaneous box over every
+    group's cells (Bonferroni over all of them).
     """
-    level = sample_groups(n)
     ms = np.unique(level)
     cells, moments = int((ms + 1).sum()), int(ms.sum())
     out = np.zeros((ks.size, 2))
@@ -219,9 +218,12 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
     levels = []
     for j in range(n_all.shape[0]):
         seen = n_all[j] > 0
-        if seen.any():
-            out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], ks, 1.0 - prob)
-        levels.append([int(v) for v in np.unique(sample_groups(n_all[j][seen]))] if seen.any() else [0])
+        if not seen.any():
+            levels.append([0])
+            continue
+        level = sample_groups(n_all[j][seen])
+        out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], level, ks, 1.0 - prob)
+        levels.append([int(v) for v in np.unique(level)])
     return xr.DataArray(out, dims=("config", "k", "ci_bound"),
                         coords={"config": counts.config.values, "k": ks, "ci_bound": ["lower", "upper"]},
                         name="passk_bounds",
