@@ -4,18 +4,21 @@
 
     x_i ~ g                                              (task difficulty, shared by every config;
                                                           log g piecewise linear on 13 knots over [-10, 10])
-    m_ij = logistic(alpha_j - x_i)
+    m_ij = logistic(alpha_j - s_j x_i)
     p_ij ~ Beta(m_ij phi_j, (1 - m_ij) phi_j)            (per-config overdispersion)
     c_ij ~ Binomial(n_ij, p_ij)
 
     alpha_j ~ Normal(0, 2.5),  log phi_j ~ Normal(log 20, 1.5),
+    log s = Z eta, eta ~ Normal(0, 0.5)                  (Z: orthonormal basis of the vectors summing to 0)
     log g knot values ~ Normal(0, 3) with second differences ~ Normal(0, 1.5)   (smooth, any shape)
 
-Each config has an ability ``alpha_j`` and a dispersion ``phi_j``; tasks have one difficulty for all
-configs, drawn from a distribution ``g`` learnt from the data, so it can put mass on tasks no config
-solves and on tasks every config solves (which a normal difficulty cannot, and which real benchmarks
-have).  The difficulties are **integrated out** task by task on a fine grid, so the likelihood depends on
-``2 J + 13`` numbers only.  ``method="eb"`` maximises their posterior with analytic gradients (L-BFGS) and
+Each config has an ability ``alpha_j``, a dispersion ``phi_j`` and a slope ``s_j`` (how sharply its success
+falls with difficulty: sampling at a higher temperature flattens it, ``logit p / T``); tasks have one
+difficulty for all configs, drawn from a distribution ``g`` learnt from the data, so it can put mass on tasks
+no config solves and on tasks every config solves (which a normal difficulty cannot, and which real
+benchmarks have).  The slopes' geometric mean is 1 (the scale of the difficulties is ``g``'s), so one config
+has none.  The difficulties are **integrated out** task by task on a fine grid, so the likelihood depends on
+``3 J + 12`` numbers only.  ``method="eb"`` maximises their posterior with analytic gradients (L-BFGS) and
 draws them from its Laplace approximation; ``method="mcmc"`` runs NUTS on the same marginal density.
 
 pass@k draws sample every task's difficulty from its posterior given *all* configs' counts and each
@@ -52,7 +55,16 @@ PHI_MARGIN = 2.0
 #: tasks); with one sample per task the dispersions and the spread of g trade off along a ridge that only
 #: long trajectories cross (12 real configs x 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
 STEPS = ((3, 8), (6, 16))
-_PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5}
+_PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5,
+          "eta": (0.0, 0.5)}
+
+
+def _basis(J: int) -> np.ndarray:
+    """Orthonormal basis (J, J - 1) of the vectors summing to 0: the log slopes are ``Z @ eta``."""
+    if J < 2:
+        return np.zeros((J, 0))
+    q = np.linalg.qr(np.column_stack([np.ones(J), np.eye(J)[:, :J - 1]]))[0]
+    return q[:, 1:]
 
 
 def _hat(x: np.ndarray) -> np.ndarray:
@@ -63,7 +75,8 @@ def _hat(x: np.ndarray) -> np.ndarray:
 class _Data:
     """Distinct task columns (counts of every config on a task) with their multiplicities."""
 
-    def __init__(self, n: np.ndarray, c: np.ndarray, phi: np.ndarray | None = None):
+    def __init__(self, n: np.ndarray, c: np.ndarray, phi: np.ndarray | None = None,
+                 slope: np.ndarray | None = None):
         obs = (n > 0).any(0)
         cols = np.concatenate([n[:, obs], c[:, obs]]).T
         uniq, inverse, w = np.unique(cols, axis=0, return_inverse=True, return_counts=True)
@@ -72,8 +85,11 @@ class _Data:
         self.inverse, self.observed = inverse.ravel(), obs  # observed task -> distinct column
         # trapezoid error ~ exp(-2 pi^2 (sd/h)^2) for a task posterior of sd >= 2 / sqrt(sum_j n_ij): h <= 1.2 sd.
         # Given dispersions phi_j (J,), a config's count tells at most as much as n (1 + phi) / (n + phi) trials
-        # (its Beta-Binomial variance), so the bound is 2 / sqrt(sum_j n_eff_ij)
+        # (its Beta-Binomial variance), so the bound is 2 / sqrt(sum_j n_eff_ij); a config of slope s_j tells
+        # s_j^2 times as much about the difficulty (bound on the slopes: ``slope``, default 1)
         n_eff = self.n if phi is None else self.n * (1.0 + phi[:, None]) / (self.n + phi[:, None])
+        if slope is not None:
+            n_eff = n_eff * np.maximum(np.asarray(slope, float), 1.0)[:, None] ** 2
         h = min(0.2, 2.4 / np.sqrt(max(float(n_eff.sum(0).max()), 1.0)))
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
         self.hat = _hat(self.x)
@@ -102,7 +118,10 @@ class _Data:
 
 
 def _split(theta: np.ndarray, J: int):
-    return theta[..., :J], theta[..., J:2 * J], theta[..., 2 * J:]
+    """Return alpha, log phi, the knots of log g and the log slopes (0 where ``theta`` has no slopes)."""
+    eta = theta[..., 2 * J + KNOTS.size:]
+    log_s = eta @ _basis(J).T if eta.shape[-1] else np.zeros(theta.shape[:-1] + (J,))
+    return theta[..., :J], theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
 
 
 def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
@@ -110,9 +129,19 @@ def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
     return s - logsumexp(s)
 
 
-def _lik(alpha, phi, d: _Data, x) -> np.ndarray:
+#: the mean's logit is kept within this: beyond it 1 - logistic rounds to 0 (a Beta parameter of 0) and a task is
+#: as certain as the counts can tell (p < 1e-13)
+LOGIT_MAX = 30.0
+
+
+def _mean(alpha, slope, x):
+    """``logistic(alpha - slope x)``, its argument clipped to +-LOGIT_MAX."""
+    return expit(np.clip(alpha - slope * x, -LOGIT_MAX, LOGIT_MAX))
+
+
+def _lik(alpha, phi, d: _Data, x, slope) -> np.ndarray:
     """Log BB per (config, distinct task, node); 0 where a config has no sample of the task."""
-    mu = expit(alpha[:, None] - x[None, :])  # (J, G)
+    mu = _mean(alpha[:, None], slope[:, None], x[None, :])  # (J, G)
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     return np.where(n > 0, bb_loglik(a, b, n, c), 0.0), mu, a, b
@@ -148,11 +177,17 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     ``rcParams["eb.cores"]``).
     """
     J = d.n.shape[0]
-    alpha, log_phi, beta = _split(theta, J)
-    phi = np.exp(log_phi)
-    mu = expit(alpha[:, None] - d.x[None, :])  # (J, G)
+    alpha, log_phi, beta, log_s = _split(theta, J)
+    phi, slope = np.exp(log_phi), np.exp(log_s)
+    mu = _mean(alpha[:, None], slope[:, None], d.x[None, :])  # (J, G)
+    Z = _basis(J) if theta.shape[-1] > 2 * J + KNOTS.size else np.zeros((J, 0))  # a theta without slopes: 1
     if not scores:
-        return _log_marginal_tables(phi, mu, beta, d, grad, workers)
+        total, g = _log_marginal_tables(phi, mu, beta, d, grad, workers)
+        if g is None:
+            return total, None
+        g_alpha, g_lphi, g_beta, dx = g  # dx: d/d alpha per node (J, G)
+        g_ls = -slope * (dx @ d.x)  # d mu / d log s_j = -mu (1 - mu) s_j x
+        return total, np.concatenate([g_alpha, g_lphi, g_beta, Z.T @ g_ls])
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
@@ -169,18 +204,16 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     dA, dB = np.where(seen, dA, 0.0), np.where(seen, dB, 0.0)
     phi3, mu3 = phi[:, None, None], mu[:, None, :]
     d_alpha, d_lphi = phi3 * (dA - dB) * mu3 * (1 - mu3), phi3 * (mu3 * dA + (1 - mu3) * dB)
-    if scores:
-        return total, np.concatenate([np.einsum("jug,ug->uj", d_alpha, r), np.einsum("jug,ug->uj", d_lphi, r),
-                                      r @ d.hat - np.exp(log_g) @ d.hat], axis=1)
-    r = r * d.w[:, None]
-    g_alpha = np.einsum("jug,ug->j", d_alpha, r)
-    g_lphi = np.einsum("jug,ug->j", d_lphi, r)
-    g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
-    return total, np.concatenate([g_alpha, g_lphi, g_beta])
+    s_ls = np.einsum("jug,ug->uj", d_alpha * d.x[None, None, :], r) * -slope[None, :]
+    return total, np.concatenate([np.einsum("jug,ug->uj", d_alpha, r), np.einsum("jug,ug->uj", d_lphi, r),
+                                  r @ d.hat - np.exp(log_g) @ d.hat, s_ls @ Z], axis=1)
 
 
 def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | None = None):
     """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products.
+
+    The gradient is returned as its parts: alpha's, log phi's, the knots' and alpha's per node (J, G),
+    from which :func:`log_marginal` forms the slopes'.
 
     ``a + b = phi`` does not depend on the node, so ``log Gamma(phi + n) - log Gamma(phi)`` is one
     table per config, a constant per task that leaves the responsibilities unchanged; only the
@@ -221,10 +254,10 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | Non
     # per node, summed over all nodes at once: the same sums whatever the number of blocks
     grads = thread_map(backward, list(zip(blocks, parts, strict=True)), workers)
     sab = ((oh[2][0] @ d.w).reshape(M, J) * ab[1]).sum(0)  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
-    g_alpha = phi * np.concatenate([g[0] for g in grads], axis=1).sum(1)
+    dx = phi[:, None] * np.concatenate([g[0] for g in grads], axis=1)  # d/d alpha per node (J, G)
     g_lphi = phi * (np.concatenate([g[1] for g in grads], axis=1).sum(1) - sab)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
-    return total, np.concatenate([g_alpha, g_lphi, g_beta])
+    return total, (dx.sum(1), g_lphi, g_beta, dx)
 
 
 def _node_blocks(G: int, workers: int | None = None) -> list[slice]:
@@ -243,38 +276,54 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int):
     information at the mode), plus the prior's; a central-difference Hessian costs 2P passes.
     """
     S = log_marginal(mode, d, scores=True)[1]
-    H = (S * d.w[:, None]).T @ S + _prior_precision(J)
+    H = (S * d.w[:, None]).T @ S + _prior_precision(J, slopes=mode.size > 2 * J + KNOTS.size)
     vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
     # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
     return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
 
 
+def _log_evidence(neg_log_post: float, vals: np.ndarray, n_slopes: int) -> float:
+    """Laplace approximation of the log marginal likelihood, up to terms the models with and without slopes share.
+
+    ``neg_log_post``: the negative log posterior at the mode (the priors without their normalising constants);
+    ``vals``: the eigenvalues of the precision there.  The slopes' own prior normalisation enters, the other
+    parameters' is common to both.
+    """
+    P = vals.size
+    sd = _PRIOR["eta"][1]
+    return (-neg_log_post + 0.5 * P * np.log(2 * np.pi) - 0.5 * float(np.sum(np.log(np.clip(vals, 1e-300, None))))
+            - n_slopes * np.log(sd * np.sqrt(2 * np.pi)))
+
+
 def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
     """Return the posterior dataset of draws ``theta`` (chain, draw, 2 J + knots)."""
     chains, draws, _ = theta.shape
-    alpha, log_phi, beta = _split(theta, counts.sizes["config"])
+    alpha, log_phi, beta, log_s = _split(theta, counts.sizes["config"])
     dims = ("chain", "draw", "config")
     return xr.Dataset({"alpha": (dims, alpha), "log_phi": (dims, log_phi), "phi": (dims, np.exp(log_phi)),
+                       "log_slope": (dims, log_s), "slope": (dims, np.exp(log_s)),
                        "beta": (("chain", "draw", "knot"), beta)},
                       coords={"chain": np.arange(chains), "draw": np.arange(draws),
                               "config": counts.config.values, "knot": KNOTS}, attrs=attrs)
 
 
-def _prior_precision(J: int) -> np.ndarray:
-    """Hessian of the negative log prior (constant: the priors are Gaussian)."""
+def _prior_precision(J: int, slopes: bool = True) -> np.ndarray:
+    """Hessian of the negative log prior (constant: the priors are Gaussian); ``slopes=False``: without them."""
     prec = np.concatenate([np.full(J, 1 / _PRIOR["alpha"][1] ** 2), np.full(J, 1 / _PRIOR["log_phi"][1] ** 2),
-                           np.full(KNOTS.size, 1 / _PRIOR["beta"][1] ** 2)])
+                           np.full(KNOTS.size, 1 / _PRIOR["beta"][1] ** 2),
+                           np.full(max(J - 1, 0) if slopes else 0, 1 / _PRIOR["eta"][1] ** 2)])
     D = np.diff(np.eye(KNOTS.size), 2, axis=0)
     H = np.diag(prec)
-    H[2 * J:, 2 * J:] += D.T @ D / _PRIOR["smooth"] ** 2
+    kb = slice(2 * J, 2 * J + KNOTS.size)
+    H[kb, kb] += D.T @ D / _PRIOR["smooth"] ** 2
     return H
 
 
 def _log_prior(theta: np.ndarray, J: int):
-    alpha, log_phi, beta = _split(theta, J)
+    alpha, log_phi, beta = theta[:J], theta[J:2 * J], theta[2 * J:2 * J + KNOTS.size]
     lp = 0.0
     grads = []
-    for v, key in ((alpha, "alpha"), (log_phi, "log_phi"), (beta, "beta")):
+    for v, key in ((alpha, "alpha"), (log_phi, "log_phi"), (beta, "beta"), (theta[2 * J + KNOTS.size:], "eta")):
         mu0, s0 = _PRIOR[key]
         lp += float(-0.5 * np.sum(((v - mu0) / s0) ** 2))
         grads.append(-(v - mu0) / s0**2)
@@ -296,21 +345,24 @@ class Shared(Model):
     name = "shared"
     joint = True
     coords = ()
-    description = ("logit m_ij = alpha_j - x_i, x_i ~ g (flexible, shared, integrated out); "
+    description = ("logit m_ij = alpha_j - s_j x_i, x_i ~ g (flexible, shared, integrated out); "
                    "BetaBinomial(n, m phi_j, (1-m) phi_j)")
-    free = ("alpha", "log_phi", "beta")
+    free = ("alpha", "log_phi", "log_slope", "beta")
 
     # -- fit -----------------------------------------------------------------------------------
-    def mode(self, counts, *, data: _Data | None = None, start: np.ndarray | None = None):
-        """Posterior mode of (alpha, log phi, log g knots), the negative log posterior and the data.
+    def mode(self, counts, *, data: _Data | None = None, start: np.ndarray | None = None, slopes: bool = True):
+        """Posterior mode of (alpha, log phi, log g knots, slopes), the negative log posterior and the data.
 
-        ``data``: the tasks on another grid (default: the grid that holds for any dispersion); ``start``: a
-        starting point (default: from the pass rates).
+        ``data``: the tasks on another grid (default: the grid that holds for any dispersion and for the
+        slopes at the mode: where a slope above 1 needs a finer one, the mode is found again on it);
+        ``start``: a starting point (default: from the pass rates); ``slopes=False``: every slope 1 (theta
+        without them).
         """
         from scipy.optimize import minimize
 
         n, c = counts.n.values.astype(float), counts.c.values.astype(float)
         J = n.shape[0]
+        n_eta = max(J - 1, 0) if slopes else 0
         d = _Data(n, c) if data is None else data
 
         def neg(theta):
@@ -323,23 +375,70 @@ class Shared(Model):
         if start is None:
             start = np.concatenate([np.log(frac / (1 - frac)), np.full(J, _PRIOR["log_phi"][0]),
                                     -0.5 * (KNOTS / 3.0) ** 2])
-        bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size
+        start, K = np.asarray(start, float), 2 * J + KNOTS.size
+        start = np.concatenate([start[:K], start[K:] if start.size - K == n_eta else np.zeros(n_eta)])
+        bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size + [(-2.0, 2.0)] * n_eta
         res = minimize(neg, start, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6})
+        if data is None and n_eta:
+            fine = _Data(n, c, slope=np.exp(_split(res.x, J)[3]))
+            if fine.x.size > 1.05 * d.x.size:
+                return self.mode(counts, data=fine, start=res.x)
         return res, neg, np.array(bounds), d
 
-    def fit_eb(self, counts, *, draws: int, chains: int, seed: int) -> xr.Dataset:
-        """Posterior mode and draws from its Laplace approximation (the posterior group)."""
-        res, neg, bounds, d = self.mode(counts)
-        mode = res.x
+    def modes(self, counts):
+        """Return the modes with and without slopes, on one grid, and the weight of the slopes' model.
+
+        Returns ``(with, without, weight, log_bayes_factor)``, each mode a tuple ``(res, neg, bounds, data,
+        cov, eigenvalues)``.  The weight is the posterior probability of the model with slopes against every
+        slope 1 (even prior odds), from the Laplace approximations of their evidence: configs whose counts
+        do not tell their slopes apart keep one slope, as the model before them did (a slope fitted to noise
+        would decide pass@k beyond the samples drawn), while configs that differ in slope (temperatures,
+        models) get theirs.
+        """
         J = counts.sizes["config"]
-        cov, vals = _laplace_cov(mode, d, J)
+        without = self.mode(counts, slopes=False)
+        if J < 2:
+            return None, without + _laplace_cov(without[0].x, without[3], J), 0.0, -np.inf
+        with_ = self.mode(counts, start=np.concatenate([without[0].x, np.zeros(J - 1)]))
+        offset = 0.0
+        if with_[3].x.size != without[3].x.size:
+            # the slopes needed a finer grid.  Grids differ in their sums by about a constant (the normalisation of
+            # g enters every task alike): measured at the mode without slopes, it puts both evidences on the finer
+            # grid, and the fit without slopes stays the one the model had before them
+            x0 = without[0].x
+            offset = log_marginal(x0, with_[3], grad=False)[0] - log_marginal(x0, without[3], grad=False)[0]
+        out = []
+        for m, k in ((with_, J - 1), (without, 0)):
+            cov, vals = _laplace_cov(m[0].x, m[3], J)
+            out.append((m + (cov, vals), _log_evidence(float(m[0].fun), vals, k)))
+        log_bf = out[0][1] - out[1][1] - offset
+        return out[0][0], out[1][0], float(expit(log_bf)), float(log_bf)
+
+    def fit_eb(self, counts, *, draws: int, chains: int, seed: int) -> xr.Dataset:
+        """Posterior mode and draws from its Laplace approximation (the posterior group).
+
+        The draws mix the models with and without slopes by their weight (:meth:`modes`).
+        """
+        with_, without, weight, log_bf = self.modes(counts)
+        J = counts.sizes["config"]
         rng = np.random.default_rng(seed)
-        theta = np.clip(rng.multivariate_normal(mode, cov, size=(chains, draws), method="cholesky"),
-                        bounds[:, 0], bounds[:, 1])
+        pick = rng.random((chains, draws)) < weight
+        best = with_ if weight >= 0.5 else without
+        theta = np.zeros((chains, draws, 2 * J + KNOTS.size + max(J - 1, 0)))
+        for m, sel in ((with_, pick), (without, ~pick)):
+            if m is None or not sel.any():
+                continue
+            res, _, bounds, _, cov, _ = m
+            th = np.clip(rng.multivariate_normal(res.x, cov, size=int(sel.sum()), method="cholesky"),
+                         bounds[:, 0], bounds[:, 1])
+            theta[sel, :th.shape[1]] = th
+        res, vals = best[0], best[5]
+        mode = np.concatenate([res.x, np.zeros(theta.shape[-1] - res.x.size)])
         return _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
                                           "laplace_mode": mode.astype(float),
-                                          "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace"})
+                                          "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace",
+                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
 
     def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None):
         """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
@@ -354,16 +453,21 @@ class Shared(Model):
         """
         from . import hmc
 
-        res, neg, _, d = self.mode(counts)
+        with_, without, weight, log_bf = self.modes(counts)  # the model of higher evidence is sampled
+        slopes = weight >= 0.5
+        res, neg, _, d, cov, _ = with_ if slopes else without
         J = counts.sizes["config"]
         # the dispersions bound what a count tells about a task's difficulty, so the grid can be coarser (m = 50
         # on 34 x 378: 160 nodes instead of 345); it holds for dispersions up to PHI_MARGIN times the mode's, or
         # 3 Laplace sd above it where the data leave them wider.  The mode and curvature are then taken on it
-        sd = np.sqrt(np.diag(_laplace_cov(res.x, d, J)[0])[J:2 * J])
+        sd = np.sqrt(np.diag(cov)[J:2 * J])
         phi_max = np.exp(res.x[J:2 * J] + np.maximum(np.log(PHI_MARGIN), 3 * sd))
-        coarse = _Data(counts.n.values.astype(float), counts.c.values.astype(float), phi=phi_max)
+        Z, e = _basis(J), slice(2 * J + KNOTS.size, None)  # the slopes' sd, 3 above the mode's a bound too
+        sd_s = np.sqrt(np.clip(np.einsum("ja,ab,jb->j", Z, cov[e, e], Z), 0.0, None)) if slopes else np.zeros(J)
+        slope_max = np.exp(_split(res.x, J)[3] + 3 * sd_s)
+        coarse = _Data(counts.n.values.astype(float), counts.c.values.astype(float), phi=phi_max, slope=slope_max)
         if coarse.x.size < d.x.size:
-            res, neg, _, d = self.mode(counts, data=coarse, start=res.x)
+            res, neg, _, d = self.mode(counts, data=coarse, start=res.x, slopes=slopes)
         mode = res.x
         P = mode.size
         H = np.empty((P, P))
@@ -393,10 +497,12 @@ class Shared(Model):
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
                        steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress)
         theta = mode + r.draws[:, :, 0] @ L.T
+        theta = np.concatenate([theta, np.zeros(theta.shape[:2] + (2 * J + KNOTS.size + max(J - 1, 0) - P,))], -1)
         post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
-                                          "divergences": int(r.divergences[0])})
+                                          "divergences": int(r.divergences[0]),
+                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
         return post
 
     def build_pymc(self, counts):
@@ -404,14 +510,22 @@ class Shared(Model):
         import pymc as pm
         import pytensor.tensor as pt
 
-        d = _Data(counts.n.values.astype(float), counts.c.values.astype(float))
+        J = counts.sizes["config"]
+        # the grid holds for slopes up to 2 (the prior's 2 sd for a config among many)
+        d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
             alpha = pm.Normal("alpha", *_PRIOR["alpha"], dims="config")
             log_phi = pm.Normal("log_phi", *_PRIOR["log_phi"], dims="config")
             beta = pm.Normal("beta", *_PRIOR["beta"], dims="knot")
             pm.Potential("smooth", -0.5 * pt.sum((pt.diff(beta, 2) / _PRIOR["smooth"]) ** 2))
             phi = pm.Deterministic("phi", pt.exp(log_phi), dims="config")
-            mu = pm.math.sigmoid(alpha[:, None] - d.x[None, :])
+            if J > 1:
+                eta = pm.Normal("eta", *_PRIOR["eta"], shape=J - 1)
+                log_s = pm.Deterministic("log_slope", pt.dot(_basis(J), eta), dims="config")
+            else:
+                log_s = pm.Deterministic("log_slope", pt.zeros(J), dims="config")
+            slope = pm.Deterministic("slope", pt.exp(log_s), dims="config")
+            mu = pm.math.sigmoid(alpha[:, None] - slope[:, None] * d.x[None, :])
             a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
             nn, cc = d.n[:, :, None], d.c[:, :, None]
             ll = pt.switch(nn > 0, bb_loglik(a, b, nn, cc, pt_backend()), 0.0)
@@ -423,17 +537,19 @@ class Shared(Model):
     def gated_quantities(self, post: xr.Dataset) -> xr.Dataset:
         """Return what the data identify, for the convergence gate.
 
-        That is the abilities relative to their mean, the dispersions, and the difficulty distribution relative
-        to the mean ability (its mean, spread and the mass of tasks 5 logits harder or easier than the average
-        config finds them).  The likelihood depends on ``alpha_j - x_i`` only: a common shift of every ability
-        and of ``g`` is set by the priors alone, and with ``g`` piecewise linear the posterior along that shift
+        That is the abilities relative to their mean, the dispersions, the difficulty
+        distribution relative to the mean ability (its mean, spread and the mass of tasks 5 logits harder or
+        easier than the average config finds them), and the slopes where they vary.  The likelihood depends on
+        ``alpha_j - s_j x_i`` only: a shift of every difficulty and of ``g`` by d, with every ability by
+        ``s_j d``, is set by the priors alone, and with ``g`` piecewise linear the posterior along that shift
         has a mode per alignment of its sharp features with the knots (34 configs x 378 tasks at m = 50: two
         modes 1.3 logits apart, the raw abilities' ESS 80-230 while every identified quantity's is above
         1,200).  Every prediction is a function of these quantities, so the gate checks them (as flex's gate
         skips its far spline coefficients).
         """
         alpha = post["alpha"]
-        centre = alpha.mean("config")
+        slope = post["slope"] if "slope" in post else xr.ones_like(alpha)
+        centre = (alpha / slope).mean("config")  # moves by d with that shift
         grid = np.linspace(KNOTS[0], KNOTS[-1], 40 * (KNOTS.size - 1) + 1)  # 40 points per knot interval
         s = post["beta"].transpose("chain", "draw", "knot").values @ _hat(grid).T
         g = np.exp(s - logsumexp(s, axis=-1, keepdims=True))
@@ -441,7 +557,10 @@ class Shared(Model):
         mean = (g * rel).sum(-1)
         dims = ("chain", "draw")
         sd = np.sqrt((g * (rel - mean[..., None]) ** 2).sum(-1))
-        return xr.Dataset({"alpha_rel": alpha - centre, "log_phi": post["log_phi"],
+        # one config has no slope, and a fit of the model without slopes (the counts' evidence) holds them at 1
+        log_s = np.log(slope)
+        slopes = {"log_slope": log_s} if float(log_s.std(("chain", "draw")).max()) > 0 else {}
+        return xr.Dataset({"alpha_rel": alpha - slope * centre, "log_phi": post["log_phi"], **slopes,
                            "g_mean_rel": (dims, mean), "g_sd": (dims, sd),
                            "g_mass_hard": (dims, (g * (rel > 5.0)).sum(-1)),
                            "g_mass_easy": (dims, (g * (rel < -5.0)).sum(-1))},
@@ -453,7 +572,9 @@ class Shared(Model):
         alpha = post["alpha"].transpose("chain", "draw", "config").values
         phi = post["phi"].transpose("chain", "draw", "config").values
         beta = post["beta"].transpose("chain", "draw", "knot").values
-        return alpha, phi, beta
+        # fits made before the slopes have none: slope 1
+        slope = post["slope"].transpose("chain", "draw", "config").values if "slope" in post else np.ones_like(alpha)
+        return alpha, phi, beta, slope
 
     def _center(self, post):
         """Return the posterior mode (EB) or the centre of the draws on the unconstrained scale (MCMC).
@@ -463,10 +584,11 @@ class Shared(Model):
         """
         mode = post.attrs.get("laplace_mode")
         if mode is not None:
-            alpha, log_phi, beta = _split(np.asarray(mode, float), post.sizes["config"])
-            return alpha, np.exp(log_phi), beta
-        alpha, phi, beta = self._params(post)
-        return alpha.mean((0, 1)), np.exp(np.log(phi).mean((0, 1))), beta.mean((0, 1))
+            alpha, log_phi, beta, log_s = _split(np.asarray(mode, float), post.sizes["config"])
+            return alpha, np.exp(log_phi), beta, np.exp(log_s)
+        alpha, phi, beta, slope = self._params(post)
+        return (alpha.mean((0, 1)), np.exp(np.log(phi).mean((0, 1))), beta.mean((0, 1)),
+                np.exp(np.log(slope).mean((0, 1))))
 
     def _nodes(self, centre, d: _Data, nodes: int):
         """Return ``nodes`` grid points per distinct task at quantiles of its difficulty posterior.
@@ -474,18 +596,31 @@ class Shared(Model):
         Computed at the parameters ``centre`` (:meth:`_center`): each node carries 1/nodes of the posterior
         there; the log density at the nodes is returned too, to reweight them under other draws.
         """
-        alpha, phi, beta = centre
+        alpha, phi, beta, slope = centre
         with np.errstate(all="ignore"):
-            ll, _, _, _ = _lik(alpha, phi, d, d.x)
+            ll, _, _, _ = _lik(alpha, phi, d, d.x, slope)
         s = ll.sum(0) + _log_g(beta, d.hat)[None, :]
         cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
         targets = (np.arange(nodes) + 0.5) / nodes
         idx = np.minimum((cdf[:, :, None] < targets[None, None, :]).sum(1), d.x.size - 1)  # (U, Q)
         return d.x[idx], np.take_along_axis(s, idx, axis=1)
 
-    def _task_weights(self, alpha, phi, beta, d: _Data, xq, s0):
+    @staticmethod
+    def _move(draw, centre, xq):
+        """Move the nodes ``xq``, placed at ``centre``'s parameters, to where ``draw``'s put the same tasks.
+
+        The abilities and the difficulties share a location the counts hardly fix (``alpha_j + s_j d`` with
+        every difficulty + d predicts the same): under a draw far along that ridge, nodes left where they were
+        would pile every task's weight on its extreme node.  A node x goes to the x' that keeps
+        ``alpha_j - s_j x`` nearest (least squares over the configs) to its value at the centre.
+        """
+        (a1, s1), (a0, s0) = (draw[0], draw[3]), (centre[0], centre[3])
+        ss = float(s1 @ s1)
+        return float(s1 @ (a1 - a0)) / ss + float(s1 @ s0) / ss * xq
+
+    def _task_weights(self, alpha, phi, beta, slope, d: _Data, xq, s0):
         """Normalised weights (U, Q) of the nodes under one draw of the parameters, and Beta parameters."""
-        mu = expit(alpha[:, None, None] - xq[None])  # (J, U, Q)
+        mu = _mean(alpha[:, None, None], slope[:, None, None], xq[None])  # (J, U, Q)
         a, b = mu * phi[:, None, None], (1 - mu) * phi[:, None, None]
         with np.errstate(all="ignore"):
             ll = np.where(d.n[:, :, None] > 0, bb_loglik(a, b, d.n[:, :, None], d.c[:, :, None]), 0.0)
@@ -506,10 +641,10 @@ class Shared(Model):
         n = idata.constant_data["n"].transpose("config", "task").values.astype(float)
         c = idata.observed_data["c"].transpose("config", "task").values.astype(float)
         k = np.asarray(k)
-        d = _Data(n, c)
         node_centre = self._center(post)
+        d = _Data(n, c, slope=node_centre[3])
         xq, s0 = self._nodes(node_centre, d, nodes)
-        alpha, phi, beta = self._params(post)
+        alpha, phi, beta, slope = self._params(post)
         C, D = alpha.shape[:2]
         col = d.inverse
         obs = np.flatnonzero(d.observed)
@@ -520,7 +655,8 @@ class Shared(Model):
         full = np.empty((C, D * reps, n.shape[0], k.size))
         t_idx = np.arange(col.size)
         # the posterior mean (Rao-Blackwellised) at the centre of the parameters (see _center)
-        w, a, b = self._task_weights(*self._center(idata.posterior), d, xq, s0)
+        centre = self._center(idata.posterior)
+        w, a, b = self._task_weights(*centre, d, self._move(centre, node_centre, xq), s0)
         w_t = w[col]
         cond = passk_bb_predictive(n_o[:, :, None, None], c_o[:, :, None, None], k, a[:, col][..., None],
                                    b[:, col][..., None])  # (J, T, Q, K) given each node
@@ -530,11 +666,8 @@ class Shared(Model):
         def chain(ci):  # a generator per chain: the draws do not depend on the number of threads
             rng = np.random.default_rng([seed, ci])
             for di in range(D):
-                # the abilities and the difficulties share a location the counts hardly fix (alpha + s with every
-                # difficulty + s predicts the same): the nodes move with this draw's shift of the abilities, or
-                # under a draw far along that ridge every task's weight piles on its extreme node
-                shift = float(np.mean(alpha[ci, di] - node_centre[0]))  # from where the nodes were placed
-                w, a, b = self._task_weights(alpha[ci, di], phi[ci, di], beta[ci, di], d, xq + shift, s0)
+                th = (alpha[ci, di], phi[ci, di], beta[ci, di], slope[ci, di])
+                w, a, b = self._task_weights(*th, d, self._move(th, node_centre, xq), s0)  # nodes along the ridge
                 ap, bp, w_t = a[:, col] + c_o[:, :, None], b[:, col] + (n_o - c_o)[:, :, None], w[col]
                 cdf = np.cumsum(w_t, axis=-1)
                 for r in range(reps):
@@ -550,14 +683,14 @@ class Shared(Model):
 
     def replicate_p(self, post, rng, n_tasks: int | None = None):
         """Draw p per (chain, draw, config, task) for new tasks: a difficulty drawn from g per task."""
-        alpha, phi, beta = self._params(post)
+        alpha, phi, beta, slope = self._params(post)
         grid = np.linspace(KNOTS[0], KNOTS[-1], 801)
         hat = _hat(grid)
         s = beta @ hat.T  # (C, D, G)
         cdf = np.cumsum(np.exp(s - logsumexp(s, axis=-1, keepdims=True)), axis=-1)
         u = rng.random(alpha.shape[:2] + (n_tasks,))
         x = grid[np.minimum((cdf[..., None, :] < u[..., None]).sum(-1), grid.size - 1)][:, :, None, :]
-        mu = expit(alpha[..., None] - x)
+        mu = _mean(alpha[..., None], slope[..., None], x)
         return rng.beta(mu * phi[..., None], (1 - mu) * phi[..., None])
 
     def loglik_tasks(self, post, n, c):
@@ -566,19 +699,19 @@ class Shared(Model):
         That is the predictive of one config's count on a new task.  A config's term depends on its task
         only through (n, c), so it is computed per distinct pair, in blocks of draws (threads).
         """
-        alpha, phi, beta = self._params(post)
+        alpha, phi, beta, slope = self._params(post)
         C, D, J = alpha.shape
         grid = np.linspace(KNOTS[0], KNOTS[-1], 81)
         s = beta.reshape(C * D, -1) @ _hat(grid).T
         log_g = s - logsumexp(s, axis=-1, keepdims=True)  # (C D, G)
-        alpha, phi = alpha.reshape(C * D, J), phi.reshape(C * D, J)
+        alpha, phi, slope = alpha.reshape(C * D, J), phi.reshape(C * D, J), slope.reshape(C * D, J)
         out = np.zeros((C * D,) + n.shape)
         uniq = [np.unique(np.stack([n[j], c[j]]), axis=1, return_inverse=True) for j in range(J)]
 
         def block(item):
             j, sl = item
             (pn, pc), inv = uniq[j]
-            mu = expit(alpha[sl, j, None] - grid)  # (draws, G)
+            mu = _mean(alpha[sl, j, None], slope[sl, j, None], grid)  # (draws, G)
             ph = phi[sl, j, None]
             with np.errstate(all="ignore"):
                 ll = bb_loglik_pair_rows(mu * ph, (1 - mu) * ph, pn, pc)  # (pair, draws, G)
