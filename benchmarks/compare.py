@@ -11,7 +11,8 @@ c from (50, c)), compares the configs with :func:`bayespass.compare_configs` and
   the naive ranking (unbiased estimate at k, or at m when k > m: the best it has) and the scorio-style
   ranking (independent per-task Beta(1, 1) posteriors);
 - calibration of ``prob_better``: every ordered pair's predicted P(A better than B) against whether A is
-  truly better, in 10 bins; expected calibration error (ECE), also for the two baselines' probabilities.
+  truly better, in 10 bins; expected calibration error (ECE), also for the two baselines' probabilities;
+- coverage and width of every config's band of pass@k (the leaderboard's), against the truth.
 
 Rows go to a JSON file; ``--report`` prints the markdown tables for RESULTS.md.
 """
@@ -81,6 +82,8 @@ def replicate(counts, truth, m, ks, rng, model, method, seed):
         scores = {"bayespass": cmp["passk"].sel(k=kk).values, "naive": naive,
                   "beta": cmp["beta_passk"].sel(k=kk).values}
         out["tau"][int(kk)] = {name: float(kendalltau(s, tv).statistic) for name, s in scores.items()}
+        lo, hi = cmp["passk_eti"].sel(k=kk).transpose("ci_bound", "config").values
+        out.setdefault("band", {})[int(kk)] = {"cover": ((lo <= tv) & (tv <= hi)).tolist(), "width": (hi - lo).tolist()}
         better = (tv[:, None] > tv[None, :])[iu]
         out["pairs"][int(kk)] = {"y": better.astype(int).tolist(),
                                  "bayespass": cmp["prob_better"].sel(k=kk).values[iu].tolist(),
@@ -109,6 +112,8 @@ def run(args):
             for name in ("bayespass", "naive", "beta"):
                 taus = [x["tau"][kk][name] for x in res]
                 row[f"tau_{name}"] = float(np.nanmean(taus))
+            row["coverage"] = float(np.mean([x["band"][kk]["cover"] for x in res]))  # of the leaderboard's band
+            row["width"] = float(np.mean([x["band"][kk]["width"] for x in res]))
             y = np.concatenate([x["pairs"][kk]["y"] for x in res])
             for name in ("bayespass", "beta", "paired"):
                 p = np.concatenate([x["pairs"][kk][name] for x in res])
@@ -123,11 +128,13 @@ def run(args):
 
 def report(rows) -> str:
     out = ["| m | k | model | reps | Kendall tau: bayespass | naive | scorio-style Beta | "
-           "ECE of P(better): bayespass | Beta | paired s.e. |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "ECE of P(better): bayespass | Beta | paired s.e. | band coverage | band width |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [r["m"], r["k"], f"{r['model']}-{r['method']}", r["reps"]]
         cells += [f"{r[c]:.3f}" for c in ("tau_bayespass", "tau_naive", "tau_beta", "ece_bayespass", "ece_beta",
                                           "ece_paired")]
+        cells += [f"{r[c]:.3f}" if c in r else "-" for c in ("coverage", "width")]  # runs before the thirty-first
         out.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(out)
 
