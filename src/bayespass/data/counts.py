@@ -245,6 +245,19 @@ def single_sample_share(n) -> np.ndarray:
     return (n == 1).sum(1) / np.maximum((n > 0).sum(1), 1)
 
 
+def pass1_rate_trials(n, c) -> tuple[np.ndarray, np.ndarray]:
+    """(config,) each: the observed pass@1 (mean over observed tasks of c / n) and its effective number of trials.
+
+    What :func:`bayespass.stats.curve.identified_band` needs: the number of Bernoulli trials whose mean has the
+    variance of the tasks' mean rate, ``tasks^2 / sum_i 1 / n_i``.  ``n``, ``c`` (config, task).
+    """
+    n, c = np.asarray(n), np.asarray(c)
+    seen = n > 0
+    inv = np.where(seen, 1.0 / np.where(seen, n, 1), 0.0)
+    tasks = seen.sum(1)
+    return (c * inv).sum(1) / np.maximum(tasks, 1), tasks**2 / np.maximum(inv.sum(1), 1e-300)
+
+
 #: the band rule "hull-beyond" (``stats.curve.passk_bands``) counts pass@k as identified by the data up to the
 #: largest k that at most this share of a config's observed tasks have fewer samples than: where only a
 #: task or two of a few hundred has fewer (a failed generation, a ragged import), the candidates' disagreement

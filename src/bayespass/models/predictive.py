@@ -176,13 +176,11 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         out["n_min"] = ("config", np.where(seen, n, np.iinfo(np.int64).max).min(1).astype(np.int64))
         # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
         # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
-        c = idata.observed_data["c"].transpose("config", "task").values
-        inv = np.where(seen, 1.0 / np.where(seen, n, 1), 0.0)
-        tasks = seen.sum(1)
-        out["pass1_rate"] = ("config", (c * inv).sum(1) / np.maximum(tasks, 1))
-        out["pass1_trials"] = ("config", tasks**2 / np.maximum(inv.sum(1), 1e-300))
+        from ..data.counts import identified_k, pass1_rate_trials, single_sample_share
+
+        rate, trials = pass1_rate_trials(n, idata.observed_data["c"].transpose("config", "task").values)
+        out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)
         # and how many of its tasks have one sample only: the tasks with two or more identify the spread
-        from ..data.counts import identified_k, single_sample_share
 
         out["single_share"] = ("config", single_sample_share(n))
         # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall

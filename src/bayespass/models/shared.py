@@ -296,7 +296,7 @@ def _log_evidence(neg_log_post: float, vals: np.ndarray, n_slopes: int) -> float
 
 
 def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
-    """Return the posterior dataset of draws ``theta`` (chain, draw, 2 J + knots)."""
+    """Return the posterior dataset of draws ``theta`` (chain, draw, 2 J + knots + J - 1 slopes)."""
     chains, draws, _ = theta.shape
     alpha, log_phi, beta, log_s = _split(theta, counts.sizes["config"])
     dims = ("chain", "draw", "config")
@@ -511,7 +511,7 @@ class Shared(Model):
         import pytensor.tensor as pt
 
         J = counts.sizes["config"]
-        # the grid holds for slopes up to 2 (the prior's 2 sd for a config among many)
+        # the grid holds for slopes up to 2 (log 2 = 1.4 prior sd of a config's log slope)
         d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
             alpha = pm.Normal("alpha", *_PRIOR["alpha"], dims="config")
@@ -525,7 +525,7 @@ class Shared(Model):
             else:
                 log_s = pm.Deterministic("log_slope", pt.zeros(J), dims="config")
             slope = pm.Deterministic("slope", pt.exp(log_s), dims="config")
-            mu = pm.math.sigmoid(alpha[:, None] - slope[:, None] * d.x[None, :])
+            mu = pm.math.sigmoid(pt.clip(alpha[:, None] - slope[:, None] * d.x[None, :], -LOGIT_MAX, LOGIT_MAX))
             a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
             nn, cc = d.n[:, :, None], d.c[:, :, None]
             ll = pt.switch(nn > 0, bb_loglik(a, b, nn, cc, pt_backend()), 0.0)

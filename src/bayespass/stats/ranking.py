@@ -221,18 +221,14 @@ def _single_sample_band(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: f
     per-config fit widens its band to :func:`~bayespass.stats.curve.identified_band` there, and so does the
     comparison's band (P(better) and the ranks stay the model's: they were calibrated there).
     """
-    from ..data.counts import single_sample_share
+    from ..data.counts import pass1_rate_trials, single_sample_share
     from .curve import SINGLE_SAMPLE_SHARE, _hull, identified_band
 
     single = single_sample_share(n) > SINGLE_SAMPLE_SHARE
     if not single.any():
         return eti
-    seen = n > 0
-    inv = np.where(seen, 1.0 / np.where(seen, n, 1), 0.0)
-    tasks = seen.sum(1)
     cfg = eti["config"]
-    rate = xr.DataArray((c * inv).sum(1) / np.maximum(tasks, 1), coords={"config": cfg})
-    trials = xr.DataArray(tasks**2 / np.maximum(inv.sum(1), 1e-300), coords={"config": cfg})
+    rate, trials = (xr.DataArray(v, coords={"config": cfg}) for v in pass1_rate_trials(n, c))
     ident = identified_band(rate, trials, eti["k"], prob)
     wide = _hull([eti.transpose("config", "k", "ci_bound"), ident])
     return xr.where(xr.DataArray(single, coords={"config": cfg}), wide, eti).transpose("config", "k", "ci_bound")
