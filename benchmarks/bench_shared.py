@@ -80,8 +80,8 @@ def mcmc_row(counts, m):
     print(f"MCMC m = {m}, {J} x {T}: {secs:.1f} s; {a['convergence']} (r_hat max "
           f"{a['convergence_r_hat_max']:.4f}, ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
           f"{a['step_size']:.2f}, leapfrog steps {a.get('leapfrog_steps')}, acceptance {a['acceptance']:.2f}; "
-          f"max |pass@k mean - EB's| at k = 1, 10, 100: "
-          f"{gap:.4f}", flush=True)
+          f"max |pass@k mean - EB's| at k = 1, 10, 100: {gap:.4f}; slopes weight {a.get('slopes_weight', 0):.2g}; "
+          f"{a.get('rerun', 'first run passed')}", flush=True)
 
 if __name__ == "__main__":
     main()

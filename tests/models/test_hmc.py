@@ -73,3 +73,24 @@ def test_steps_choices_pick_short_trajectories_for_a_normal_and_long_ones_along_
     x = ridge.draws.reshape(-1, 2)
     assert_allclose(np.cov(x.T), ridge_cov, atol=0.25)  # and it samples the ridge
     assert hmc.sample(_normal(np.eye(2)), np.zeros((1, 2)), rng=0, use_map=False, warmup=50, draws=10).steps == (4, 16)
+
+
+def test_chains_that_go_on_are_the_chains_of_one_longer_run():
+    """``more`` continues the same chains (step size, mass matrix, random stream): 2 rounds of D are one run of 2D."""
+    seen = []
+
+    def more(z):
+        seen.append(z.shape)
+        return len(seen) < 2  # go on once, then stop
+
+    once = hmc.sample(gaussian, MEAN + 3.0, chains=4, warmup=100, draws=60, rng=5, more=more, max_rounds=3)
+    long = hmc.sample(gaussian, MEAN + 3.0, chains=4, warmup=100, draws=180, rng=5)
+    assert seen == [(4, 60, 2, 2), (4, 120, 2, 2)] and once.rounds == 2
+    assert once.draws.shape == (4, 120, 2, 2)
+    assert_allclose(once.draws, long.draws[:, :120])
+    assert_allclose(once.step_size, long.step_size)
+    # max_rounds caps it whatever ``more`` says
+    capped = hmc.sample(gaussian, MEAN + 3.0, chains=4, warmup=100, draws=60, rng=5, more=lambda z: True,
+                        max_rounds=3)
+    assert capped.rounds == 3 and capped.draws.shape[1] == 180
+    assert_allclose(capped.draws, long.draws)

@@ -29,6 +29,7 @@ class HMCResult:
     divergences: np.ndarray
     mode: np.ndarray
     steps: tuple[int, int] | None = None
+    rounds: int = 1
 
 
 def map_point(logp_grad, start: np.ndarray, *, maxiter: int = 500, bounds: np.ndarray | None = None) -> np.ndarray:
@@ -106,7 +107,7 @@ def _start_chains(logp_grad, mode, chains, jitter, rng):
 def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, draws: int = 250,
            rng=None, target_accept: float = 0.8, steps: tuple[int, int] = (4, 16), jitter: float = 0.3,
            use_map: bool = True, bounds: np.ndarray | None = None, progress: str | None = None,
-           steps_choices: tuple[tuple[int, int], ...] | None = None) -> HMCResult:
+           steps_choices: tuple[tuple[int, int], ...] | None = None, more=None, max_rounds: int = 1) -> HMCResult:
     """Sample every config's posterior; ``start`` (config, P) is refined to the MAP first.
 
     Warm-up adapts each config's step size throughout and its diagonal mass
@@ -116,6 +117,9 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     squared jump (in the adapted metric) per gradient, which favours long trajectories along a ridge and
     short ones where they already decorrelate (the idea of Hoffman et al.'s ChEES, over a few fixed ranges).
     ``progress``: a label, to show a progress bar (stderr) with it.
+    ``more``: a function of the draws so far (chains, draws, config, P) that returns whether the chains should
+    go on: they then run ``draws`` iterations more, with the same step size, mass matrix and random stream, up
+    to ``max_rounds`` rounds in all (so ``draws`` in 2 rounds are the draws of one run of ``2 * draws``).
     """
     rng = np.random.default_rng(rng)
     mode = map_point(logp_grad, start, bounds=bounds) if use_map else start
@@ -128,9 +132,17 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     eps = step.eps
     bar = _bar(progress, warmup + draws, f"{chains} chains" + (f" x {n_cfg} configs" if n_cfg > 1 else ""))
     trial = _StepsTrial(steps_choices, warmup) if steps_choices else None
-    for it in range(warmup + draws):
+    total, rounds, it = warmup + draws, 1, 0
+    while True:
+        if it == total:  # the end of a round: go on where asked
+            if more is None or rounds >= max_rounds or not more(np.stack(out, axis=1)):
+                break
+            total, rounds = total + draws, rounds + 1
+            if bar is not None:
+                bar.total = total
+                bar.refresh()
         if bar is not None and it % 10 == 0:
-            bar.update(min(10, warmup + draws - it))
+            bar.update(min(10, total - it))
         rng_steps = trial.steps(it) if trial is not None and it < warmup else steps
         n_steps = int(rng.integers(rng_steps[0], rng_steps[1] + 1))
         acc, diverged, x, lpx, gx = _leapfrog(logp_grad, th, lp, grad, minv, eps, n_steps, rng)
@@ -156,10 +168,11 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
             out.append(th)
             acc_sum += acc.mean(0)
             divergences += diverged.sum(0)
+        it += 1
     if bar is not None:
         bar.close()
-    return HMCResult(draws=np.stack(out, axis=1), step_size=eps, acceptance=acc_sum / max(draws, 1),
-                     divergences=divergences, mode=mode, steps=tuple(steps))
+    return HMCResult(draws=np.stack(out, axis=1), step_size=eps, acceptance=acc_sum / max(len(out), 1),
+                     divergences=divergences, mode=mode, steps=tuple(steps), rounds=rounds)
 
 
 class _StepsTrial:

@@ -29,6 +29,8 @@ needs.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import xarray as xr
 from scipy import sparse
@@ -59,12 +61,18 @@ _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0
           "eta": (0.0, 0.5)}
 
 
+@functools.lru_cache(maxsize=32)
 def _basis(J: int) -> np.ndarray:
-    """Orthonormal basis (J, J - 1) of the vectors summing to 0: the log slopes are ``Z @ eta``."""
+    """Orthonormal basis (J, J - 1) of the vectors summing to 0: the log slopes are ``Z @ eta``.
+
+    Cached (read-only): every log density of a fit needs it, twice.
+    """
     if J < 2:
-        return np.zeros((J, 0))
-    q = np.linalg.qr(np.column_stack([np.ones(J), np.eye(J)[:, :J - 1]]))[0]
-    return q[:, 1:]
+        z = np.zeros((J, 0))
+    else:
+        z = np.ascontiguousarray(np.linalg.qr(np.column_stack([np.ones(J), np.eye(J)[:, :J - 1]]))[0][:, 1:])
+    z.flags.writeable = False
+    return z
 
 
 def _hat(x: np.ndarray) -> np.ndarray:
@@ -440,7 +448,8 @@ class Shared(Model):
                                           "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace",
                                           "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
 
-    def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None):
+    def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None,
+                gate=None, max_rounds: int = 1):
         """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
 
         The coordinates are ``z`` with ``theta = mode + L z`` and ``L L^T`` the inverse of the observed
@@ -449,7 +458,10 @@ class Shared(Model):
         abilities and the difficulty distribution, which NUTS with a diagonal mass matrix crosses in
         long trajectories, is one coordinate here.  The chains' gradients are computed in threads.
         Returns the posterior dataset, the sampler's statistics in its attributes.  ``progress``: a label
-        for the sampler's progress bar (none without).
+        for the sampler's progress bar (none without).  ``gate``: a function of a posterior dataset that returns
+        whether it passes the convergence gate; where it does not, the same chains go on for ``draws`` iterations
+        more, up to ``max_rounds`` rounds, and the draws are thinned back to ``draws`` per chain (the gate is
+        asked of the thinned draws, which are what is returned).
         """
         from . import hmc
 
@@ -494,15 +506,24 @@ class Shared(Model):
             return (np.array([o[0] for o in out]).reshape(z.shape[:-1]),
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
+        def posterior(z, attrs):  # the draws of z thinned back to ``draws`` per chain
+            z = z[:, z.shape[1] // draws - 1::z.shape[1] // draws, 0]
+            theta = mode + z @ L.T
+            theta = np.concatenate([theta, np.zeros(theta.shape[:2] + (2 * J + KNOTS.size + max(J - 1, 0) - P,))], -1)
+            return _posterior(theta, counts, attrs)
+
+        more = None if gate is None else (lambda z: not gate(posterior(z, {})))
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
-                       steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress)
-        theta = mode + r.draws[:, :, 0] @ L.T
-        theta = np.concatenate([theta, np.zeros(theta.shape[:2] + (2 * J + KNOTS.size + max(J - 1, 0) - P,))], -1)
-        post = _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
+                       steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress, more=more,
+                       max_rounds=max_rounds)
+        post = posterior(r.draws, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
                                           "divergences": int(r.divergences[0]),
                                           "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
+        if r.rounds > 1:
+            post.attrs["rerun"] = (f"gate missed at {draws} draws: the chains went on to {r.rounds * draws}, "
+                                   f"thinned by {r.rounds}")
         return post
 
     def build_pymc(self, counts):
