@@ -25,6 +25,11 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     html = t.to_html_section()
     assert "<h2>pass@k &lt;toy&gt;</h2>" in html and "A &amp; B." in html and "detail" in html
     assert "==" not in Table.of(df, "").to_text()  # no title line without a title
+    assert "A & B." not in text  # print shows no caption; the CLI's text does, wrapped
+    long = Table.of(df, "t", note="word " * 60)
+    lines = long.to_text(note=True, width=50).splitlines()
+    assert lines[-1].startswith("      ") and any(x.startswith("note: word") for x in lines)
+    assert max(len(x) for x in lines[3:]) <= 50 and " ".join(lines).count("word") == 60
 
 
 @pytest.fixture(scope="module")

@@ -74,15 +74,15 @@ def _check_exists(path: Path, metavar: str) -> None:
 
 
 def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
-    """Print a table as text (a :class:`~bayespass.Table` brings its title), JSON records or CSV (every column)."""
+    """Print a table as text (a :class:`~bayespass.Table` brings its title and caption), JSON records or CSV."""
     from .results import Table
 
     if fmt == "json":
         typer.echo(df.to_json(orient="records", indent=2))
     elif fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
-    elif isinstance(df, Table):
-        typer.echo(df.to_text(floatfmt=floatfmt))
+    elif isinstance(df, Table):  # the caption says what the columns are, and what the model assumed
+        typer.echo(df.to_text(floatfmt=floatfmt, note=True))
     else:
         typer.echo(df.to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—"))
 

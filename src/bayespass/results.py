@@ -4,7 +4,8 @@ Every table function of bayespass (:func:`~bayespass.stats.curve.curve_table`,
 :func:`~bayespass.stats.gating.gate_table`, the leaderboard, the tables of a
 run, ...) returns a :class:`Table`: a :class:`pandas.DataFrame` that also
 carries its title, a caption and the columns a terminal shows. ``print(table)``
-shows the title and those columns; :meth:`Table.to_dataframe` is the whole
+shows the title and those columns (the CLI adds the caption:
+``to_text(note=True)``); :meth:`Table.to_dataframe` is the whole
 frame (what ``--format csv/json`` writes); :meth:`Table.to_html_section` is the
 report's section. The CLI and the HTML report only call these, so a table reads
 the same everywhere and its wording (the interval's probability, say) is set
@@ -22,6 +23,7 @@ where the numbers are made.
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
@@ -63,10 +65,16 @@ class Table(pd.DataFrame):
             return df
         return df[[c for c in self.brief if c in df.columns]]
 
-    def to_text(self, *, floatfmt: str = "{:.4f}", title: bool = True) -> str:
-        """Return the title line and the summary columns as aligned text."""
+    def to_text(self, *, floatfmt: str = "{:.4f}", title: bool = True, note: bool = False, width: int = 100) -> str:
+        """Return the title line and the summary columns as aligned text; ``note``: the caption after them.
+
+        The caption is wrapped at ``width`` characters.
+        """
         body = self.summary().to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—")
-        return f"== {self.title} ==\n{body}" if title and self.title else body
+        text = f"== {self.title} ==\n{body}" if title and self.title else body
+        if note and self.note:
+            text += "\n" + textwrap.fill(self.note, width, initial_indent="note: ", subsequent_indent="      ")
+        return text
 
     def to_html_section(self, *, floatfmt: str = "{:.3f}") -> str:
         """Return an HTML section: the title as a heading, the caption, every column."""
