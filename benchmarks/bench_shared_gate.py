@@ -25,8 +25,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 def main():
-    import bayespass as bp
     from compare import load_real
+
+    import bayespass as bp
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", default="1,2")
