@@ -1,6 +1,6 @@
 """Speed of the joint ``shared`` model by EB at the size issue 18 names (34 configs x 378 tasks).
 
-    python benchmarks/bench_shared.py [--m 5,50] [--configs 34] [--tasks 378] [--mcmc 5]
+    python benchmarks/bench_shared.py [--m 5,50] [--configs 34] [--tasks 378] [--mcmc 5] [--mcmc-draws 750,500]
 
 Counts are simulated from the model's own family (a quarter of the tasks impossible, a quarter trivial,
 the rest logit-normal, abilities spread over 1.5 logits, Beta overdispersion 6); the ratio is against a
@@ -40,6 +40,9 @@ def main():
     ap.add_argument("--configs", type=int, default=34)
     ap.add_argument("--tasks", type=int, default=378)
     ap.add_argument("--mcmc", default="", help="m values at which to time method='mcmc' too, e.g. 5")
+    ap.add_argument("--mcmc-draws", default="", help="draws per chain to compare, e.g. 750,500: each timed twice, "
+                    "interleaved (default: the default draws, once)")
+    ap.add_argument("--no-eb", action="store_true", help="skip the EB table")
     args = ap.parse_args()
     print("| m | configs x tasks | shared EB fit (s) | compare_configs k=1,10 (s) | bb EB fit (s) | ratio |")
     print("|---|---|---|---|---|---|")
@@ -48,15 +51,18 @@ def main():
         small = simulate(3, 20, 3)
         bp.compare_configs(bp.fit(small, "shared", "eb", progressbar=False), k=(1, 10))
         bp.fit(small, "bb", "eb", progressbar=False)
-    for m in (int(x) for x in args.m.split(",")):
+    for m in (int(x) for x in args.m.split(",") if x and not args.no_eb):
         counts = simulate(args.configs, args.tasks, m)
         idata, t_shared = timed(bp.fit, counts, "shared", "eb", progressbar=False)
         t_compare = timed(bp.compare_configs, idata, k=(1, 10))[1]
         t_bb = timed(bp.fit, counts, "bb", "eb", progressbar=False)[1]
         print(f"| {m} | {args.configs} x {args.tasks} | {t_shared:.1f} | {t_compare:.1f} | {t_bb:.1f} | "
               f"{t_shared / t_bb:.2f} |", flush=True)
+    draws = [int(x) for x in args.mcmc_draws.split(",") if x] * 2 or [None]
     for m in (int(x) for x in args.mcmc.split(",") if x):
-        mcmc_row(simulate(args.configs, args.tasks, m), m)
+        counts = simulate(args.configs, args.tasks, m)
+        for d in draws:
+            mcmc_row(counts, m, d)
 
 
 def timed(fn, *args, **kwargs):
@@ -68,20 +74,26 @@ def timed(fn, *args, **kwargs):
         return out, time.perf_counter() - t0
 
 
-def mcmc_row(counts, m):
-    """Time ``method="mcmc"``; print its gate and its largest pass@k difference from the EB fit."""
+def mcmc_row(counts, m, draws=None):
+    """Time ``method="mcmc"`` (``draws`` per chain, None: the default); print its gate and its largest pass@k
+    difference from the EB fit."""
     import bayespass as bp
 
-    idata, secs = timed(bp.fit, counts, "shared", "mcmc", progressbar=False)
+    idata, secs = timed(bp.fit, counts, "shared", "mcmc", draws=draws, progressbar=False)
     eb = timed(bp.fit, counts, "shared", "eb", progressbar=False)[0]
     gap = float(abs(bp.passk_curve(idata, [1, 10, 100])["mean"] - bp.passk_curve(eb, [1, 10, 100])["mean"]).max())
     a = idata.posterior.attrs
     J, T = counts.sizes["config"], counts.sizes["task"]
-    print(f"MCMC m = {m}, {J} x {T}: {secs:.1f} s; {a['convergence']} (r_hat max "
+    print(f"MCMC m = {m}, {J} x {T}, {post_draws(idata)} draws per chain: {secs:.1f} s; {a['convergence']} (r_hat max "
           f"{a['convergence_r_hat_max']:.4f}, ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
           f"{a['step_size']:.2f}, leapfrog steps {a.get('leapfrog_steps')}, acceptance {a['acceptance']:.2f}; "
           f"max |pass@k mean - EB's| at k = 1, 10, 100: {gap:.4f}; slopes weight {a.get('slopes_weight', 0):.2g}; "
           f"{a.get('rerun', 'first run passed')}", flush=True)
+
+def post_draws(idata) -> int:
+    """Return the draws per chain of a fit."""
+    return int(idata.posterior.sizes["draw"])
+
 
 if __name__ == "__main__":
     main()

@@ -76,7 +76,8 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         warm-up iterations, 8-32 leapfrog steps per iteration, gated like NUTS (R-hat <= 1.01,
         ESS >= 400), and configs that miss the gate run again 4x, then 16x as long (benchmarks/RESULTS.md:
         seconds where NUTS takes tens).  ``model="shared"``: whitened by the curvature at the
-        mode, 4 chains of 750 draws after 400.  The other names are NUTS implementations
+        mode, 4 chains of 500 draws after 400 warm-up iterations; chains that miss the gate go on (to 4x
+        the draws, or 3,000), thinned back to ``draws``.  The other names are NUTS implementations
         (``"pymc"``: PyMC's own, with ``chains``/``draws``/``tune`` from ``rcParams["mcmc.*"]``).
     target_accept : float, optional
         Target acceptance of the sampler.
@@ -409,9 +410,9 @@ def _joint_idata(post: xr.Dataset):
 
 
 def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, progressbar=False, **_):
-    # 750 draws after 400 warm-up iterations per chain: on 34 configs x 378 tasks the 81 parameters then pass
-    # r_hat <= 1.01 (500 / 500 missed it narrowly) in about 90 s (benchmarks/RESULTS.md)
-    draws = check_positive_int(draws if draws is not None else 750, name="draws")
+    # 500 draws after 400 warm-up iterations per chain, going on where they miss the gate: on 34 configs x 378
+    # tasks at m = 50 they passed it (r_hat 1.007, ESS 737) in 100 s, 750 draws in 133 s (benchmarks/RESULTS.md)
+    draws = check_positive_int(draws if draws is not None else 500, name="draws")
     chains = check_positive_int(chains if chains is not None else rcParams["mcmc.chains"], name="chains")
     tune = check_positive_int(tune if tune is not None else 400, name="tune")
     progress = f"{m.name} by HMC" if progressbar else None
@@ -419,12 +420,13 @@ def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, progressbar=False, *
     def gate(post):  # R-hat and ESS only: running on does not answer divergences
         return not _gate_problems(convergence_report(_joint_idata(post), m) | {"divergences": 0}, "mcmc")
 
-    # chains that miss the gate go on, up to 4x the draws, thinned back: with one or two samples per task the
-    # dispersions and the spread of difficulties trade off along a ridge, and the first run missed the gate in
-    # 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400; benchmarks/RESULTS.md).  Going on keeps
-    # the warm-up and the draws already made, where a fresh run of 4x the draws cost 3.3x the first
+    # chains that miss the gate go on, to 4x the draws or 3,000 per chain, thinned back: with one or two samples
+    # per task the dispersions and the spread of difficulties trade off along a ridge, and the first run missed
+    # the gate in 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400; benchmarks/RESULTS.md).
+    # Going on keeps the warm-up and the draws already made, where a fresh run of 4x the draws cost 3.3x the first
     return _joint_idata(m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed, progress=progress,
-                                  gate=gate if hasattr(m, "gated_quantities") else None, max_rounds=4))
+                                  gate=gate if hasattr(m, "gated_quantities") else None,
+                                  max_rounds=max(4, -(-3000 // draws))))
 
 
 def _posterior(m, theta: np.ndarray, configs) -> xr.Dataset:
