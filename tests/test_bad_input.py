@@ -174,6 +174,8 @@ def test_unknown_model_method_and_candidates():
         bp.fit(counts, "bb", "nuts")
     with pytest.raises(ValueError, match="stats.model='beta' is not supported"):
         bp.rcParams["stats.model"] = "beta"
+    with pytest.raises(ValueError, match=r"target_accept must be in \(0, 1\); got 1.5"):
+        bp.fit(counts, "shared", "mcmc", target_accept=1.5)
 
 
 @pytest.mark.parametrize("args", [("--k", "0"), ("--budget", "0"), ("--step", "-1"), ("--pair", "nope:coder-small|T=0.8")])

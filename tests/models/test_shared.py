@@ -1,5 +1,7 @@
 """``shared``: the joint model with task difficulty integrated out (gradients, quadrature, recovery)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import integrate
@@ -293,6 +295,31 @@ def test_mcmc_chains_go_on_when_they_miss_the_gate(monkeypatch):
 
     long = Shared().fit_hmc(counts, draws=300, warmup=150, chains=post.sizes["chain"], seed=3)
     np.testing.assert_allclose(post["alpha"].values, long["alpha"].values[:, 1::2])
+
+
+def test_mcmc_takes_the_target_acceptance_asked(monkeypatch):
+    """``bp.fit(..., target_accept=)`` reaches shared's sampler (the gate's warning suggests raising it)."""
+    from bayespass.models.shared import Shared
+
+    counts, _ = _simulate(np.random.default_rng(5), J=2, T=40, m=3)
+    steps = {}
+    for accept in (0.6, 0.95):  # the sampler: smaller steps, accepted more often
+        post = Shared().fit_hmc(counts, draws=100, warmup=150, chains=4, seed=1, target_accept=accept)
+        steps[accept] = (post.attrs["step_size"], post.attrs["acceptance"])
+    assert steps[0.95][0] < 0.8 * steps[0.6][0]
+    assert steps[0.95][1] > steps[0.6][1] + 0.1
+    real, asked = Shared.fit_hmc, []
+
+    def spy(self, counts, **kw):
+        asked.append(kw["target_accept"])
+        return real(self, counts, **kw)
+
+    monkeypatch.setattr(Shared, "fit_hmc", spy)
+    for accept in (None, 0.95):  # bp.fit passes it on (0.8 by default)
+        with warnings.catch_warnings():  # 60 draws: the gate is not what this checks
+            warnings.simplefilter("ignore")
+            bp.fit(counts, "shared", "mcmc", draws=60, tune=60, seed=1, target_accept=accept, progressbar=False)
+    assert asked == [0.8, 0.95]
 
 
 def test_configs_of_different_slopes_fit_their_own_counts():

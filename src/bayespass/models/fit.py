@@ -13,7 +13,7 @@ import xarray as xr
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..validate import check_choice, check_positive_int
+from ..validate import check_choice, check_positive_int, check_prob
 from . import hmc
 from .base import NP, PairData, get_model
 from .eb import FitWarning
@@ -77,7 +77,7 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         ESS >= 400), and configs that miss the gate run again 4x, then 16x as long (benchmarks/RESULTS.md:
         seconds where NUTS takes tens).  ``model="shared"``: whitened by the curvature at the
         mode, 4 chains of 500 draws after 400 warm-up iterations; chains that miss the gate go on (to 4x
-        the draws, or 3,000), thinned back to ``draws``.  The other names are NUTS implementations
+        the draws or 3,000, at most 8x), thinned back to ``draws``.  The other names are NUTS implementations
         (``"pymc"``: PyMC's own, with ``chains``/``draws``/``tune`` from ``rcParams["mcmc.*"]``).
     target_accept : float, optional
         Target acceptance of the sampler.
@@ -117,6 +117,8 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
                          "NUTS implementations, or model='shared')")
     sampler = sampler or ("hmc" if m is None or _has_hmc(m) else "pymc")
     seed = rcParams["stats.seed"] if seed is None else int(seed)
+    if target_accept is not None:
+        target_accept = check_prob(target_accept, name="target_accept")
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
     _warn_unobserved(counts)
@@ -409,7 +411,7 @@ def _joint_idata(post: xr.Dataset):
     return idata
 
 
-def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, progressbar=False, **_):
+def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, target_accept=None, progressbar=False, **_):
     # 500 draws after 400 warm-up iterations per chain, going on where they miss the gate: on 34 configs x 378
     # tasks at m = 50 they passed it (r_hat 1.007, ESS 737) in 100 s, 750 draws in 133 s (benchmarks/RESULTS.md)
     draws = check_positive_int(draws if draws is not None else 500, name="draws")
@@ -420,13 +422,16 @@ def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, progressbar=False, *
     def gate(post):  # R-hat and ESS only: running on does not answer divergences
         return not _gate_problems(convergence_report(_joint_idata(post), m) | {"divergences": 0}, "mcmc")
 
-    # chains that miss the gate go on, to 4x the draws or 3,000 per chain, thinned back: with one or two samples
-    # per task the dispersions and the spread of difficulties trade off along a ridge, and the first run missed
-    # the gate in 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400; benchmarks/RESULTS.md).
-    # Going on keeps the warm-up and the draws already made, where a fresh run of 4x the draws cost 3.3x the first
+    # chains that miss the gate go on, to 4x the draws or 3,000 per chain (at most 8x), thinned back: with one
+    # or two samples per task the dispersions and the spread of difficulties trade off along a ridge, and the
+    # first run missed the gate in 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400;
+    # benchmarks/RESULTS.md).  Going on keeps the warm-up and the draws already made, where a fresh run of 4x
+    # the draws cost 3.3x the first.  The step size's target acceptance: 0.8 unless asked (the gate's warning
+    # suggests raising it)
+    accept = 0.8 if target_accept is None else float(target_accept)
     return _joint_idata(m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed, progress=progress,
-                                  gate=gate if hasattr(m, "gated_quantities") else None,
-                                  max_rounds=max(4, -(-3000 // draws))))
+                                  target_accept=accept, gate=gate if hasattr(m, "gated_quantities") else None,
+                                  max_rounds=min(8, max(4, 3000 // draws))))
 
 
 def _posterior(m, theta: np.ndarray, configs) -> xr.Dataset:

@@ -449,7 +449,7 @@ class Shared(Model):
                                           "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
 
     def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None,
-                gate=None, max_rounds: int = 1):
+                gate=None, max_rounds: int = 1, target_accept: float = 0.8):
         """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
 
         The coordinates are ``z`` with ``theta = mode + L z`` and ``L L^T`` the inverse of the observed
@@ -461,7 +461,8 @@ class Shared(Model):
         for the sampler's progress bar (none without).  ``gate``: a function of a posterior dataset that returns
         whether it passes the convergence gate; where it does not, the same chains go on for ``draws`` iterations
         more, up to ``max_rounds`` rounds, and the draws are thinned back to ``draws`` per chain (the gate is
-        asked of the thinned draws, which are what is returned).
+        asked of the thinned draws, which are what is returned).  ``target_accept``: the step size's target
+        acceptance (higher: smaller steps, fewer divergences, longer runs).
         """
         from . import hmc
 
@@ -515,7 +516,7 @@ class Shared(Model):
         more = None if gate is None else (lambda z: not gate(posterior(z, {})))
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
                        steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress, more=more,
-                       max_rounds=max_rounds)
+                       max_rounds=max_rounds, target_accept=target_accept)
         post = posterior(r.draws, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
