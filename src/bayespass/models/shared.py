@@ -303,6 +303,21 @@ def _log_evidence(neg_log_post: float, vals: np.ndarray, n_slopes: int) -> float
             - n_slopes * np.log(sd * np.sqrt(2 * np.pi)))
 
 
+def _whitening(neg, mode: np.ndarray) -> np.ndarray:
+    """Return L with L L^T the inverse of the observed Hessian of ``neg`` (value, gradient) at ``mode``.
+
+    Central differences of the analytic gradient; directions flatter than the priors allow are bounded.
+    """
+    P = mode.size
+    H = np.empty((P, P))
+    for i in range(P):
+        e = np.zeros(P)
+        e[i] = 1e-5
+        H[i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-5
+    vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+    return vecs / np.sqrt(np.clip(vals, 1 / 3.0**2 / 4, None))
+
+
 def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
     """Return the posterior dataset of draws ``theta`` (chain, draw, 2 J + knots + J - 1 slopes)."""
     chains, draws, _ = theta.shape
@@ -483,13 +498,7 @@ class Shared(Model):
             res, neg, _, d = self.mode(counts, data=coarse, start=res.x, slopes=slopes)
         mode = res.x
         P = mode.size
-        H = np.empty((P, P))
-        for i in range(P):
-            e = np.zeros(P)
-            e[i] = 1e-5
-            H[i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-5
-        vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
-        L = vecs / np.sqrt(np.clip(vals, 1 / 3.0**2 / 4, None))  # flatter than the priors allow: a bound
+        L = _whitening(neg, mode)
 
         def one(z):
             theta = mode + L @ z
