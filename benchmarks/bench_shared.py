@@ -84,15 +84,12 @@ def mcmc_row(counts, m, draws=None):
     gap = float(abs(bp.passk_curve(idata, [1, 10, 100])["mean"] - bp.passk_curve(eb, [1, 10, 100])["mean"]).max())
     a = idata.posterior.attrs
     J, T = counts.sizes["config"], counts.sizes["task"]
-    print(f"MCMC m = {m}, {J} x {T}, {post_draws(idata)} draws per chain: {secs:.1f} s; {a['convergence']} (r_hat max "
-          f"{a['convergence_r_hat_max']:.4f}, ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
+    print(f"MCMC m = {m}, {J} x {T}, {idata.posterior.sizes['draw']} draws per chain: {secs:.1f} s; "
+          f"{a['convergence']} (r_hat max {a['convergence_r_hat_max']:.4f}, "
+          f"ESS bulk min {a['convergence_ess_bulk_min']:.0f}); step size "
           f"{a['step_size']:.2f}, leapfrog steps {a.get('leapfrog_steps')}, acceptance {a['acceptance']:.2f}; "
           f"max |pass@k mean - EB's| at k = 1, 10, 100: {gap:.4f}; slopes weight {a.get('slopes_weight', 0):.2g}; "
           f"{a.get('rerun', 'first run passed')}", flush=True)
-
-def post_draws(idata) -> int:
-    """Return the draws per chain of a fit."""
-    return int(idata.posterior.sizes["draw"])
 
 
 if __name__ == "__main__":

@@ -428,7 +428,7 @@ def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, target_accept=None, 
     # benchmarks/RESULTS.md).  Going on keeps the warm-up and the draws already made, where a fresh run of 4x
     # the draws cost 3.3x the first.  The step size's target acceptance: 0.8 unless asked (the gate's warning
     # suggests raising it)
-    accept = 0.8 if target_accept is None else float(target_accept)
+    accept = 0.8 if target_accept is None else target_accept  # checked by fit
     return _joint_idata(m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed, progress=progress,
                                   target_accept=accept, gate=gate if hasattr(m, "gated_quantities") else None,
                                   max_rounds=min(8, max(4, 3000 // draws))))

@@ -181,7 +181,6 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         rate, trials = pass1_rate_trials(n, idata.observed_data["c"].transpose("config", "task").values)
         out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)
         # and how many of its tasks have one sample only: the tasks with two or more identify the spread
-
         out["single_share"] = ("config", single_sample_share(n))
         # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall
         # short of the rest (data.counts.IDENTIFIED_SHARE)

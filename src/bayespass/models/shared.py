@@ -517,7 +517,8 @@ class Shared(Model):
                     np.stack([o[1] for o in out]).reshape(z.shape))
 
         def posterior(z, attrs):  # the draws of z thinned back to ``draws`` per chain
-            z = z[:, z.shape[1] // draws - 1::z.shape[1] // draws, 0]
+            every = z.shape[1] // draws
+            z = z[:, every - 1::every, 0]
             theta = mode + z @ L.T
             theta = np.concatenate([theta, np.zeros(theta.shape[:2] + (2 * J + KNOTS.size + max(J - 1, 0) - P,))], -1)
             return _posterior(theta, counts, attrs)
