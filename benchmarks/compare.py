@@ -9,7 +9,11 @@ c from (50, c)), compares the configs with :func:`bayespass.compare_configs` and
 
 - Kendall tau between the ranking by posterior mean pass@k and the true ranking, for k in {1, 10}, against
   the naive ranking (unbiased estimate at k, or at m when k > m: the best it has) and the scorio-style
-  ranking (independent per-task Beta(1, 1) posteriors);
+  ranking (independent per-task Beta(1, 1) posteriors).  scipy's tau-b counts a pair the estimate ties as
+  neither right nor wrong, and the naive and scorio-style estimates tie often (at m = 1 both are the
+  number of tasks passed, up to a constant); a leaderboard must still list tied configs in some order, so
+  the baselines' tau is also given with their ties broken at random (its expectation, exact:
+  :func:`tau_untied`), beside the pairs the naive estimate orders that bayespass orders the other way;
 - calibration of ``prob_better``: every ordered pair's predicted P(A better than B) against whether A is
   truly better, in 10 bins; expected calibration error (ECE), also for the two baselines' probabilities;
 - coverage and width of every config's band of pass@k (the leaderboard's), against the truth.
@@ -64,6 +68,29 @@ def ece(p, y, bins=10):
     return float(err), table
 
 
+def tau_untied(x, truth) -> float:
+    """Expected Kendall tau-b of ``x`` against ``truth`` when the ties of ``x`` are broken uniformly at random.
+
+    A pair ``x`` ties adds +1 or -1 to tau's numerator with equal chance once broken, so the expected
+    numerator is tau-b's; the denominator loses the factor for ``x``'s ties: ``tau_b * sqrt(1 - t / P)``
+    with ``t`` of the ``P`` pairs tied in ``x``.  Values equal to 12 decimals count as tied (the same number of
+    tasks passed can differ in the last bit, summed in another order).
+    """
+    x = np.round(np.asarray(x, float), 12)
+    iu = np.triu_indices(x.size, 1)
+    tied = float((x[:, None] == x[None, :])[iu].sum())
+    return float(kendalltau(x, truth).statistic * np.sqrt(1 - tied / iu[0].size))
+
+
+def flips(x, ref) -> int:
+    """Pairs that ``ref`` orders (no tie) and ``x`` orders the other way or ties."""
+    ref, x = (np.round(np.asarray(v, float), 12) for v in (ref, x))
+    iu = np.triu_indices(len(ref), 1)
+    dr = np.sign(np.subtract.outer(ref, ref))[iu]
+    dx = np.sign(np.subtract.outer(x, x))[iu]
+    return int(((dr != 0) & (dx != dr)).sum())
+
+
 def replicate(counts, truth, m, ks, rng, model, method, seed):
     import bayespass as bp
 
@@ -82,6 +109,10 @@ def replicate(counts, truth, m, ks, rng, model, method, seed):
         scores = {"bayespass": cmp["passk"].sel(k=kk).values, "naive": naive,
                   "beta": cmp["beta_passk"].sel(k=kk).values}
         out["tau"][int(kk)] = {name: float(kendalltau(s, tv).statistic) for name, s in scores.items()}
+        out["tau"][int(kk)].update({f"{name}_untied": tau_untied(scores[name], tv) for name in ("naive", "beta")})
+        r12 = np.round(naive, 12)
+        out["tau"][int(kk)]["naive_ties"] = int(np.triu(r12[:, None] == r12[None, :], 1).sum())
+        out["tau"][int(kk)]["flips"] = flips(scores["bayespass"], naive)
         lo, hi = cmp["passk_eti"].sel(k=kk).transpose("ci_bound", "config").values
         out.setdefault("band", {})[int(kk)] = {"cover": ((lo <= tv) & (tv <= hi)).tolist(), "width": (hi - lo).tolist()}
         better = (tv[:, None] > tv[None, :])[iu]
@@ -109,7 +140,7 @@ def run(args):
         for kk in ks:
             row = {"m": m, "k": kk, "reps": args.reps, "configs": int(counts.sizes["config"]),
                    "tasks": int(counts.sizes["task"]), "model": args.model, "method": args.method}
-            for name in ("bayespass", "naive", "beta"):
+            for name in ("bayespass", "naive", "beta", "naive_untied", "beta_untied", "naive_ties", "flips"):
                 taus = [x["tau"][kk][name] for x in res]
                 row[f"tau_{name}"] = float(np.nanmean(taus))
             row["coverage"] = float(np.mean([x["band"][kk]["cover"] for x in res]))  # of the leaderboard's band
@@ -128,12 +159,15 @@ def run(args):
 
 def report(rows) -> str:
     out = ["| m | k | model | reps | Kendall tau: bayespass | naive | scorio-style Beta | "
+           "naive, ties broken | Beta, ties broken | naive's tied pairs | pairs reordered | "
            "ECE of P(better): bayespass | Beta | paired s.e. | band coverage | band width |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [r["m"], r["k"], f"{r['model']}-{r['method']}", r["reps"]]
-        cells += [f"{r[c]:.3f}" for c in ("tau_bayespass", "tau_naive", "tau_beta", "ece_bayespass", "ece_beta",
-                                          "ece_paired")]
+        cells += [f"{r[c]:.3f}" for c in ("tau_bayespass", "tau_naive", "tau_beta")]
+        cells += [f"{r[c]:.3f}" if c in r else "-" for c in ("tau_naive_untied", "tau_beta_untied")]  # 33rd session
+        cells += [f"{r[c]:.2f}" if c in r else "-" for c in ("tau_naive_ties", "tau_flips")]
+        cells += [f"{r[c]:.3f}" for c in ("ece_bayespass", "ece_beta", "ece_paired")]
         cells += [f"{r[c]:.3f}" if c in r else "-" for c in ("coverage", "width")]  # runs before the thirty-first
         out.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(out)
