@@ -6,11 +6,14 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ._version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover
+    import xarray as xr
 
 app = typer.Typer(
     name="bayespass",
@@ -266,6 +269,8 @@ def compare_cmd(
                                             "every pair up to 4 configs; above, in --format table, each config "
                                             "against the next one down the ranking (json and csv list every pair).")]
     = False,
+    common_tasks: Annotated[bool, typer.Option("--common-tasks", help="Compare on the tasks every config ran "
+                                               "(counts or a run directory; fitted here on those tasks).")] = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
     from .stats.ranking import compare_configs, leaderboard, prob_better_table
@@ -279,6 +284,8 @@ def compare_cmd(
         if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
         src = _saved_fit(data)
+        if common_tasks:
+            src = _common_tasks(data, src)
         cmp = compare_configs(data if src is None else src, k=k, pairs=raw, ci_prob=ci_prob, model=model,
                               method=method, progressbar=True)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
@@ -336,6 +343,21 @@ def allocate_cmd(
     if out is not None:
         df.to_csv(out, index=False)
         typer.echo(f"wrote {out}", err=True)
+
+
+def _common_tasks(data: Path, fit) -> xr.Dataset:
+    """Return the counts of RUN_OR_COUNTS on the tasks every config ran (``--common-tasks``), or exit saying why."""
+    from .data.io import read_counts
+
+    if fit is not None:
+        fail(f"--common-tasks needs counts or a run directory (the comparison is fitted again on the common tasks); "
+             f"{str(data)!r} is a fit")
+    counts = read_counts(data)
+    keep = (counts.n > 0).all("config").values
+    if not keep.any():
+        fail(f"--common-tasks: no task of {str(data)!r} was run by every config")
+    typer.echo(f"--common-tasks: {int(keep.sum())} of {keep.size} tasks, those every config ran", err=True)
+    return counts.isel(task=keep)
 
 
 def _saved_fit(data: Path):

@@ -1,10 +1,12 @@
 """compare_configs: known truth (identical configs, a clearly better config, simulated calibration),
 closed forms of the baselines, the leaderboard, plots and the CLI."""
 
+import io
 import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import integrate, stats
 
@@ -223,6 +225,33 @@ def test_configs_on_different_task_sets_are_warned_about(three):
         warnings.simplefilter("error", UserWarning)
         cmp = bp.compare_configs(common, k=(1,), model="bb", method="eb")
     assert cmp.sizes["config"] == 3
+
+
+def test_cli_compare_on_the_common_tasks(tmp_path, three):
+    counts = three[0].drop_vars("p_true").copy(deep=True)
+    counts["n"][2, :30] = 0  # "weak" ran 90 of the 120 tasks
+    counts["c"][2, :30] = 0
+    path = tmp_path / "counts.csv"
+    bp.write_counts(counts, path)
+    cli = [sys.executable, "-m", "bayespass.cli", "compare"]
+    opts = ["--model", "bb", "--method", "eb", "--k", "1", "--format", "csv"]
+    warned = subprocess.run([*cli, str(path), *opts], capture_output=True, text=True, timeout=600)
+    assert warned.returncode == 0, warned.stderr[-2000:]
+    assert "not all evaluated on the same tasks" in warned.stderr and "--common-tasks" in warned.stderr
+    res = subprocess.run([*cli, str(path), *opts, "--common-tasks"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "--common-tasks: 90 of 120 tasks" in res.stderr and "not all evaluated" not in res.stderr
+    # the same numbers as the API on the common tasks
+    common = bp.compare_configs(counts.isel(task=slice(30, None)), k=(1,), model="bb", method="eb")
+    board = pd.read_csv(io.StringIO(res.stdout.strip().split("\n\n")[0]))
+    got = board.set_index("config")["passk"]
+    want = common["passk"].sel(k=1).to_series()
+    assert np.allclose(got.loc[want.index].values, want.values, atol=1e-4)
+    fit = tmp_path / "fit.nc"
+    assert subprocess.run([sys.executable, "-m", "bayespass.cli", "fit", str(path), "--model", "bb", "--out",
+                           str(fit)], capture_output=True, timeout=600).returncode == 0
+    bad = subprocess.run([*cli, str(fit), "--common-tasks"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "--common-tasks needs counts or a run directory" in bad.stderr
 
 
 def test_band_from_one_sample_per_task_holds_whatever_the_spread():

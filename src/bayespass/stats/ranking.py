@@ -248,7 +248,8 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         f"the configs were not all evaluated on the same tasks ({', '.join(lacking[:6])}"
         f"{', ...' if len(lacking) > 6 else ''}; {common} tasks are common to all): each config's pass@k is over "
         "its own tasks, so a difference mixes the configs with their task sets. To compare on the same tasks, "
-        "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values)", UserWarning, stacklevel=3)
+        "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values) (the command line: "
+        "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
 
 
 def _pairs(pairs, configs):
