@@ -222,8 +222,10 @@ class LogitNormal(Model):
         out = pair_arrays(data)
         n, c = np.atleast_2d(data.n), np.atleast_2d(data.c)
         # the one-sided pairs of each config, padded to a common count E: positions among the pairs, a
-        # mask, the sign of m in their integral, the inverse map (E for the others) and by-parts nodes
-        edge = _one_sided(n, c, NP) > 0
+        # mask, the sign of m in their integral, the inverse map (E for the others) and by-parts nodes.  Not
+        # the padding (weight 0, n = 1, c = 0): a config with 11 distinct pairs beside one with 51 has 40 of
+        # them, and integrating them made E 42 instead of 4 on the real MBPP counts (2/3 of the fit's time)
+        edge = (_one_sided(n, c, NP) > 0) & (np.atleast_2d(data.w) > 0)
         e = int(edge.sum(1).max()) if edge.size else 0
         pos, ok, rev = np.zeros((n.shape[0], e), int), np.zeros((n.shape[0], e), bool), np.full(n.shape, e)
         for i, row in enumerate(edge):
