@@ -77,9 +77,14 @@ def tau_untied(x, truth) -> float:
     tasks passed can differ in the last bit, summed in another order).
     """
     x = np.round(np.asarray(x, float), 12)
-    iu = np.triu_indices(x.size, 1)
-    tied = float((x[:, None] == x[None, :])[iu].sum())
-    return float(kendalltau(x, truth).statistic * np.sqrt(1 - tied / iu[0].size))
+    pairs = x.size * (x.size - 1) / 2
+    return float(kendalltau(x, truth).statistic * np.sqrt(1 - tied_pairs(x) / pairs))
+
+
+def tied_pairs(x) -> int:
+    """Pairs of ``x`` equal to 12 decimals."""
+    r = np.round(np.asarray(x, float), 12)
+    return int(np.triu(r[:, None] == r[None, :], 1).sum())
 
 
 def flips(x, ref) -> int:
@@ -110,8 +115,7 @@ def replicate(counts, truth, m, ks, rng, model, method, seed):
                   "beta": cmp["beta_passk"].sel(k=kk).values}
         out["tau"][int(kk)] = {name: float(kendalltau(s, tv).statistic) for name, s in scores.items()}
         out["tau"][int(kk)].update({f"{name}_untied": tau_untied(scores[name], tv) for name in ("naive", "beta")})
-        r12 = np.round(naive, 12)
-        out["tau"][int(kk)]["naive_ties"] = int(np.triu(r12[:, None] == r12[None, :], 1).sum())
+        out["tau"][int(kk)]["naive_ties"] = tied_pairs(naive)
         out["tau"][int(kk)]["flips"] = flips(scores["bayespass"], naive)
         lo, hi = cmp["passk_eti"].sel(k=kk).transpose("ci_bound", "config").values
         out.setdefault("band", {})[int(kk)] = {"cover": ((lo <= tv) & (tv <= hi)).tolist(), "width": (hi - lo).tolist()}

@@ -246,16 +246,6 @@ def _logp(counts, m):
     """
     data = PairData.from_counts(counts)
     parts = [(idx, sub, m.prepare(sub)) for idx, sub in _pair_buckets(data)]
-    if len(parts) == 1:
-        aux = parts[0][2]
-
-        def logp_grad(th):
-            return m.logp_grad(th, aux, data.w)
-
-        def weights_logp(th):
-            return (m.logp(th, aux, data.w), None) if m.cheap_logp else logp_grad(th)
-
-        return logp_grad, weights_logp, data
 
     def by_bucket(th, f, grad: bool):  # the configs are independent: each bucket on its own pairs
         lp, g = np.empty(th.shape[:-1]), (np.empty(th.shape) if grad else None)
