@@ -37,6 +37,19 @@ def test_empty_and_type_errors():
         bp.make_counts([1, 2], [1])
 
 
+def test_a_long_dataframe_is_counts_everywhere_counts_are_taken():
+    df = pd.DataFrame({"config": ["a"] * 3 + ["b"] * 3, "task": ["t0", "t1", "t2"] * 2,
+                       "n": [4, 4, 4, 4, 4, 2], "c": [1, 4, 0, 2, 3, 2]})
+    ds = bp.counts_from_frame(df)
+    xr.testing.assert_identical(bp.validate_counts(df), ds)
+    np.testing.assert_array_equal(bp.passk(df, k=[1, 2]).values, bp.passk(ds, k=[1, 2]).values)
+    # the rows' errors name the DataFrame, the row and the value
+    with pytest.raises(ValueError, match=r"counts \(a DataFrame\), row 2 \(task 't1'\): c must be <= n; got c=5, n=4"):
+        bp.validate_counts(df.assign(c=[1, 5, 0, 2, 3, 2]))
+    with pytest.raises(ValueError, match=r"row 3 \(task 't2'\): c must be a non-negative integer; got a missing"):
+        bp.passk(df.assign(c=[1, 4, np.nan, 2, 3, 2]), k=1)
+
+
 def test_csv_roundtrip_and_missing_pairs(tmp_path):
     df = pd.DataFrame({"model": ["a", "a", "b"], "temperature": [0.8, 0.8, 0.8],
                        "task": ["t1", "t2", "t1"], "n": [5, 5, 3], "c": [1, 5, 0]})
@@ -83,8 +96,8 @@ def test_csv_errors_name_file_and_row(tmp_path):
     f.write_text("task,n,c\nt1,five,2\n")
     with pytest.raises(ValueError, match=r"row 1 .* n must be a non-negative integer; got 'five'"):
         bp.read_counts(f)
-    # the value as written, not numpy's repr ("got np.float64(5.5)"); an empty cell as ''
-    for cell, shown in (("5.5", "5.5"), ("", "''"), ("-5", "-5")):
+    # the value as written, not numpy's repr ("got np.float64(5.5)"); an empty cell said in words
+    for cell, shown in (("5.5", "5.5"), ("", r"a missing value \(empty or NaN\)"), ("-5", "-5")):
         f.write_text(f"task,n,c\nt1,5,2\nt2,{cell},1\n")
         with pytest.raises(ValueError, match=rf"row 2 \(task 't2'\): n must be a non-negative integer; got {shown}$"):
             bp.read_counts(f)

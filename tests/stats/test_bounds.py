@@ -146,3 +146,11 @@ def test_many_samples_per_task_are_thinned_to_max_m_without_overflow():
     assert got.attrs["m"] == [MAX_M] and np.isfinite(got.values).all()
     truth = (1 - (1 - p[:, None]) ** np.array([1, 10, 100])).mean(0)
     assert ((got.values[0, :, 0] <= truth) & (truth <= got.values[0, :, 1])).all()
+
+
+def test_counts_no_binomial_sampling_can_give_warn_and_name_the_config():
+    # every task exactly 2 of 5: a binomial mixture puts at most 0.35 on one count, so no spread of p fits
+    counts = bp.make_counts([[5] * 60, [5] * 60], [[2] * 60, [0, 1, 2, 3, 4, 5] * 10], config=["flat", "ok"])
+    with pytest.warns(UserWarning, match=r"config 'flat' has NaN bounds.*underdispersed"):
+        b = bp.passk_bounds(counts, k=[1, 10])
+    assert np.isnan(b.sel(config="flat")).all() and not np.isnan(b.sel(config="ok")).any()

@@ -119,19 +119,25 @@ def _at(seq, j):
     return list(seq)[j]
 
 
-def validate_counts(ds: xr.Dataset) -> xr.Dataset:
+def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     """Check a counts dataset and return it with ``n``/``c`` as int64.
+
+    A pandas DataFrame in the long layout of :func:`counts_from_frame` (columns ``task, n, c`` and
+    optionally ``config`` or ``model, temperature, benchmark``) is converted first.
 
     Raises
     ------
     TypeError
-        If ``ds`` is not an ``xarray.Dataset``.
+        If ``ds`` is neither an ``xarray.Dataset`` nor a pandas DataFrame.
     ValueError
         On missing variables or dims, empty input, NaN, negative or non-integer
         counts, or ``c > n``; the message names the offending config and task.
     """
+    if isinstance(ds, pd.DataFrame):
+        return counts_from_frame(ds, where="counts (a DataFrame)")
     if not isinstance(ds, xr.Dataset):
-        raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts); got {type(ds).__name__}")
+        raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts) or a DataFrame with "
+                        f"columns task, n, c (and config); got {type(ds).__name__}")
     for var in ("n", "c"):
         if var not in ds:
             raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")
@@ -201,7 +207,7 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
-                             f"non-negative integer; got {_plain(df[col].iloc[row])!r}")
+                             f"non-negative integer; got {_shown(df[col].iloc[row])}")
         df[col] = vals.astype("int64")
     bad = df["c"] > df["n"]
     if bad.any():
@@ -285,6 +291,12 @@ def _plain(v):
     if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):
         return ""
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _shown(v) -> str:
+    """Return a cell's value for an error message: its repr, or "a missing value (empty or NaN)"."""
+    v = _plain(v)
+    return "a missing value (empty or NaN)" if v == "" else repr(v)
 
 
 def check_same_counts(fits: dict, *, what: str) -> None:

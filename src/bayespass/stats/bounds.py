@@ -13,6 +13,8 @@ different numbers of samples are grouped by n (:func:`sample_groups`), each grou
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import xarray as xr
 
@@ -224,6 +226,11 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
         level = sample_groups(n_all[j][seen])
         out[j] = _bounds_one(n_all[j][seen], c_all[j][seen], level, ks, 1.0 - prob)
         levels.append([int(v) for v in np.unique(level)])
+        if np.isnan(out[j]).any():
+            warnings.warn(f"passk_bounds: config {str(counts.config.values[j])!r} has NaN bounds: no distribution "
+                          f"of p over its tasks gives binomial counts like these at ci_prob={prob} (more tasks "
+                          f"share one number of successes than independent samples allow: underdispersed or "
+                          f"made-up counts, or samples that are not independent draws)", UserWarning, stacklevel=2)
     return xr.DataArray(out, dims=("config", "k", "ci_bound"),
                         coords={"config": counts.config.values, "k": ks, "ci_bound": ["lower", "upper"]},
                         name="passk_bounds",

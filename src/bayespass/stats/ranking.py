@@ -65,7 +65,7 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         if not Path(data).exists():
             raise FileNotFoundError(f"data={str(data)!r} does not exist")
         data = read_counts(data)
-    if isinstance(data, xr.Dataset):
+    if isinstance(data, xr.Dataset | pd.DataFrame):
         counts = validate_counts(data)
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
