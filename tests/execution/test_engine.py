@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from typer.testing import CliRunner
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 import bayespass as bp
 from bayespass.cli import app
 from bayespass.execution import engine
+from bayespass.execution.samples_io import read_samples
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "evalplus"
 REPO = Path(__file__).resolve().parents[2]
@@ -218,6 +220,15 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
     f.write_text('[1, 2]\n')
     with pytest.raises(ValueError, match=r"s.jsonl, line 1: a sample record needs 'task_id'; got a list"):
         engine.execute(str(f), humaneval, progress=False)
+    f.write_text('{"task_id": "HumanEval/0", "completion": "x"}\n{"task_id": "HumanEval/0", "solution": 5}\n')
+    with pytest.raises(ValueError, match=r"s.jsonl, line 2 \(task 'HumanEval/0'\): 'solution' must be a string"):
+        engine.execute(str(f), humaneval, progress=False)
+    f.write_text("\n")
+    with pytest.raises(ValueError, match=r"no samples found in '.*s.jsonl' \(an empty file"):
+        engine.execute(str(f), humaneval, progress=False)
+    # a table whose rows each give one of the two (the other a missing cell) is fine
+    mixed = pd.DataFrame([{"task_id": "HumanEval/0", "completion": "x"}, {"task_id": "HumanEval/1", "solution": "y"}])
+    assert list(read_samples(mixed)["task"]) == ["HumanEval/0", "HumanEval/1"]
     assert np.array_equal(engine.to_counts(engine.execute(canonical_samples(humaneval)[:3], humaneval,
                                                           progress=False), correctness="base").c.values, [[1, 1, 1]])
 

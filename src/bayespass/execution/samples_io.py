@@ -39,6 +39,11 @@ def _config_of(rec: dict, default: str) -> str:
     return default
 
 
+def _given(v) -> bool:
+    """Whether a record's field holds a value (not absent, None, or a table's NaN for a missing cell)."""
+    return v is not None and not (isinstance(v, float) and v != v)
+
+
 def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
@@ -88,11 +93,17 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
             raise ValueError(f"{where}: a sample record needs 'task_id'"
                              + (f"; found keys {sorted(rec)[:8]}" if isinstance(rec, dict) else
                                 f"; got a {type(rec).__name__}, not a JSON object"))
-        if "solution" not in rec and "completion" not in rec:
+        if not _given(rec.get("solution")) and not _given(rec.get("completion")):
             raise ValueError(f"{where} (task {rec['task_id']!r}): a sample record needs 'solution' or 'completion'")
+        for key in ("solution", "completion"):
+            if _given(rec.get(key)) and not isinstance(rec[key], str):
+                raise ValueError(f"{where} (task {rec['task_id']!r}): {key!r} must be a string (the program's "
+                                 f"text); got {type(rec[key]).__name__} {str(rec[key])[:40]!r}")
         rows.append(dict(rec, config=_config_of(rec, default), task=str(rec["task_id"])))
     if not rows:
-        raise ValueError("no samples found")
+        raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "
+                                               f"<task>/<i>.py programs)" if wheres is not None else
+                                               " (an empty list or table)"))
     df = pd.DataFrame(rows)
     df["sample"] = df.groupby(["config", "task"]).cumcount()
     return df
