@@ -176,6 +176,9 @@ def test_unknown_model_method_and_candidates():
         bp.rcParams["stats.model"] = "beta"
     with pytest.raises(ValueError, match=r"target_accept must be in \(0, 1\); got 1.5"):
         bp.fit(counts, "shared", "mcmc", target_accept=1.5)
+    for seed in ("x", -1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"seed must be a non-negative integer; got {seed!r}"):
+            bp.fit(counts, "bb", seed=seed)
 
 
 @pytest.mark.parametrize("args", [("--k", "0"), ("--budget", "0"), ("--step", "-1"), ("--pair", "nope:coder-small|T=0.8")])

@@ -71,6 +71,13 @@ def check_prob(value: Any, *, name: str) -> float:
     return v
 
 
+def check_seed(value: Any, *, name: str = "seed") -> int:
+    """Check a random seed: a non-negative integer (what numpy's generators take; bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+    return int(value)
+
+
 def check_positive_int(value: Any, *, name: str) -> int:
     """Check a positive integer (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):

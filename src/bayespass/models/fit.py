@@ -13,7 +13,7 @@ import xarray as xr
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..validate import check_choice, check_positive_int, check_prob
+from ..validate import check_choice, check_positive_int, check_prob, check_seed
 from . import hmc
 from .base import NP, PairData, get_model
 from .eb import FitWarning
@@ -116,7 +116,7 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
                          f"model={model!r}, whose task difficulties are latent (use one of {SAMPLERS[1:]}: "
                          "NUTS implementations, or model='shared')")
     sampler = sampler or ("hmc" if m is None or _has_hmc(m) else "pymc")
-    seed = rcParams["stats.seed"] if seed is None else int(seed)
+    seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     if target_accept is not None:
         target_accept = check_prob(target_accept, name="target_accept")
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
@@ -729,7 +729,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
         counts = make_counts(first.constant_data["n"].values, first.observed_data["c"].values,
                              task=first.observed_data.task.values, config=first.observed_data.config.values)
     methods = {f.posterior.attrs.get("bayespass_method") for f in fits.values()}
-    seed = rcParams["stats.seed"] if seed is None else int(seed)
+    seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     idata, weights = stack(fits, seed=seed)
     m = StackModel(names)
     idata.add_groups({"sample_stats": first["sample_stats"]})
