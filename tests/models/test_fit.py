@@ -269,6 +269,26 @@ def test_ppc_plot_when_every_replicate_fills_a_bin_alike():
     plt.close("all")
 
 
+def test_ppc_plot_has_a_bar_per_count_when_n_is_the_same_on_every_task():
+    # n = 10 in ten bins of c / n put c = 9 and c = 10 (all pass) in one bar; now a bar per c, and a ragged
+    # config keeps the bins of c / n
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    n = np.array([[10, 10, 10, 10, 0], [3, 5, 5, 8, 8]])
+    c = np.array([[9, 10, 10, 0, 0], [1, 5, 0, 8, 4]])
+    rep = np.broadcast_to(c, (2, 50, 2, 5))
+    coords = {"config": ["same", "ragged"], "task": [f"t{i}" for i in range(5)]}
+    idata = az.from_dict(posterior_predictive={"c": rep}, observed_data={"c": c}, constant_data={"n": n},
+                         dims={"c": ["config", "task"]}, coords=coords)
+    axes = bp.plot_ppc(idata)
+    heights = [b.get_height() for b in axes[0].patches]
+    np.testing.assert_allclose(heights, [0.25] + [0] * 8 + [0.25, 0.5])  # of the 4 observed tasks: c = 0, 9, 10
+    assert axes[0].get_xlabel() == "c, successes of n = 10" and axes[1].get_xlabel() == "c / n"
+    assert len(axes[1].patches) == 10
+    plt.close("all")
+
+
 def test_a_named_model_warns_where_most_tasks_have_one_sample():
     """bb at one sample per task: pass@k beyond k = 1 is its prior's guess, and bp.fit says so (the default
     widens its band instead, and a few n = 1 tasks among many with more leave the spread identified)."""

@@ -91,8 +91,23 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     return out
 
 
+#: Up to this many samples per task, a config with the same n on every observed task gets one bar per c.
+EXACT_MAX_N = 25
+
+
+def _exact_hist(c: np.ndarray, obs: np.ndarray, n0: int) -> np.ndarray:
+    """Fraction of the observed tasks with c = 0..n0 along the last axis (one row per leading index)."""
+    onehot = (c[..., None] == np.arange(n0 + 1)) & obs[..., None]
+    return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
+
+
 def plot_ppc(idata, *, ax=None) -> np.ndarray:
-    """Observed histogram of ``c/n`` against the replicated band (``rcParams["stats.ci_prob"]``), per config."""
+    """Observed histogram of the counts against the replicated band (``rcParams["stats.ci_prob"]``), per config.
+
+    A config with the same number of samples n on every observed task (at most :data:`EXACT_MAX_N`) gets one
+    bar per number of successes c = 0..n, so that all-pass and all-fail tasks have bars of their own; other
+    configs get 10 bins of c / n.
+    """
     import matplotlib.pyplot as plt
 
     from ..defaults import rcParams
@@ -108,16 +123,24 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         axes = axes[0]
     else:
         axes = np.atleast_1d(ax)
-    mids = 0.5 * (_BINS[1:] + _BINS[:-1])
     for j, a in enumerate(axes):
-        lo, hi = np.quantile(h_rep[:, j], [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        a.bar(mids, h_obs[j], width=0.09, color="0.6", label="observed")
-        mean = h_rep[:, j].mean(0)
+        obs = n[j] > 0
+        levels = np.unique(n[j][obs])
+        if levels.size == 1 and levels[0] <= EXACT_MAX_N:
+            n0 = int(levels[0])
+            x, ho, hr, width = (np.arange(n0 + 1), _exact_hist(c[j], obs, n0), _exact_hist(rep[:, j], obs, n0),
+                                0.8)
+            a.set_xlabel(f"c, successes of n = {n0}")
+        else:
+            x, ho, hr, width = 0.5 * (_BINS[1:] + _BINS[:-1]), h_obs[j], h_rep[:, j], 0.09
+            a.set_xlabel("c / n")
+        lo, hi = np.quantile(hr, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        a.bar(x, ho, width=width, color="0.6", label="observed")
+        mean = hr.mean(0)
         # a bin that every replicate fills alike has a mean a rounding error outside its own quantiles
         yerr = np.clip([mean - lo, hi - mean], 0.0, None)
-        a.errorbar(mids, mean, yerr=yerr, fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
+        a.errorbar(x, mean, yerr=yerr, fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
         a.set_title(str(configs[j]), fontsize=8)
-        a.set_xlabel("c / n")
     axes[0].set_ylabel("fraction of tasks")
     axes[0].legend(fontsize=7)
     return axes
