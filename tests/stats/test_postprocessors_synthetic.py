@@ -118,3 +118,24 @@ def test_metric_table_cons_at_the_fewest_samples_of_any_task(run):
             combos = list(combinations(ok, 7))
             vals.append(sum(sum(x) > 3.5 for x in combos) / len(combos))
         assert tab["cons@7"].iloc[j] == pytest.approx(np.mean(vals), abs=1e-12)
+
+
+def test_set_size_legend_says_when_every_set_holds_all_classes():
+    import matplotlib.pyplot as plt
+    import xarray as xr
+
+    from bayespass.stats.reliability import plot_set_size
+
+    # config a: q infinite in most splits (more than alpha of its tasks had no correct class); b: q = 2
+    rel = xr.Dataset({"qhat": (("config", "split"), [[np.inf, np.inf, 3.0], [2.0, 2.0, 1.0]]),
+                      "n_classes": (("config", "task"), [[1, 2, 3], [1, 3, 4]]),
+                      "entropy": (("config", "task"), [[0.0, 0.5, 1.0], [0.0, 0.9, 1.2]]),
+                      "level": ("config", [0.5, 0.9])},
+                     coords={"config": ["a", "b"]}, attrs={"alpha": 0.1})
+    ax = plot_set_size(rel)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["a (every set holds all classes, level 0.50)", "b (median q = 2, level 0.90)"]
+    sizes = [np.round(col.get_offsets()[:, 1]) for col in ax.collections]  # jitter within +-0.12
+    np.testing.assert_array_equal(sizes[0], [1, 2, 3])
+    np.testing.assert_array_equal(sizes[1], [1, 2, 2])
+    plt.close("all")

@@ -322,7 +322,11 @@ def reliability_table(rel: xr.Dataset) -> Table:
 
 
 def plot_set_size(rel: xr.Dataset, *, ax=None):
-    """Per-task mean conformal set size vs the entropy of its class distribution."""
+    """Per-task mean conformal set size vs the entropy of its class distribution.
+
+    Where the median conformal quantile is infinite (more than alpha of the calibration tasks have no correct
+    behaviour class, so no finite rank reaches 1 - alpha), the legend says every set holds all classes.
+    """
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -333,7 +337,8 @@ def plot_set_size(rel: xr.Dataset, *, ax=None):
         size = np.minimum(q, r["n_classes"].values)
         jitter = np.random.default_rng(0).uniform(-0.12, 0.12, size.size)
         ax.scatter(r["entropy"].values, size + jitter, s=10, alpha=0.6,
-                   label=f"{cfg} (median q = {q:g}, level {float(r['level']):.2f})")
+                   label=f"{cfg} ({'every set holds all classes' if np.isinf(q) else f'median q = {q:g}'}, "
+                   f"level {float(r['level']):.2f})")
     ax.set_xlabel("entropy of the task's behaviour classes (nats)")
     ax.set_ylabel("prediction-set size (classes)")
     ax.set_title(f"Conformal sets at alpha = {rel.attrs['alpha']:g}")
