@@ -179,6 +179,19 @@ def test_mcmc_shows_its_progress(capsys):
     assert "HMC" not in capsys.readouterr().err
 
 
+def test_the_default_shows_one_bar_over_its_candidates_and_the_stack(capsys, monkeypatch):
+    from bayespass.models import fit as fit_mod
+
+    monkeypatch.setattr(fit_mod, "EB_BAR_DELAY", 0.0)  # a slow fit's bar, without waiting for one
+    counts = simulate_counts(np.full((1, 40), 0.4), 5, seed=3)
+    for cores in (2, 1):  # the candidates in forked workers, and one after another here
+        bp.fit(counts, candidates=["bb", "zoibb"], cores=cores)
+        err = capsys.readouterr().err
+        assert "model auto by eb" in err and "3/3" in err and "done: " in err and "stack" in err, err
+    bp.fit(counts, candidates=["bb", "zoibb"], progressbar=False)
+    assert "model auto" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("model", ["zoibb", "lnorm"])
 def test_hmc_and_nuts_agree(model):
     """The default MCMC (bayespass HMC) and PyMC's NUTS sample the same posterior (pass@k and named parameters)."""

@@ -616,11 +616,70 @@ def _fit_auto(counts, method, candidates, k, kw):
     models = [get_model(name) for name in names]  # every name checked before any work
     # the candidates skip their own replicates and pass@k draws: the stack computes its own
     parallel = method == "eb" or kw["sampler"] == "hmc"  # NumPy samplers: one process per candidate
-    # sampled and finished (log-likelihood, convergence gate) in the worker processes, where allowed
-    done = _sample_candidates(counts, models, method, kw, k) if parallel else {}
-    fits = {m.name: done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
-            for m in models}
-    return stack_fits(fits, counts, seed=kw["seed"], k=k)
+    forked = parallel and _can_fork(kw, models)
+    # one bar over the candidates and the stack where no candidate shows its own (forked workers, or the fast
+    # path's chains in this process); a fast fit shows none (the bar appears after a few seconds)
+    with _StageBar(len(models) + 1, f"model auto by {method}", kw["progressbar"] and (forked or method == "eb"),
+                   delay=EB_BAR_DELAY if method == "eb" else 0.0) as bar:
+        # sampled and finished (log-likelihood, convergence gate) in the worker processes, where allowed
+        done = _sample_candidates(counts, models, method, kw, k, bar=bar) if forked else {}
+        fits = {}
+        for m in models:
+            fits[m.name] = done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
+            if m.name not in done:
+                bar.step(m.name)
+        bar.stage("stacking")
+        out = stack_fits(fits, counts, seed=kw["seed"], k=k)
+        bar.step("stack")
+    return out
+
+
+#: seconds before the default's fast-path fit shows its bar (164 tasks take about 1.5 s; 34 configs x 378 tasks 54 s)
+EB_BAR_DELAY = 2.0
+
+
+class _StageBar:
+    """A progress bar (stderr) over a fit's stages, its postfix naming those done; silent where not ``show``.
+
+    Nothing shows before ``delay`` seconds; after that, :meth:`tick` redraws it (the elapsed time runs on while
+    a stage takes long).
+    """
+
+    def __init__(self, total: int, desc: str, show: bool, *, delay: float = 0.0):
+        self.bar, self.done, self.delay, self.tty = None, [], delay, False
+        if show:
+            import sys
+
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr, delay=delay)
+            self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+    def tick(self) -> None:
+        """Redraw the bar once it is due (after ``delay``), on a terminal (a log gets a line per stage only)."""
+        if self.bar is not None and self.tty and self.bar.format_dict["elapsed"] >= self.delay:
+            self.bar.refresh()
+
+    def stage(self, what: str) -> None:
+        """Say what runs now."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(("done: " + ", ".join(self.done) + "; " if self.done else "") + what,
+                                     refresh=False)
+            self.tick()
+
+    def step(self, name: str) -> None:
+        """Count ``name`` as done."""
+        self.done.append(name)
+        if self.bar is not None:
+            self.bar.set_postfix_str("done: " + ", ".join(self.done), refresh=False)
+            self.bar.update(1)
 
 
 #: relative cost of a candidate's fast-path sampling (measured, benchmarks/bench_default.py): the costliest
@@ -628,26 +687,36 @@ def _fit_auto(counts, method, candidates, k, kw):
 _COST = {"lnorm": 4, "flex": 3, "zoibb": 2, "bb": 1}
 
 
-def _sample_candidates(counts, models, method, kw, k=None) -> dict:
+def _can_fork(kw, models) -> bool:
+    """Whether per-config candidates are sampled in forked processes (:func:`_sample_candidates`)."""
+    import multiprocessing as mp
+    import sys
+
+    cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
+    # a daemonic process (a multiprocessing pool's or Dask's worker) may not start children
+    return (cores >= 2 and sum(not m.joint for m in models) >= 2 and sys.platform.startswith("linux")
+            and not mp.current_process().daemon)
+
+
+def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | None = None) -> dict:
     """Sample and finish per-config candidates by bayespass's HMC (``method``'s settings) in ``cores`` forked processes.
 
     Returns ``{name: InferenceData}`` (finished as a candidate of the stack: posterior,
     log-likelihood, convergence gate; the costliest candidate, which ends last, is finished in
     this process and the others in the workers) for the candidates fitted here, which is none where only
     one process is allowed, the platform cannot fork, this process may not have children (a
-    daemon), or fewer than two candidates are per-config models.  Each candidate's draws are the
-    same as in one process (its seed is its own), and the warnings of its fit are raised here, in
-    the caller's process, once each.
+    daemon), or fewer than two candidates are per-config models (:func:`_can_fork`).  Each candidate's
+    draws are the same as in one process (its seed is its own), and the warnings of its fit are raised
+    here, in the caller's process, once each.  ``bar`` counts the candidates as they end.
     """
     import multiprocessing as mp
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    if not _can_fork(kw, models):
+        return {}
     cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
     todo = sorted((m for m in models if not m.joint), key=lambda m: -_COST.get(m.name, 0))
-    # a daemonic process (a multiprocessing pool's or Dask's worker) may not start children
-    if cores < 2 or len(todo) < 2 or not sys.platform.startswith("linux") or mp.current_process().daemon:
-        return {}
+    bar = bar or _StageBar(0, "", False)
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
@@ -655,7 +724,13 @@ def _sample_candidates(counts, models, method, kw, k=None) -> dict:
             # the costliest candidate ends last: it is finished here, the others in the workers' idle time
             futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False}, k,
                                            finish=i > 0) for i, m in enumerate(todo)}
-            _progress_of(futures, kw["progressbar"] and method == "mcmc")
+            names, pending = {f: name for name, f in futures.items()}, set(futures.values())
+            bar.stage("sampling " + ", ".join(futures))
+            while pending:  # a second at a time: the bar's clock runs on while the costliest candidate samples
+                ended, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for f in ended:
+                    bar.step(names[f])
+                bar.tick()
             out = {}
             for m in todo:
                 idata, caught = futures[m.name].result()
@@ -671,23 +746,6 @@ def _sample_candidates(counts, models, method, kw, k=None) -> dict:
 
 #: warnings hidden by default outside ``__main__``: raised from a worker at their own module, not the caller's line
 _QUIET = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
-
-
-def _progress_of(futures: dict, show: bool) -> None:
-    """Wait for ``futures`` ({name: Future}) with a progress bar over them (stderr), if ``show``."""
-    if not show:
-        return
-    import sys
-    from concurrent.futures import as_completed
-
-    from tqdm import tqdm
-
-    names, done = {f: name for name, f in futures.items()}, []
-    with tqdm(total=len(futures), desc="candidates sampled by HMC", unit="model", file=sys.stderr) as bar:
-        for f in as_completed(futures.values()):
-            done.append(names[f])
-            bar.set_postfix_str("done: " + ", ".join(done), refresh=False)
-            bar.update(1)
 
 
 def _sample_by_name(counts, name: str, method: str, kw, k, *, finish: bool) -> tuple[az.InferenceData, list]:
