@@ -190,6 +190,9 @@ def test_the_default_shows_one_bar_over_its_candidates_and_the_stack(capsys, mon
         assert "model auto by eb" in err and "3/3" in err and "done: " in err and "stack" in err, err
     bp.fit(counts, candidates=["bb", "zoibb"], progressbar=False)
     assert "model auto" not in capsys.readouterr().err
+    # a single model by eb (no sampler's bar of its own): its clock
+    bp.fit(counts, "bb")
+    assert "model bb by eb: 00:" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("model", ["zoibb", "lnorm"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import warnings
 from typing import TYPE_CHECKING
 
@@ -130,7 +131,10 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
                          "integrated out, which has method='eb'), or a per-config model")
     if not m.joint:
         _warn_single_sample(counts, model)
-    return _fit_model(counts, m, method, k, kw)
+    # eb has no sampler's bar of its own: a clock once it takes a while (shared on 34 configs: 15 s)
+    with _StageBar(None, f"model {model} by eb", kw["progressbar"] and method == "eb", delay=EB_BAR_DELAY) as bar:
+        with bar.ticking():
+            return _fit_model(counts, m, method, k, kw)
 
 
 def _warn_unobserved(counts) -> None:
@@ -645,14 +649,15 @@ class _StageBar:
     a stage takes long).
     """
 
-    def __init__(self, total: int, desc: str, show: bool, *, delay: float = 0.0):
+    def __init__(self, total: int | None, desc: str, show: bool, *, delay: float = 0.0):
         self.bar, self.done, self.delay, self.tty = None, [], delay, False
         if show:
             import sys
 
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr, delay=delay)
+            self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr, delay=delay,
+                            bar_format=None if total else "{desc}: {elapsed}")
             self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
 
     def __enter__(self):
@@ -662,10 +667,30 @@ class _StageBar:
         if self.bar is not None:
             self.bar.close()
 
+    @contextlib.contextmanager
+    def ticking(self, every: float = 1.0):
+        """Tick once every ``every`` seconds in a thread while the block runs (one long stage)."""
+        if self.bar is None or not self.tty:
+            yield
+            return
+        stop = threading.Event()
+
+        def run():
+            while not stop.wait(every):
+                self.tick()
+
+        ticker = threading.Thread(target=run, daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+
     def tick(self) -> None:
         """Redraw the bar once it is due (after ``delay``), on a terminal (a log gets a line per stage only)."""
         if self.bar is not None and self.tty and self.bar.format_dict["elapsed"] >= self.delay:
-            self.bar.refresh()
+            self.bar.update(0)  # not refresh(): a bar whose updates all came too early would not end its line
 
     def stage(self, what: str) -> None:
         """Say what runs now."""
