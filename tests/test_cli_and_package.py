@@ -155,6 +155,8 @@ def test_plan_cli(tmp_path, monkeypatch):
     assert rows[0][:3] == ["config", "n", "expected_width"] and [r[1] for r in rows[1:]] == ["4", "16"]
     w4, w16 = float(rows[1][2]), float(rows[2][2])
     assert w16 < w4  # more samples, a narrower band
+    needed = rows[1][rows[0].index("n_needed")]
+    assert needed in ("", "4", "16"), needed  # a count of samples (empty where no n of the grid reaches it)
     # the same forecast as bp.plan with the same settings
     ref = bp.plan(bp.fit(counts, "bb", "eb", progressbar=False), k=10, target_width=0.05, n_grid=[4, 16], n_sims=2)
     assert isinstance(ref, xr.Dataset) and np.isclose(w4, ref.expected_width.sel(config="m", n=4).item(), rtol=1e-3)
@@ -162,6 +164,7 @@ def test_plan_cli(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
     for bad, word in ((["--width", "0"], "--width"), (["--width", "0.05", "--sims", "0"], "--sims"),
-                      (["--width", "0.05", "--k", "0"], "k must")):
+                      (["--width", "0.05", "--k", "0"], "k must"),
+                      (["--width", "0.05", "--n-grid", "10,ten"], "--n-grid must be comma-separated")):
         res = runner.invoke(app, ["plan", str(fit_path.with_suffix(".csv")), *bad])
         assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output

@@ -408,14 +408,18 @@ def plan_cmd(
         as_k(k), check_positive_int(sims, name="--sims")  # before a fit
         if not 0 < width < 1:
             fail(f"--width must be a band width in (0, 1), e.g. 0.05; got {width}")
-        grid = None if n_grid is None else [int(x) for x in n_grid.split(",")]
+        try:
+            grid = None if n_grid is None else [int(x) for x in n_grid.split(",")]
+        except ValueError:
+            fail(f"--n-grid must be comma-separated samples per task, e.g. 10,20,50; got {n_grid!r}")
         idata, _ = _fit_or_counts(data)
         p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
     df = p[["expected_width", "width_sd"]].to_dataframe().reset_index()
     df = df.merge(p[["current_width", "n_needed"]].to_dataframe().reset_index(), on="config")
-    _print_table(Table.of(df, f"Samples per task for the {p.attrs['ci_prob']:g} band of pass@{k} to reach "
+    df["n_needed"] = df["n_needed"].round().astype("Int64")  # a count; <NA> where no n of the grid reaches it
+    _print_table(Table.of(df, f"Samples per task for the {p.attrs['ci_prob']:.0%} band of pass@{k} to reach "
                               f"{width:g} (model {p.attrs['model']} by {p.attrs['method']}; {sims} simulated "
                               "futures per n; a forecast: on real data it has been conservative, "
                               "benchmarks/RESULTS.md)"), format)
