@@ -394,3 +394,19 @@ def test_a_task_or_two_short_of_samples_leave_the_mixture_band_within_the_data()
     np.testing.assert_allclose(eti.sel(config="one-short", k=100), hull.sel(config="one-short", k=100))
     np.testing.assert_allclose(eti.sel(config="four-short"), hull.sel(config="four-short"))
     assert np.abs(mix - hull).sel(config="one-short", k=10).max() > 1e-3  # the two rules differ there
+
+
+def test_a_stack_read_with_arviz_as_the_readme_says():
+    import arviz as az
+
+    rng = np.random.default_rng(5)
+    counts = bp.make_counts(np.full((1, 80), 5), rng.binomial(5, rng.beta(0.7, 0.9, (1, 80))))
+    with bp.rc_context({"eb.draws": 50, "eb.warmup": 60}):
+        idata = bp.fit(counts, candidates=["bb", "zoibb"], seed=1, k=[1, 10], progressbar=False)
+    # theta: the candidates' parameter vectors side by side, component indexing stack_components
+    comp = idata.posterior["theta"].sel(param="component").values
+    assert idata.posterior.attrs["stack_components"] == "bb,zoibb" and set(np.unique(comp)) <= {0.0, 1.0}
+    bb = idata.posterior["theta"].sel(param=["p0", "p1"]).values[comp == 0]
+    assert np.isfinite(bb).all()  # bb's draws fill its two parameters (logit_mu, log_kappa)
+    s = az.summary(idata, group="passk", var_names=["passk"], kind="stats")
+    np.testing.assert_allclose(s["mean"].values, idata.passk["passk"].mean(("chain", "draw")).values.ravel(), atol=1e-3)
