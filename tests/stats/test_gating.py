@@ -83,6 +83,12 @@ def test_crc_bad_input():
         crc_threshold([0.5], [True], 0.1, variant="ltt")
     with pytest.raises(TypeError, match="samples"):
         gate({"verdict": 1})
+    import bayespass as bp
+
+    counts = bp.make_counts([[5, 5]], [[1, 4]])
+    for f in (lambda: gate(counts, alpha=0.1), lambda: reliability(counts)):
+        with pytest.raises(ValueError, match=r"these are counts .* needs the executed samples"):
+            f()
 
 
 def test_collapse_guard_and_risk_coverage(make_samples):

@@ -38,6 +38,10 @@ def as_samples(obj, group: str = "samples") -> xr.Dataset:
         raise TypeError(f"expected an executed samples xarray.Dataset, a run tree or an InferenceData with a "
                         f"{group!r} group; got {type(obj).__name__}")
     missing = [v for v in ("verdict", "digest", "exists", "is_plus") if v not in ds]
+    if missing and {"n", "c"} <= set(ds.data_vars) and "sample" not in ds.dims:
+        raise ValueError("these are counts (n, c per config x task); this needs the executed samples, whose "
+                         "per-sample verdicts and outputs it reads: bayespass.execute(...), a run directory's "
+                         "samples.nc, or bp.load_run(run_dir)")
     if missing:
         raise ValueError(f"samples dataset lacks {missing}; make it with bayespass.execute")
     return ds
