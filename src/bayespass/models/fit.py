@@ -83,7 +83,9 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     target_accept : float, optional
         Target acceptance of the sampler.
     progressbar : bool
-        Show the sampler's progress bar.
+        Show progress on stderr: the sampler's bar (``method="mcmc"``), one bar over the candidates and the
+        stack (``model="auto"``), and for ``method="eb"``, which has no sampler's bar, a clock; an eb fit
+        shows its bar or clock only once it has taken ``EB_BAR_DELAY`` (2) seconds.
     candidates : sequence of str, optional
         Models stacked by ``model="auto"`` (default ``rcParams["stats.candidates"]``).
 
