@@ -629,14 +629,15 @@ def _fit_auto(counts, method, candidates, k, kw):
                    delay=EB_BAR_DELAY if method == "eb" else 0.0) as bar:
         # sampled and finished (log-likelihood, convergence gate) in the worker processes, where allowed
         done = _sample_candidates(counts, models, method, kw, k, bar=bar) if forked else {}
-        fits = {}
-        for m in models:
-            fits[m.name] = done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
-            if m.name not in done:
-                bar.step(m.name)
-        bar.stage("stacking")
-        out = stack_fits(fits, counts, seed=kw["seed"], k=k)
-        bar.step("stack")
+        with bar.ticking():  # a clock thread only once the workers are gone (never beside a fork)
+            fits = {}
+            for m in models:
+                fits[m.name] = done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
+                if m.name not in done:
+                    bar.step(m.name)
+            bar.stage("stacking")
+            out = stack_fits(fits, counts, seed=kw["seed"], k=k)
+            bar.step("stack")
     return out
 
 
@@ -659,7 +660,8 @@ class _StageBar:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr, delay=delay,
-                            bar_format=None if total else "{desc}: {elapsed}")
+                            bar_format=("{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+                                        if total else "{desc}: {elapsed}"))  # no rate: stages differ 40-fold
             self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
 
     def __enter__(self):
@@ -692,7 +694,10 @@ class _StageBar:
     def tick(self) -> None:
         """Redraw the bar once it is due (after ``delay``), on a terminal (a log gets a line per stage only)."""
         if self.bar is not None and self.tty and self.bar.format_dict["elapsed"] >= self.delay:
-            self.bar.update(0)  # not refresh(): a bar whose updates all came too early would not end its line
+            self.bar.refresh()
+            # tqdm's close ends the line of a bar it printed after its delay, which it reads off last_print_t (set
+            # by update only; update(0) would print only while tqdm's own rate throttle allows)
+            self.bar.last_print_t = self.bar._time()
 
     def stage(self, what: str) -> None:
         """Say what runs now."""
