@@ -214,18 +214,16 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
                                          r"record needs 'solution' or 'completion'"):
         engine.execute([{"task_id": "HumanEval/0"}], humaneval, progress=False)
     # in a file, the error names its line (the JSON error did, the record errors counted records from 0)
-    f.write_text('{"task_id": "HumanEval/0", "completion": "x"}\n\n{"task_id": "HumanEval/1"}\n[1, 2]\n')
-    with pytest.raises(ValueError, match=r"s.jsonl, line 3 \(task 'HumanEval/1'\): a sample record needs 'solution'"):
-        engine.execute(str(f), humaneval, progress=False)
-    f.write_text('[1, 2]\n')
-    with pytest.raises(ValueError, match=r"s.jsonl, line 1: a sample record needs 'task_id'; got a list"):
-        engine.execute(str(f), humaneval, progress=False)
-    f.write_text('{"task_id": "HumanEval/0", "completion": "x"}\n{"task_id": "HumanEval/0", "solution": 5}\n')
-    with pytest.raises(ValueError, match=r"s.jsonl, line 2 \(task 'HumanEval/0'\): 'solution' must be a string"):
-        engine.execute(str(f), humaneval, progress=False)
-    f.write_text("\n")
-    with pytest.raises(ValueError, match=r"no samples found in '.*s.jsonl' \(an empty file"):
-        engine.execute(str(f), humaneval, progress=False)
+    for text, match in (
+            ('{"task_id": "HumanEval/0", "completion": "x"}\n\n{"task_id": "HumanEval/1"}\n[1, 2]\n',
+             r"s.jsonl, line 3 \(task 'HumanEval/1'\): a sample record needs 'solution'"),
+            ('[1, 2]\n', r"s.jsonl, line 1: a sample record needs 'task_id'; got a list"),
+            ('{"task_id": "HumanEval/0", "completion": "x"}\n{"task_id": "HumanEval/0", "solution": 5}\n',
+             r"s.jsonl, line 2 \(task 'HumanEval/0'\): 'solution' must be a string"),
+            ("\n", r"no samples found in '.*s.jsonl' \(an empty file")):
+        f.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            engine.execute(str(f), humaneval, progress=False)
     # a table whose rows each give one of the two (the other a missing cell) is fine
     mixed = pd.DataFrame([{"task_id": "HumanEval/0", "completion": "x"}, {"task_id": "HumanEval/1", "solution": "y"}])
     assert list(read_samples(mixed)["task"]) == ["HumanEval/0", "HumanEval/1"]
