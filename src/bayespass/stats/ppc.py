@@ -13,11 +13,15 @@ STATISTICS = ("frac_zero", "frac_full", "mean_rate", "var_rate", "hist_distance"
 _BINS = np.linspace(0, 1, 11)
 
 
+def _shares(idx: np.ndarray, obs: np.ndarray, bins: int) -> np.ndarray:
+    """Fraction of the observed tasks in each of ``bins`` bins (task index ``idx``) along the last axis."""
+    onehot = (idx[..., None] == np.arange(bins)) & obs[..., None]
+    return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
+
+
 def _hist(rate: np.ndarray, obs: np.ndarray) -> np.ndarray:
     """Normalised histogram of success rates over observed tasks along the last axis."""
-    idx = np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2)
-    onehot = (idx[..., None] == np.arange(len(_BINS) - 1)) & obs[..., None]
-    return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
+    return _shares(np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2), obs, len(_BINS) - 1)
 
 
 def _stats(c: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
@@ -95,12 +99,6 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
 EXACT_MAX_N = 25
 
 
-def _exact_hist(c: np.ndarray, obs: np.ndarray, n0: int) -> np.ndarray:
-    """Fraction of the observed tasks with c = 0..n0 along the last axis (one row per leading index)."""
-    onehot = (c[..., None] == np.arange(n0 + 1)) & obs[..., None]
-    return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
-
-
 def plot_ppc(idata, *, ax=None) -> np.ndarray:
     """Observed histogram of the counts against the replicated band (``rcParams["stats.ci_prob"]``), per config.
 
@@ -116,7 +114,6 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     n = idata.constant_data["n"].values
     c = idata.observed_data["c"].values
     rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
-    h_obs, h_rep = _stats(c, n)["hist"], _stats(rep, n)["hist"]
     configs = idata.observed_data.config.values
     if ax is None:
         _, axes = plt.subplots(1, len(configs), figsize=(3.2 * len(configs), 3), squeeze=False)
@@ -128,11 +125,12 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         levels = np.unique(n[j][obs])
         if levels.size == 1 and levels[0] <= EXACT_MAX_N:
             n0 = int(levels[0])
-            x, ho, hr, width = (np.arange(n0 + 1), _exact_hist(c[j], obs, n0), _exact_hist(rep[:, j], obs, n0),
+            x, ho, hr, width = (np.arange(n0 + 1), _shares(c[j], obs, n0 + 1), _shares(rep[:, j], obs, n0 + 1),
                                 0.8)
             a.set_xlabel(f"c, successes of n = {n0}")
-        else:
-            x, ho, hr, width = 0.5 * (_BINS[1:] + _BINS[:-1]), h_obs[j], h_rep[:, j], 0.09
+        else:  # the binned histogram, of this config alone
+            x, ho, hr, width = (0.5 * (_BINS[1:] + _BINS[:-1]), _stats(c[j], n[j])["hist"],
+                                _stats(rep[:, j], n[j])["hist"], 0.09)
             a.set_xlabel("c / n")
         lo, hi = np.quantile(hr, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
         a.bar(x, ho, width=width, color="0.6", label="observed")
