@@ -630,13 +630,12 @@ def _fit_auto(counts, method, candidates, k, kw):
         # sampled and finished (log-likelihood, convergence gate) in the worker processes, where allowed
         done = _sample_candidates(counts, models, method, kw, k, bar=bar) if forked else {}
         with bar.ticking():  # a clock thread only once the workers are gone (never beside a fork)
-            fits = {}
             for m in models:
-                fits[m.name] = done[m.name] if m.name in done else _fit_model(counts, m, method, k, kw, extras=False)
                 if m.name not in done:
+                    done[m.name] = _fit_model(counts, m, method, k, kw, extras=False)
                     bar.step(m.name)
             bar.stage("stacking")
-            out = stack_fits(fits, counts, seed=kw["seed"], k=k)
+            out = stack_fits({m.name: done[m.name] for m in models}, counts, seed=kw["seed"], k=k)
             bar.step("stack")
     return out
 
@@ -719,12 +718,17 @@ class _StageBar:
 _COST = {"lnorm": 4, "flex": 3, "zoibb": 2, "bb": 1}
 
 
+def _cores(kw) -> int:
+    """Return the processes for the candidates: ``cores`` as given to :func:`fit`, else ``rcParams["eb.cores"]``."""
+    return check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
+
+
 def _can_fork(kw, models) -> bool:
     """Whether per-config candidates are sampled in forked processes (:func:`_sample_candidates`)."""
     import multiprocessing as mp
     import sys
 
-    cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
+    cores = _cores(kw)
     # a daemonic process (a multiprocessing pool's or Dask's worker) may not start children
     return (cores >= 2 and sum(not m.joint for m in models) >= 2 and sys.platform.startswith("linux")
             and not mp.current_process().daemon)
@@ -746,7 +750,7 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
 
     if not _can_fork(kw, models):
         return {}
-    cores = check_positive_int(kw["cores"] if kw["cores"] is not None else rcParams["eb.cores"], name="cores")
+    cores = _cores(kw)
     todo = sorted((m for m in models if not m.joint), key=lambda m: -_COST.get(m.name, 0))
     bar = bar or _StageBar(0, "", False)
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
