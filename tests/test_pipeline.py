@@ -38,6 +38,7 @@ def rundir(tmp_path_factory):
     res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)],
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
+    (out / "stderr.txt").write_text(res.stderr)  # the stage messages, for the test that reads them
     return out, res.stdout
 
 
@@ -48,6 +49,10 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
                   "Incoherence", "Metrics"):
         assert f"== {title}" in stdout, title
     assert "P(rank=1)" in stdout
+    # the synthetic coder's programs were judged when its pool was built: the run says so instead of running them
+    stages = (out / "stderr.txt").read_text()
+    assert re.search(r"\n  \d+ of 300 samples run; the others' verdicts reused", stages), stages[:2000]
+    assert "0prog" not in stages  # no empty progress bar where nothing is run
     for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
         assert rule in stdout
     for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",

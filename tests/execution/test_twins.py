@@ -320,3 +320,12 @@ def test_programs_that_can_read_an_exception_message_keep_their_local_names(code
     twin = code.replace("total", "s")
     assert "'total'" in _run_isolated(code) and "'s'" in _run_isolated(twin)  # the message names the variable
     assert behaviour_key(code) is not None and behaviour_key(code) != behaviour_key(twin)
+
+
+def test_a_call_with_every_verdict_reused_shows_no_empty_bar(humaneval, tmp_path, capsys):
+    tasks = list(humaneval.tasks)[:2]
+    recs = [r for r in _variants(humaneval, tasks) if r["config"] in ("plain", "wrong")]
+    engine.execute(recs, humaneval, out=tmp_path, progress=True)
+    assert "executing programs" in capsys.readouterr().err  # the first call runs them, with its bar
+    ds = engine.execute(recs, humaneval, out=tmp_path, progress=True)
+    assert ds.attrs["n_run"] == 0 and "executing programs" not in capsys.readouterr().err

@@ -232,7 +232,9 @@ def _judged_run(sb: Sandbox, judge_: _Judge, task: str, job: dict, fast_check: b
 def _progress(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="executing programs", unit="prog", disable=not enabled, smoothing=0.05)
+    # nothing to run (every verdict reused): no bar, which tqdm would print empty at its start and again at close
+    return tqdm(total=total, desc="executing programs", unit="prog", disable=not enabled or total == 0,
+                smoothing=0.05)
 
 
 _DEFAULT = "default"

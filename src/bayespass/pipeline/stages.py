@@ -110,6 +110,10 @@ def _execute(ctx: Context) -> None:
     say(ctx.echo, f"[2/7] executing {len(ctx.recs)} samples in the sandbox")
     ctx.samples = execute(ctx.recs, ctx.suite, out=ctx.out, workers=ctx.cfg.workers, progress=ctx.progress,
                           reuse=ctx.reuse)
+    ran = int(ctx.samples.attrs.get("n_run", len(ctx.recs)))
+    if ran < len(ctx.recs):
+        say(ctx.echo, f"  {ran} of {len(ctx.recs)} samples run; the others' verdicts reused (judged before, duplicate "
+                      "programs or behavioural twins)")
 
 
 def _load_samples(ctx: Context) -> None:
