@@ -312,14 +312,14 @@ def gate_table(gated: xr.Dataset) -> Table:
     a = gated.attrs
     df = pd.DataFrame(rows)
     mute = df.loc[(df["rule"] == "behaviour-CRC") & (df["abstention"] >= 0.99), "config"].astype(str).tolist()
-    flag = (f"; behaviour-CRC abstains on every task for {', '.join(mute)}: no threshold keeps the silent-failure "
+    flag = (f" Behaviour-CRC abstains on every task for {', '.join(mute)}: no threshold keeps the silent-failure "
             "bound below alpha on the calibration tasks (too few of them, or wrong answers even where all samples "
-            "behave alike: stable_wrong in the diagnostics)" if mute else "")
+            "behave alike: stable_wrong in the diagnostics)." if mute else "")
     return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
-                    f"{a.get('n_splits', '?')} calibration/test splits{flag})",
+                    f"{a.get('n_splits', '?')} calibration/test splits)",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
                     "lambda of the K samples (lambda chosen by conformal risk control); silent = answered and "
-                    "wrong, effective = answered and right; _sd = standard deviation over the splits.")
+                    "wrong, effective = answered and right; _sd = standard deviation over the splits." + flag)
 
 
 def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> Table:
