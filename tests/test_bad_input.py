@@ -100,6 +100,21 @@ def test_binary_samples_file_names_the_file_and_line(tmp_path):
         read_samples(f)
 
 
+def test_gzipped_samples_read_as_their_jsonl_and_name_their_config_without_suffixes(tmp_path):
+    import gzip
+
+    from bayespass.execution.samples_io import read_samples
+
+    lines = [json.dumps({"task_id": f"HumanEval/{i}", "completion": "    return 1\n"}) for i in range(3)]
+    (tmp_path / "qwen_T0.8.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    table = read_samples(tmp_path / "qwen_T0.8.jsonl.gz")
+    assert table["task"].tolist() == [f"HumanEval/{i}" for i in range(3)]
+    assert set(table["config"]) == {"qwen_T0.8"}
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(lines[0].encode() + b"\n\xff\xfe\n"))
+    with pytest.raises(ValueError, match=r"bad\.jsonl\.gz, line 2: not UTF-8 text"):
+        read_samples(tmp_path / "bad.jsonl.gz")
+
+
 def test_layer_bwrap_without_bubblewrap(tmp_path):
     if shutil.which("bwrap"):
         pytest.skip("bubblewrap is installed here")

@@ -137,3 +137,21 @@ def test_evalplus_results(tmp_path):
     f.write_text('{"eval": 3}')
     with pytest.raises(ValueError, match="not an evalplus eval_results.json"):
         bp.read_counts(f)
+
+
+def test_gzipped_counts_read_as_their_plain_text(tmp_path):
+    import gzip
+
+    rows = 'task,n,c\na,4,1\nb,4,4\n'
+    jsonl = '{"task": "a", "n": 4, "c": 1}\n{"task": "b", "n": 4, "c": 4}\n'
+    doc = {"eval": {"T/0": [{"base_status": "pass", "plus_status": "pass"}, {"base_status": "fail"}],
+                    "T/1": [{"base_status": "pass", "plus_status": "fail"}]}}
+    for name, text, c in (("c.csv.gz", rows, [[1, 4]]), ("c.jsonl.gz", jsonl, [[1, 4]]),
+                          ("eval_results.json.gz", json.dumps(doc), [[1, 1]])):
+        (tmp_path / name).write_bytes(gzip.compress(text.encode()))
+        assert bp.read_counts(tmp_path / name, correctness="base" if "eval" in name else "plus").c.values.tolist() \
+            == c, name
+    cut = gzip.compress(jsonl.encode() * 200)
+    (tmp_path / "cut.jsonl.gz").write_bytes(cut[: len(cut) // 2])  # an interrupted download
+    with pytest.raises(ValueError, match=r"cut\.jsonl\.gz: a damaged or incomplete gzip file after line \d+"):
+        bp.read_counts(tmp_path / "cut.jsonl.gz")

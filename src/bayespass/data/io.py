@@ -4,6 +4,7 @@
 
 * ``.csv`` / ``.tsv``: columns ``task,n,c`` (+ optional ``config,model,temperature,benchmark``);
 * ``.jsonl``: one JSON object per line with the same keys;
+* any of these text formats gzip-compressed (``.csv.gz``, ``.jsonl.gz``, ``eval_results.json.gz``);
 * ``.json``: evalplus ``eval_results.json`` (per-sample base/plus status);
 * ``.nc``: a counts dataset written by :func:`write_counts`, or a samples
   dataset from ``bayespass.execute`` (reduced with ``to_counts``).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -88,7 +90,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
         return counts_from_frame(df, source=src, where=src)
     if fmt == "jsonl":
         rows = []
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             for lineno, line in _lines(fh, src):
                 if not line.strip():
                     continue
@@ -146,14 +148,37 @@ def samples_to_counts(ds: xr.Dataset, correctness: str = "plus") -> xr.Dataset:
                        attrs={"correctness": correctness})
 
 
+@contextmanager
+def open_binary(path):
+    """Open a file for reading bytes; a gzip file (``.jsonl.gz``, as evalplus ships its data) is decompressed.
+
+    Told by its first two bytes, not its name.
+    """
+    with open(path, "rb") as fh:
+        if fh.peek(2)[:2] == b"\x1f\x8b":
+            import gzip
+
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                yield gz
+        else:
+            yield fh
+
+
 def _lines(fh, src: str):
-    """Yield numbered text lines of a file opened in binary mode (a non-UTF-8 line is an error naming it)."""
-    for lineno, raw in enumerate(fh, 1):
-        try:
-            yield lineno, raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{src}, line {lineno}: not UTF-8 text ({err.reason} at byte {err.start}); "
-                             "is this a binary file?") from err
+    """Yield numbered text lines of a file opened in binary mode (a non-UTF-8 line is an error naming it).
+
+    A damaged or cut gzip stream is an error naming the file and the last line read.
+    """
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{src}, line {lineno}: not UTF-8 text ({err.reason} at byte {err.start}); "
+                                 "is this a binary file?") from err
+    except (EOFError, OSError) as err:  # gzip.BadGzipFile is an OSError; a cut stream, EOFError
+        raise ValueError(f"{src}: a damaged or incomplete gzip file after line {lineno} ({err})") from err
 
 
 def _sample_ok(rec: dict, correctness: str, where: str) -> bool:
@@ -179,8 +204,8 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
     check_choice(correctness, ("base", "plus"), name="correctness")
     src = str(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        with open_binary(path) as fh:
+            doc = json.loads(fh.read().decode("utf-8"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):

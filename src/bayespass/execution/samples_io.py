@@ -47,7 +47,7 @@ def _given(v) -> bool:
 def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
-    ``samples`` is a JSONL path, an evalplus samples directory
+    ``samples`` is a JSONL path (or a gzipped one, ``.jsonl.gz``), an evalplus samples directory
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
@@ -64,7 +64,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
         path = Path(os.fspath(samples))
         if not path.exists():
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
-        default = config or path.stem
+        default = config or Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
         recs = []
         if path.is_dir():
             for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):
@@ -76,9 +76,9 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                     recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
                     wheres.append(str(f))
         else:
-            from ..data.io import _lines
+            from ..data.io import _lines, open_binary
 
-            with open(path, "rb") as fh:
+            with open_binary(path) as fh:
                 for lineno, line in _lines(fh, str(path)):
                     if line.strip():
                         try:
