@@ -263,7 +263,8 @@ def compare_cmd(
     ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
     = None,
     plot: Annotated[Path | None, typer.Option(help="PNG path prefix: writes PREFIX-forest.png, "
-                                                   "PREFIX-prob_better.png and PREFIX-diff.png (top two).")] = None,
+                                                   "PREFIX-prob_better.png and PREFIX-diff.png (the top two, or "
+                                                   "the first of --pairs, over k up to the largest --k).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
                                             "every pair up to 4 configs; above, in --format table, each config "
@@ -273,7 +274,7 @@ def compare_cmd(
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
-    from .stats.ranking import compare_configs, leaderboard, prob_better_table
+    from .stats.ranking import _pairs, _resolve, compare_configs, leaderboard, prob_better_table
     from .validate import split_pair
 
     _check_format(format)
@@ -286,8 +287,10 @@ def compare_cmd(
         src = _saved_fit(data)
         if common_tasks:
             src = _common_tasks(data, src)
-        cmp = compare_configs(data if src is None else src, k=k, pairs=raw, ci_prob=ci_prob, model=model,
-                              method=method, progressbar=True)
+        # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
+        idata = _resolve(data if src is None else src, model, method, 0, check=lambda cfgs: _pairs(raw, cfgs),
+                         progressbar=True)
+        cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
@@ -299,7 +302,7 @@ def compare_cmd(
     _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format != "table" or pair_list else "auto"),
                  format)
     if plot is not None:
-        _compare_plots(cmp, plot, pair_list)
+        _compare_plots(cmp, plot, pair_list, idata)
 
 
 @app.command("allocate")
@@ -470,9 +473,13 @@ def _save_png(ax, path: Path, dpi: int = 120) -> Path:
     return path
 
 
-def _compare_plots(cmp, prefix: Path, pair_list) -> None:
-    from .stats.ranking import plot_diff_curve, plot_forest, plot_prob_better
+def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
+    import numpy as np
 
+    from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better
+
+    if prefix.suffix.lower() == ".png":  # --plot cmp.png writes cmp-forest.png, not cmp.png-forest.png
+        prefix = prefix.with_suffix("")
     written = []
     if pair_list is None:
         for name, plot in (("forest", plot_forest), ("prob_better", plot_prob_better)):
@@ -481,7 +488,10 @@ def _compare_plots(cmp, prefix: Path, pair_list) -> None:
         a, b = (str(cmp.config.values[i]) for i in order[:2])
     else:
         a, b = pair_list[0]
-    written.append(_save_png(plot_diff_curve(cmp, a, b), prefix.parent / f"{prefix.name}-diff.png"))
+    kmax = max(int(cmp.k.max()), 10)
+    grid = np.union1d(cmp.k.values, np.unique(np.round(np.geomspace(1, kmax, 12))).astype(int))
+    curve = compare_configs(idata, k=grid, pairs=[(a, b)], ci_prob=cmp.attrs["ci_prob"])  # a curve, not 2 points
+    written.append(_save_png(plot_diff_curve(curve, a, b), prefix.parent / f"{prefix.name}-diff.png"))
     typer.echo("wrote " + ", ".join(map(str, written)), err=True)
 
 

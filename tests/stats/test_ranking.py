@@ -212,6 +212,36 @@ def test_cli_compare(tmp_path, three):
     assert bad.returncode != 0 and "--pairs" in bad.stderr
 
 
+def test_pairs_of_one_fit_are_the_full_comparisons_entries(three):
+    fit = bp.fit(three[0], "bb", "eb")
+    full = bp.compare_configs(fit, k=(1, 5))
+    sub = bp.compare_configs(fit, k=(1, 5), pairs=[("weak", "mid"), ("weak", "strong")])  # only that block computed
+    for var in ("diff", "diff_eti", "prob_better", "paired_diff", "passk", "passk_eti", "expected_rank"):
+        np.testing.assert_array_equal(sub[var].values, full[var].sel(config=["weak"], config_b=["mid", "strong"])
+                                      .values if "config_b" in sub[var].dims else full[var].sel(config=["weak"])
+                                      .values, err_msg=var)
+
+
+def test_cli_compare_draws_the_difference_as_a_curve_over_k(tmp_path, three, monkeypatch):
+    from typer.testing import CliRunner
+
+    import bayespass.stats.ranking as ranking
+    from bayespass.cli import app
+
+    path = tmp_path / "counts.csv"
+    bp.write_counts(three[0].drop_vars("p_true"), path)
+    drawn = []
+    real = ranking.plot_diff_curve
+    monkeypatch.setattr(ranking, "plot_diff_curve", lambda cmp, a, b: (drawn.append((cmp, a, b)), real(cmp, a, b))[1])
+    res = CliRunner().invoke(app, ["compare", str(path), "--model", "bb", "--method", "eb", "--k", "1,20",
+                                   "--pairs", "mid:weak", "--plot", str(tmp_path / "cmp.png")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "cmp-diff.png").exists() and not (tmp_path / "cmp.png-diff.png").exists()
+    (cmp, a, b), = drawn
+    assert (a, b) == ("mid", "weak") and {1, 20} < set(cmp.k.values.tolist()) and cmp.sizes["k"] >= 8
+    assert cmp.k.max() == 20  # over the k asked for, not beyond
+
+
 def test_configs_on_different_task_sets_are_warned_about(three):
     counts = three[0].copy(deep=True)
     counts["n"][2, :30] = 0  # "weak" ran 90 of the 120 tasks
