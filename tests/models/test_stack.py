@@ -9,6 +9,7 @@ from scipy.stats import beta
 
 import bayespass as bp
 from bayespass.models.fit import stacking_table, stacking_weights_of
+from bayespass.models.stack import theta_of
 from bayespass.stats.loo import stacking_weights
 from bayespass.testing import true_passk
 
@@ -144,7 +145,7 @@ def test_candidates_sampled_in_two_processes_give_the_same_fit_as_in_one(monkeyp
     one, two = fits
     # one process: nothing sampled aside (no pool asked for); two (Linux): every candidate in the pool
     assert sampled == ([sorted(CANDS)] if sys.platform.startswith("linux") else [])
-    np.testing.assert_array_equal(one.posterior["theta"].values, two.posterior["theta"].values)
+    np.testing.assert_array_equal(theta_of(one.posterior).values, theta_of(two.posterior).values)
     assert one.posterior.attrs["stacking_weights"] == two.posterior.attrs["stacking_weights"]
     np.testing.assert_array_equal(one.passk["passk"].values, two.passk["passk"].values)
     with pytest.raises(ValueError, match="eb.cores must be a positive integer; got 0"):
@@ -249,7 +250,8 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     fits = {m: bp.fit(counts, m, "eb", progressbar=False) for m in ("bb", "zoibb")}
     auto = bp.stack(fits, counts, k=[1, 10])
     summary = az.summary(auto, kind="stats")  # the weights (no chain, draw) used to break it
-    assert len(summary) == auto.posterior["theta"].sizes["param"] and np.isfinite(summary["mean"]).any()
+    names = {row.split("[")[0] for row in summary.index}  # "bb_mu[config-0]": each candidate's draws by name
+    assert np.isfinite(summary["mean"]).all() and {"bb_mu", "zoibb_pi0", "component"} <= names
     assert np.isfinite(az.loo(auto).elpd_loo)
     path = tmp_path / "auto.nc"
     auto.to_netcdf(str(path))
@@ -403,10 +405,28 @@ def test_a_stack_read_with_arviz_as_the_readme_says():
     counts = bp.make_counts(np.full((1, 80), 5), rng.binomial(5, rng.beta(0.7, 0.9, (1, 80))))
     with bp.rc_context({"eb.draws": 50, "eb.warmup": 60}):
         idata = bp.fit(counts, candidates=["bb", "zoibb"], seed=1, k=[1, 10], progressbar=False)
-    # theta: the candidates' parameter vectors side by side, component indexing stack_components
-    comp = idata.posterior["theta"].sel(param="component").values
-    assert idata.posterior.attrs["stack_components"] == "bb,zoibb" and set(np.unique(comp)) <= {0.0, 1.0}
-    bb = idata.posterior["theta"].sel(param=["p0", "p1"]).values[comp == 0]
-    assert np.isfinite(bb).all()  # bb's draws fill its two parameters (logit_mu, log_kappa)
+    # each candidate's own draws by name, and which candidate each draw of the mixture takes
+    comp = idata.posterior["component"].values
+    assert idata.posterior.attrs["stack_components"] == "bb,zoibb" and set(np.unique(comp)) <= {0, 1}
+    summary = az.summary(idata, var_names=["bb_mu", "bb_kappa", "zoibb_pi0"], kind="stats")
+    assert len(summary) == 3 and np.isfinite(summary.values).all()
+    bb = bp.fit(counts, "bb", seed=1, progressbar=False)  # what bb's own fit of the same counts says
+    assert abs(summary["mean"].iloc[0] - float(bb.posterior["mu"].mean())) < 0.02
+    import warnings
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    with warnings.catch_warnings():  # arviz 0.x calls a matplotlib API that matplotlib 3.11 deprecates
+        warnings.simplefilter("ignore", matplotlib.MatplotlibDeprecationWarning)
+        az.plot_posterior(idata, var_names=["bb_mu", "zoibb_pi1"])
+        az.plot_trace(idata, var_names=["zoibb_mu"])  # no NaN in the posterior: arviz's plots read it
+    plt.close("all")
+    # the packed theta the model's functions take: bb's draws fill its two parameters where it was taken
+    theta = theta_of(idata.posterior)
+    assert (theta.sel(param="component").values == comp).all()
+    np.testing.assert_array_equal(theta.sel(param=["p0", "p1"]).values[comp == 0],
+                                  idata.posterior["bb_theta"].values[comp == 0])
     s = az.summary(idata, group="passk", var_names=["passk"], kind="stats")
     np.testing.assert_allclose(s["mean"].values, idata.passk["passk"].mean(("chain", "draw")).values.ravel(), atol=1e-3)

@@ -20,6 +20,7 @@ from .base import NP, PairData, get_model
 from .eb import FitWarning
 from .predictive import default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
 from .reweight import MAX_DIM, reweight
+from .stack import theta_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import arviz as az
@@ -553,7 +554,7 @@ def _log_likelihood(idata, counts, m) -> xr.Dataset:
         return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},
                           coords=coords | {"task": counts.task.values})
     data = PairData.from_counts(counts)
-    per_pair = loglik_draws(m, post["theta"].values, data)
+    per_pair = loglik_draws(m, theta_of(post).values, data)
     if post.sizes["chain"] * post.sizes["draw"] * n.size <= LL_TASK_CELLS:
         ll = _fan_out(per_pair, data, n)
         return xr.Dataset({"c": (("chain", "draw", "config", "task"), np.where(n > 0, ll, 0.0))},

@@ -14,6 +14,7 @@ import xarray as xr
 from ..stats.pairs import pair_table
 from ..validate import as_k
 from .base import BLOCK_CELLS, PairData, get_model
+from .stack import theta_of
 
 __all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "pair_data", "thin"]
 
@@ -157,7 +158,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         per_config = [(j, [(q_k[:, :, cfg == j], q_2k[:, :, cfg == j], w[cfg == j])]) for j in range(n_cfg)]
     else:
         data = pair_data(idata)
-        theta = post["theta"].values  # (chain, draw, config, P)
+        theta = theta_of(post).values  # (chain, draw, config, P)
         per_config = _pair_blocks(model, theta, data, k)
     mean, var = _task_moments(per_config, shape)
     # one normal deviate per draw and config, shared by every k: the same tasks' p decide pass@k at every k,
@@ -169,7 +170,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
               "config": idata.observed_data.config.values, "k": k}
     out = xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
     if hasattr(model, "components"):  # a stacked fit: which candidate each draw came from (its bands need it)
-        out["component"] = (dims[:3], post["theta"].values[..., 0].astype(np.int64))
+        out["component"] = (dims[:3], theta_of(post).values[..., 0].astype(np.int64))
         # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
         n = idata.constant_data["n"].transpose("config", "task").values
         seen = n > 0
@@ -217,7 +218,7 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     if model.joint:
         p = model.replicate_p(post, g, n_tasks=n.shape[1])
     else:
-        theta = post["theta"].values
+        theta = theta_of(post).values
         p = np.stack([model.draw_p(theta[:, :, j], n.shape[1], g) for j in range(n.shape[0])], axis=2)
     c_rep = g.binomial(np.broadcast_to(n, p.shape), p)
     out = xr.DataArray(c_rep, dims=("chain", "draw", "config", "task"),

@@ -4,8 +4,10 @@ Each candidate is fitted; per config, stacking weights maximise the summed
 PSIS-LOO log predictive density of the weighted mixture
 (``arviz.compare(method="stacking")``), and the stacked posterior is a
 mixture of the candidates' posterior draws in those proportions: every draw
-keeps its model (``theta[..., "component"]``), so curves, LOO and predictive
-checks work on it like on any other fit.  Its pass@k bands are the hull of
+keeps its model (``component``; :func:`theta_of` packs the draws for the
+model's functions), so curves, LOO and predictive checks work on it like on
+any other fit, and each candidate's own draws stay readable by name
+(``bb_mu``, ``lnorm_s``, ...).  Its pass@k bands are the hull of
 the candidates' own bands (:func:`bayespass.passk_curve`): on a few hundred
 tasks the candidates' LOO densities differ by a nat or two, so the weights
 cannot say which extrapolation beyond the samples drawn is right.  Where every
@@ -20,7 +22,7 @@ import xarray as xr
 
 from .base import Model, get_model
 
-__all__ = ["StackModel", "stack", "stacking_weights", "single_sample_weights", "model_from_posterior"]
+__all__ = ["StackModel", "stack", "stacking_weights", "single_sample_weights", "model_from_posterior", "theta_of"]
 
 
 class StackModel(Model):
@@ -82,6 +84,29 @@ def _one_config(n, c):
     return PairData(np.asarray(n, float)[None], np.asarray(c, float)[None], np.ones((1, np.size(n))))
 
 
+def theta_of(post: xr.Dataset) -> xr.DataArray:
+    """Return the posterior's ``theta`` (chain, draw, config, param), which every model's functions take.
+
+    A stack's posterior holds each candidate's own draws (``<name>_theta``) and the candidate each draw of
+    the mixture takes (``component``); its theta packs them: ``(component, that candidate's parameters,
+    NaN up to the widest candidate's)``, as :class:`StackModel` reads it.  Stacks saved before held it as is.
+    """
+    if "theta" in post:
+        return post["theta"]
+    names = str(post.attrs["stack_components"]).split(",")
+    model = StackModel(names)
+    comp = post["component"].transpose("chain", "draw", "config").values
+    theta = np.full(comp.shape + (1 + model.width,), np.nan)
+    theta[..., 0] = comp
+    for i, name in enumerate(names):
+        src = post[f"{name}_theta"].transpose("chain", "draw", "config", ...).values
+        sel = comp == i
+        theta[..., 1:1 + src.shape[-1]][sel] = src[sel]
+    return xr.DataArray(theta, dims=("chain", "draw", "config", "param"),
+                        coords={"chain": post.chain.values, "draw": post.draw.values, "config": post.config.values,
+                                "param": list(model.coords)}, name="theta")
+
+
 def model_from_posterior(post: xr.Dataset) -> StackModel:
     """Return the :class:`StackModel` recorded in a stacked posterior's attrs."""
     return StackModel(str(post.attrs["stack_components"]).split(","))
@@ -141,22 +166,22 @@ def stack(fits: dict, *, seed=0):
     weights = stacking_weights(fits)
     single = fits[names[0]].constant_data["n"].max("task").values <= 1
     weights.values[single] = single_sample_weights(names)
-    model = StackModel(names)
     rng = np.random.default_rng(seed)
     posts = [fits[n].posterior for n in names]
     chains, draws = posts[0].sizes["chain"], posts[0].sizes["draw"]
-    n_cfg = posts[0].sizes["config"]
-    theta = np.full((chains, draws, n_cfg, 1 + model.width), np.nan)
-    for j in range(n_cfg):
-        comp = rng.choice(len(names), size=(chains, draws), p=weights.values[j])
-        theta[:, :, j, 0] = comp
-        for i, post in enumerate(posts):
-            sel = comp == i
-            src = post["theta"].values[:chains, :draws, j]
-            theta[:, :, j, 1:1 + src.shape[-1]][sel] = src[sel]
-    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "config": posts[0].config.values,
-              "param": list(model.coords)}
-    posterior = xr.Dataset({"theta": (("chain", "draw", "config", "param"), theta)}, coords=coords)
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "config": posts[0].config.values}
+    comp = np.stack([rng.choice(len(names), size=(chains, draws), p=weights.values[j])
+                     for j in range(posts[0].sizes["config"])], axis=-1)
+    # every candidate's own draws under its name (NaN-free: arviz's summaries and plots read them), and which
+    # candidate each draw of the mixture takes; theta_of packs them into the mixture's theta
+    posterior = xr.Dataset({"component": (("chain", "draw", "config"), comp.astype(np.int64))}, coords=coords)
+    for name, post in zip(names, posts, strict=True):
+        own = post.isel(chain=slice(chains), draw=slice(draws)).assign_coords(chain=coords["chain"],
+                                                                              draw=coords["draw"])
+        posterior[f"{name}_theta"] = own["theta"].rename(param=f"{name}_param")
+        for v in own.data_vars:
+            if v != "theta":
+                posterior[f"{name}_{v}"] = own[v]
     posterior.attrs.update(stack_components=",".join(names),
                            stack_single_configs=json.dumps([str(c) for c in posterior.config.values[single]]))
     # the weights have no (chain, draw): a group of their own, so that arviz.summary and friends read the posterior

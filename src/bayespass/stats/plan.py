@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from ..defaults import rcParams
+from ..models.stack import theta_of
 from ..validate import as_k, check_fit, check_positive_int, check_prob, split_pair
 
 __all__ = ["allocate", "plan"]
@@ -29,13 +30,14 @@ def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
         raise ValueError(f"plan() supports the per-config models and their stack; model {model.name!r} is joint")
     post = idata.posterior
     ch, dr = rng.integers(post.sizes["chain"]), rng.integers(post.sizes["draw"])
-    theta = post["theta"].isel(chain=ch, draw=dr).transpose("config", "param").values
+    packed = theta_of(post)
+    theta = packed.isel(chain=ch, draw=dr).transpose("config", "param").values
     n = idata.constant_data["n"].transpose("config", "task").values
     c = idata.observed_data["c"].transpose("config", "task").values
     out = np.zeros(n.shape)
     for j in range(n.shape[0]):
         if getattr(model, "components", None):  # a stack: its candidates' populations, mixed task by task
-            draws = post["theta"].isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+            draws = packed.isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
             cand = _stack_population(model, draws, pool, rng)
         else:
             cand = model.draw_p(theta[j], pool, rng)  # the fitted population
@@ -152,7 +154,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
 def _task_weights(idata, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
     """Candidate p's (hyperparameter draws x population draws) and each task's posterior weights on them."""
     post = idata.posterior
-    flat = post["theta"].isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+    flat = theta_of(post).isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
     pick = flat[rng.choice(flat.shape[0], size=min(n_draws, flat.shape[0]), replace=False)]
     cand = np.clip(model.draw_p(pick, pool, rng).ravel(), 0.0, 1.0)
     return cand, _weights_on(cand, n, c)
