@@ -218,10 +218,16 @@ def test_run_from_existing_samples(tmp_path):
     coder = SyntheticCoder(suite, tasks=list(suite.tasks)[:30], max_mutants=10)
     recs = [{"task_id": r["task_id"], "solution": r["solution"], "model": "mine", "temperature": 0.8,
              "mean_logprob": r["mean_logprob"]} for r in coder.generate(k=4, temperature=0.8, seed=3)]
-    path = write_samples(recs, tmp_path / "mine.jsonl")
+    stray = [dict(recs[0], task_id="HumanEval/9999") for _ in range(4)]  # a task the suite lacks: skipped
+    path = write_samples(recs + stray, tmp_path / "mine.jsonl")
     cfg = RunConfig(coder="samples", samples=str(path), methods=("eb",), fuzz_n=0, n_splits=10)
-    tables = run(tmp_path / "r", cfg, echo=None)
+    said = []
+    with pytest.warns(UserWarning, match="not in suite 'humaneval' and are skipped"):
+        tables = run(tmp_path / "r", cfg, echo=said.append)
     assert tables["metrics"]["tasks"].tolist() == [30]
+    # counted over the samples of the suite's tasks (the stray four are not run, nor reused)
+    ran = [s for s in said if "samples run;" in s]  # duplicate programs among the 120 are run once
+    assert len(ran) == 1 and " of 120 samples run" in ran[0], said
     assert abs(tables["metrics"]["pass@1"].iloc[0] - sum(r["correct_true"] for r in coder.generate(
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])

@@ -110,9 +110,9 @@ def _execute(ctx: Context) -> None:
     say(ctx.echo, f"[2/7] executing {len(ctx.recs)} samples in the sandbox")
     ctx.samples = execute(ctx.recs, ctx.suite, out=ctx.out, workers=ctx.cfg.workers, progress=ctx.progress,
                           reuse=ctx.reuse)
-    ran = int(ctx.samples.attrs.get("n_run", len(ctx.recs)))
-    if ran < len(ctx.recs):
-        say(ctx.echo, f"  {ran} of {len(ctx.recs)} samples run; the others' verdicts reused (judged before, duplicate "
+    ran, kept = (int(ctx.samples.attrs.get(a, len(ctx.recs))) for a in ("n_run", "n_samples"))  # kept: in the suite
+    if ran < kept:
+        say(ctx.echo, f"  {ran} of {kept} samples run; the others' verdicts reused (judged before, duplicate "
                       "programs or behavioural twins)")
 
 
