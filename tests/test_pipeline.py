@@ -228,6 +228,7 @@ def test_run_from_existing_samples(tmp_path):
     # counted over the samples of the suite's tasks (the stray four are not run, nor reused)
     ran = [s for s in said if "samples run;" in s]  # duplicate programs among the 120 are run once
     assert len(ran) == 1 and " of 120 samples run" in ran[0], said
+    assert "truth" not in tables["passk"].title + tables["passk"].note  # imported samples: no truth to speak of
     assert abs(tables["metrics"]["pass@1"].iloc[0] - sum(r["correct_true"] for r in coder.generate(
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])
