@@ -62,6 +62,16 @@ def cells(rows, model):
     return out
 
 
+def _where(missed: list, cells_: list) -> str:
+    """Where a target's missed cells lie: within the samples drawn (k <= m) or beyond them, and at m = 1."""
+    def split(cs):
+        return (sum(c[3] <= c[2] for c in cs), sum(c[3] > c[2] and c[2] >= 2 for c in cs), sum(c[2] == 1 for c in cs))
+
+    (mi, mb, m1), (ti, tb, t1) = split(missed), split(cells_)
+    return (f"  - missed within the samples drawn (k <= m): {mi} of {ti} cells; beyond them (k > m >= 2): {mb} of "
+            f"{tb}; at m = 1 (k > 1): {m1} of {t1 - sum(c[3] == 1 for c in cells_ if c[2] == 1)}")
+
+
 def targets(rows, default: str) -> str:
     d, bb, zo, nv, orc = (cells(rows, m) for m in (default, "bb", "zoibb", "naive", "oracle"))
     lines = [f"\nTargets for the default (`{default}`):\n"]
@@ -110,6 +120,7 @@ def targets(rows, default: str) -> str:
         lines.append(f"- MAE <= min(bb, zoibb) + 10%: {len(good)}/{len(common)} cells ({frac:.0%}; target >= 90%): "
                      + ("**met**" if frac >= 0.9 else "**missed**"))
         bad = [c for c in common if c not in good]
+        lines.append(_where(bad, common))
         for c in bad:
             lines.append(f"  - {c[0]} {c[1]}, m = {c[2]}, k = {c[3]}: {d[c]['mae']:.4f} vs bb {bb[c]['mae']:.4f}, "
                          f"zoibb {zo[c]['mae']:.4f}")
@@ -126,6 +137,7 @@ def targets(rows, default: str) -> str:
         frac = len(good) / len(iv)
         lines.append(f"- interval score <= 1.15 x bb's: {len(good)}/{len(iv)} cells ({frac:.0%}; target >= 80%): "
                      + ("**met**" if frac >= 0.8 else "**missed**"))
+        lines.append(_where([c for c in iv if c not in good], iv))
         weak = [c for c in iv if bb[c]["coverage"] < 0.85]
         if weak:
             a = np.mean([d[c]["interval_score"] for c in weak])
