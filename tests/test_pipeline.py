@@ -52,7 +52,7 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     # the synthetic coder's programs were judged when its pool was built: the run says so instead of running them
     stages = (out / "stderr.txt").read_text()
     assert re.search(r"\n  \d+ of 300 samples run; the others' verdicts reused", stages), stages[:2000]
-    assert "0prog" not in stages  # no empty progress bar where nothing is run
+    assert "executing programs: 0prog" not in stages  # no empty progress bar where nothing is run
     for rule in ("pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"):
         assert rule in stdout
     for p in ("run.json", "samples.jsonl", "samples.nc", "counts.nc", "counts.csv", "report.html",
@@ -233,6 +233,9 @@ def test_run_from_existing_samples(tmp_path):
         k=4, temperature=0.8, seed=3)) / len(recs)) < 1e-12
     assert "logprob-CRC" in set(tables["gating"]["rule"])
     assert (tmp_path / "r" / "report.html").exists() and "incoherence" not in tables
+    head = (tmp_path / "r" / "report.html").read_text().split("</p>")[0]  # what was sampled: the file's, not defaults
+    assert "mine.jsonl" in head and "1 config(s) (<code>mine|T=0.8</code>), up to 4 samples per task" in head
+    assert "temperatures" not in head
 
 
 @pytest.mark.skipif(not (SHARED / "MbppPlus.jsonl.gz").exists(), reason="shared evalplus data not present")

@@ -40,6 +40,19 @@ def _img(path: Path, alt: str) -> str:
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></figure>'
 
 
+def _drawn(cfg, samples) -> str:
+    """Say what was sampled: the settings of a coder run here, or what imported samples hold (not defaults)."""
+    if getattr(cfg, "coder", None) != "samples":
+        return f"K = {cfg.k}; temperatures {', '.join(map(str, cfg.temperatures))}"
+    src = f"from <code>{html.escape(str(getattr(cfg, 'samples', '')))}</code>"
+    if samples is None:
+        return src
+    k = int(samples["exists"].sum("sample").max())
+    configs = [str(c) for c in samples.config.values]
+    shown = ", ".join(f"<code>{html.escape(c)}</code>" for c in configs[:6]) + (", ..." if len(configs) > 6 else "")
+    return f"{src}: {len(configs)} config(s) ({shown}), up to {k} samples per task"
+
+
 def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, samples=None, main=None,
                  timings=None) -> Path:
     """Write the report; every table and figure of the run, settings and timings."""
@@ -48,8 +61,8 @@ def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, s
              f"<style>{_CSS}</style></head><body>",
              "<h1>bayespass run report</h1>",
              f"<p class=note>bayespass {__version__}; suite <code>{html.escape(cfg.suite)}</code>; coder "
-             f"<code>{html.escape(str(cfg.coder))}</code>; K = {cfg.k}; temperatures "
-             f"{', '.join(map(str, cfg.temperatures))}; main fit <code>{html.escape(str(main))}</code>.</p>"]
+             f"<code>{html.escape(str(cfg.coder))}</code>; {_drawn(cfg, samples)}; main fit "
+             f"<code>{html.escape(str(main))}</code>.</p>"]
     if samples is not None:
         parts.append(f"<p class=note>{samples.sizes['task']} tasks, {int(samples.exists.sum())} samples, "
                      f"{samples.attrs.get('n_unique_programs', '?')} distinct programs, sandbox layer "
