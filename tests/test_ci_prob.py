@@ -34,6 +34,10 @@ def test_intervals_and_headers_follow_ci_prob(idata, tmp_path):
     assert {"80% lower", "80% upper", "80% HDI lower", "80% HDI upper"} <= set(table.columns)
     assert imp.attrs["ci_prob"] == 0.8
     assert "90% lower" in curve_table(wide).columns
+    # the caption says what the band beyond the samples rests on, and where the shape-free range is
+    model = wide.attrs["model"]
+    assert f"shaped as model {model} assumes" in curve_table(wide).note and "--bounds" in curve_table(wide).note
+    assert "--bounds" not in curve_table(wide, bounds_shown=True).note
 
 
 def test_reliability_interval_follows_ci_prob():

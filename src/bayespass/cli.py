@@ -233,7 +233,7 @@ def curve(
         k_max = max(int(x) for x in k.split(","))
         grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
                                          np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
-    table, free = curve_table(res, hdi=True), None
+    table, free = curve_table(res, hdi=True, bounds_shown=bounds), None
     if bounds:  # one set of linear programs for the table's k and the plot's
         from .stats.bounds import passk_bounds
 

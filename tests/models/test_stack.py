@@ -428,5 +428,8 @@ def test_a_stack_read_with_arviz_as_the_readme_says():
     assert (theta.sel(param="component").values == comp).all()
     np.testing.assert_array_equal(theta.sel(param=["p0", "p1"]).values[comp == 0],
                                   idata.posterior["bb_theta"].values[comp == 0])
+    from bayespass.stats.curve import curve_table
+
+    assert "the band spans its candidates' bands" in curve_table(bp.passk_curve(idata, [1, 10])).note
     s = az.summary(idata, group="passk", var_names=["passk"], kind="stats")
     np.testing.assert_allclose(s["mean"].values, idata.passk["passk"].mean(("chain", "draw")).values.ravel(), atol=1e-3)

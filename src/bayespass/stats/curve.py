@@ -210,11 +210,13 @@ def _hull(bands: list[xr.DataArray]) -> xr.DataArray:
                      "ci_bound").transpose("config", "k", "ci_bound")
 
 
-def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> Table:
+def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False) -> Table:
     """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
 
     Columns ``config, k, mean, "90% lower", "90% upper"`` (ETI; with ``hdi=True``
-    also the HDI bounds), the percentage taken from ``curve.attrs["ci_prob"]``.
+    also the HDI bounds), the percentage taken from ``curve.attrs["ci_prob"]``.  The caption says what the
+    band beyond the samples per task rests on, and (unless ``bounds_shown``) where the range under any
+    shape of p is.
     """
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
     df = curve["mean"].to_dataframe()
@@ -225,8 +227,13 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False) -> Table:
     model = curve.attrs.get("model") or "?"
     by = f" by {curve.attrs['method']}" if curve.attrs.get("method") else ""
     bands = f"{prob:.0%} equal-tailed interval" + (f" and {prob:.0%} HDI" if hdi else "")
+    beyond = ("the band spans its candidates' bands, which fit the counts alike and differ in how p is shaped "
+              "near 0 and 1" if model == "auto" else f"the band holds if the tasks' p are shaped as model {model} "
+              "assumes")
     return Table.of(df.reset_index(), f"pass@k of model {model}{by}: posterior mean and {bands}",
-                    note="Any k, also k > samples per task: the posterior predictive of the dataset pass@k.")
+                    note="Any k, also k > samples per task: the posterior predictive of the dataset pass@k. Beyond "
+                    f"the samples per task {beyond}" + ("." if bounds_shown else "; 'bayespass curve FIT --bounds' "
+                                                       "(bp.passk_bounds) gives the range under any shape."))
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
