@@ -336,9 +336,11 @@ def allocate_cmd(
     df.insert(2, "n", idata.constant_data["n"].transpose("config", "task").values.ravel())
     df.insert(3, "c", idata.observed_data["c"].transpose("config", "task").values.ravel())
     top = df[df.n_more > 0].sort_values(["n_more", "gain"], ascending=False)
+    now, cut = a.attrs["task_variance"], a.attrs["expected_variance_reduction"]
     typer.echo(f"{int(a.n_more.sum())} samples to {len(top)} (config, task) pairs for pass@{k}"
-               f"{' of ' + a.attrs['pair'] if a.attrs['pair'] else ''}; expected variance reduction "
-               f"{a.attrs['expected_variance_reduction']:.3g}", err=True)
+               f"{' of ' + a.attrs['pair'] if a.attrs['pair'] else ''}; expected variance reduction {cut:.3g}: "
+               f"the tasks' part of its standard deviation from {now ** 0.5:.4f} to {max(now - cut, 0) ** 0.5:.4f}",
+               err=True)
     from .results import Table
 
     _print_table(Table.of(top.head(20).assign(gain=[f"{g:.2e}" for g in top.head(20).gain]),

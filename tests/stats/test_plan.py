@@ -1,5 +1,6 @@
 """plan(): the band width it predicts for more samples per task is what drawing them gives."""
 
+import re
 import warnings
 
 import numpy as np
@@ -83,6 +84,10 @@ def test_variance_reduction_matches_brute_force_bayes():
         # equals the prior variance minus the expected posterior variance (law of total variance)
         assert _variance_reduction(cand, w[t:t + 1], k, m)[0] == pytest.approx(expected, rel=1e-10, abs=1e-15)
     assert _variance_reduction(cand, w[1:], k, m)[0] < 1e-3  # p in {0.9, 1}: pass@7 is ~1 either way
+    # endless samples tell p, so they remove the whole posterior variance of f: what allocate reports as the tasks'
+    # variance (task_variance) is the ceiling of every reduction
+    var = (w * f**2).sum(1) - (w * f).sum(1) ** 2
+    np.testing.assert_allclose(_variance_reduction(cand, w, k, 4000), var, rtol=1e-9, atol=1e-13)
 
 
 def _counts_of(n, c, configs=("a",)):
@@ -107,6 +112,11 @@ def test_allocate_sends_samples_where_the_band_is_decided():
     assert more[(n == 30) & (c == 30)].sum() == 0
     assert more[(c == 0)].sum() > more[(c > 0)].sum()
     assert a.gain.values[0][(n == 30) & (c == 30)].max() < a.gain.values[0][(n == 3) & (c == 0)].min()
+    # the variance it removes is part of what is there; ten times the samples remove more, never all of it
+    big = bp.allocate(fit, k=50, budget=600, seed=1)
+    assert big.attrs["task_variance"] == a.attrs["task_variance"]
+    assert 0 < a.attrs["expected_variance_reduction"] < big.attrs["expected_variance_reduction"] \
+        < a.attrs["task_variance"]
 
 
 def test_allocate_pair_and_errors():
@@ -151,6 +161,7 @@ def test_allocate_cli(tmp_path):
     res = CliRunner().invoke(app, ["allocate", str(tmp_path / "fit.nc"), "--k", "10", "--budget", "24", "--pair",
                                    "A:B", "--out", str(tmp_path / "next.csv")])
     assert res.exit_code == 0, res.output
+    assert re.search(r"the tasks' part of its standard deviation from 0\.\d{4} to 0\.\d{4}", res.output)
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "next.csv")

@@ -230,7 +230,10 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     xarray.Dataset
         Over ``(config, task)``: ``n_more`` (samples to draw next) and ``gain`` (expected reduction of
         the variance of the config's dataset pass@k from the first unit).  ``attrs``: ``k``, ``budget``,
-        ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs).
+        ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs) and
+        ``task_variance``, what it reduces: the part of the posterior variance of pass@k (summed over the
+        configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
+        hyperparameters (their share is not counted).
     """
     from ..models.predictive import _model
 
@@ -249,8 +252,12 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     rng = np.random.default_rng(seed)
     units = max(1, min(budget // step, 16))
     gains = np.full(n.shape + (units,), -1.0)  # marginal reduction of the u-th unit (-1: never given)
+    now = 0.0  # the tasks' part of the posterior variance of pass@k (of A - B with a pair), before
     for j in chosen:
         cand, w = _task_weights(fit, model, j, n[j], c[j], rng, n_draws, pool)
+        with np.errstate(divide="ignore"):
+            f = -np.expm1(int(kk[0]) * np.log1p(-cand))  # 1 at p = 1
+        now += float(((w @ f**2 - (w @ f) ** 2) * (n[j] > 0)).sum()) / max(int((n[j] > 0).sum()), 1) ** 2
         vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
                                                       for u in range(1, units + 1)])
         scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2
@@ -268,7 +275,8 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
                       coords={"config": configs, "task": fit.observed_data.task.values},
                       attrs={"k": int(kk[0]), "budget": int(budget), "step": int(step),
                              "pair": "" if pair is None else f"{pair[0]} - {pair[1]}",
-                             "expected_variance_reduction": float(gains.ravel()[order].sum())})
+                             "expected_variance_reduction": float(gains.ravel()[order].sum()),
+                             "task_variance": now})
 
 
 def _cap(max_n, configs, tasks) -> np.ndarray:
