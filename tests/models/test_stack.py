@@ -433,3 +433,22 @@ def test_a_stack_read_with_arviz_as_the_readme_says():
     assert "the band spans its candidates' bands" in curve_table(bp.passk_curve(idata, [1, 10])).note
     s = az.summary(idata, group="passk", var_names=["passk"], kind="stats")
     np.testing.assert_allclose(s["mean"].values, idata.passk["passk"].mean(("chain", "draw")).values.ravel(), atol=1e-3)
+
+
+def test_a_stack_saved_with_its_packed_theta_reads_as_before():
+    """Stacks saved before the candidates' draws were stored by name held one packed theta: they read the same."""
+    import arviz as az
+
+    rng = np.random.default_rng(2)
+    counts = bp.make_counts(np.full((2, 60), 4), rng.binomial(4, rng.beta(0.6, 0.8, (2, 60))))
+    with bp.rc_context({"eb.draws": 40, "eb.warmup": 60}):
+        new = bp.fit(counts, candidates=["bb", "lnorm"], seed=2, k=[1, 10], progressbar=False)
+    packed = theta_of(new.posterior)
+    assert "theta" not in new.posterior and np.isnan(packed.values).any()  # bb's rows pad lnorm's width
+    old = new.copy()
+    old.posterior = xr.Dataset({"theta": packed}, attrs=new.posterior.attrs)
+    for k in ([3, 333, 1000],):  # k the fit stored no draws for: recomputed from theta
+        a, b = bp.passk_curve(new, k), bp.passk_curve(old, k)
+        np.testing.assert_array_equal(a["eti"].values, b["eti"].values)
+        np.testing.assert_array_equal(a["mean"].values, b["mean"].values)
+    assert isinstance(old, az.InferenceData)
