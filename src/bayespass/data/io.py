@@ -4,10 +4,11 @@
 
 * ``.csv`` / ``.tsv``: columns ``task,n,c`` (+ optional ``config,model,temperature,benchmark``);
 * ``.jsonl``: one JSON object per line with the same keys;
-* any of these text formats gzip-compressed (``.csv.gz``, ``.jsonl.gz``, ``eval_results.json.gz``);
 * ``.json``: evalplus ``eval_results.json`` (per-sample base/plus status);
 * ``.nc``: a counts dataset written by :func:`write_counts`, or a samples
   dataset from ``bayespass.execute`` (reduced with ``to_counts``).
+
+The three text formats may be gzip-compressed (``.csv.gz``, ``.jsonl.gz``, ``eval_results.json.gz``).
 """
 
 from __future__ import annotations
