@@ -170,7 +170,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
               "config": idata.observed_data.config.values, "k": k}
     out = xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
     if hasattr(model, "components"):  # a stacked fit: which candidate each draw came from (its bands need it)
-        out["component"] = (dims[:3], theta_of(post).values[..., 0].astype(np.int64))
+        out["component"] = (dims[:3], theta[..., 0].astype(np.int64))  # a stack is per-config: theta is set
         # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
         n = idata.constant_data["n"].transpose("config", "task").values
         seen = n > 0

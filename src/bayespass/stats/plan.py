@@ -151,10 +151,12 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                              "n_sims": n_sims, "model": str(model), "method": str(method)})
 
 
-def _task_weights(idata, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
-    """Candidate p's (hyperparameter draws x population draws) and each task's posterior weights on them."""
-    post = idata.posterior
-    flat = theta_of(post).isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+def _task_weights(theta: xr.DataArray, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
+    """Candidate p's (hyperparameter draws x population draws) and each task's posterior weights on them.
+
+    ``theta`` is the fit's (chain, draw, config, param), :func:`~bayespass.models.stack.theta_of`.
+    """
+    flat = theta.isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
     pick = flat[rng.choice(flat.shape[0], size=min(n_draws, flat.shape[0]), replace=False)]
     cand = np.clip(model.draw_p(pick, pool, rng).ravel(), 0.0, 1.0)
     return cand, _weights_on(cand, n, c)
@@ -178,14 +180,19 @@ def _binom_pmf(y: np.ndarray, m: int, p: np.ndarray) -> np.ndarray:
     return np.exp(gammaln(m + 1) - gammaln(y + 1) - gammaln(m - y + 1) + log_p)
 
 
+def _passk_of(cand: np.ndarray, k: int) -> np.ndarray:
+    """``1 - (1 - p)^k`` at the candidate p's (exactly 1 at p = 1)."""
+    with np.errstate(divide="ignore"):
+        return -np.expm1(k * np.log1p(-cand))
+
+
 def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.ndarray:
     """Return each task's expected reduction of posterior variance of pass@k from ``m`` more samples.
 
     ``sum_y P(y) (E[f | y] - E[f])^2`` with ``f(p) = 1 - (1 - p)^k`` and y ~ Binomial(m, p) under the
     task's posterior: exact over the candidate set, two matrix products.
     """
-    with np.errstate(divide="ignore"):
-        f = -np.expm1(k * np.log1p(-cand))  # 1 at p = 1
+    f = _passk_of(cand, k)
     pmf = _binom_pmf(np.arange(m + 1)[None, :], m, cand[:, None])  # (pool, y)
     p_y = w @ pmf
     ef_y = (w * f) @ pmf / np.maximum(p_y, 1e-300)
@@ -253,14 +260,14 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     units = max(1, min(budget // step, 16))
     gains = np.full(n.shape + (units,), -1.0)  # marginal reduction of the u-th unit (-1: never given)
     now = 0.0  # the tasks' part of the posterior variance of pass@k (of A - B with a pair), before
+    theta = theta_of(fit.posterior)  # packed once for every config
     for j in chosen:
-        cand, w = _task_weights(fit, model, j, n[j], c[j], rng, n_draws, pool)
-        with np.errstate(divide="ignore"):
-            f = -np.expm1(int(kk[0]) * np.log1p(-cand))  # 1 at p = 1
-        now += float(((w @ f**2 - (w @ f) ** 2) * (n[j] > 0)).sum()) / max(int((n[j] > 0).sum()), 1) ** 2
+        cand, w = _task_weights(theta, model, j, n[j], c[j], rng, n_draws, pool)
+        scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2  # pass@k of a config is the mean over its tasks
+        f = _passk_of(cand, int(kk[0]))
+        now += float(((w @ f**2 - (w @ f) ** 2) * (n[j] > 0)).sum()) * scale
         vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
                                                       for u in range(1, units + 1)])
-        scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2
         gains[j] = np.maximum(np.diff(vr, axis=1), 0.0) * scale * (n[j] > 0)[:, None]
     if max_n is not None:
         cap = _cap(max_n, configs, fit.observed_data.task.values)
