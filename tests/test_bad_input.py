@@ -209,6 +209,21 @@ def test_allocate_refuses_bad_options_before_fitting_counts(monkeypatch, args):
     assert args[0].lstrip("-") in res.output or "nope" in res.output, res.output
 
 
+@pytest.mark.parametrize(("args", "needle"), [(("--k", "0"), "--k must hold positive integers (k >= 1)"),
+                                              (("--k", "1,x"), "--k must hold positive integers"),
+                                              (("--ci-prob", "1.5"), "--ci-prob must be in (0, 1); got 1.5")])
+def test_fit_refuses_bad_table_options_before_fitting(monkeypatch, args, needle):
+    import bayespass.models.fit as fit_module
+
+    def no_fit(*a, **kw):
+        raise AssertionError("fitted before the options were checked")
+
+    monkeypatch.setattr(fit_module, "fit", no_fit)
+    res = cli("fit", EXAMPLE, *args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert needle in " ".join(res.output.split()), res.output
+
+
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"top_p": 0}, "top_p must be in (0, 1]; got 0"),
     ({"top_p": True}, "top_p must be in (0, 1]; got True"),

@@ -68,9 +68,20 @@ def test_rcparams():
 def test_fit_and_curve_cli(tmp_path):
     out = tmp_path / "fit.nc"
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "zoibb", "--method", "eb",
-                              "--out", str(out), "--draws", "400"])
+                              "--out", str(out), "--draws", "400", "--k", "1,7,250", "--ci-prob", "0.5"])
     assert res.exit_code == 0, res.output
     assert out.exists() and "convergence" in res.stdout
+    # the table has the k and the band asked for, the numbers of `curve` on the saved fit
+    import arviz as az
+
+    assert "50% lower" in res.stdout
+    want = bp.passk_curve(az.from_netcdf(str(out)), [1, 7, 250], ci_prob=0.5)
+    rows = [line.split() for line in res.stdout.splitlines()]
+    for cfg in want.config.values:
+        for k in (1, 7, 250):
+            lo, hi = want["eti"].sel(config=cfg, k=k).values
+            mean = float(want["mean"].sel(config=cfg, k=k))
+            assert [str(cfg), str(k), f"{mean:.4f}", f"{lo:.4f}", f"{hi:.4f}"] in rows, res.stdout
     png = tmp_path / "curve.png"
     res = runner.invoke(app, ["curve", str(out), "--k", "1,10,1000", "--plot", str(png), "--format", "csv"])
     assert res.exit_code == 0, res.output

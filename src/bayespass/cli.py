@@ -160,14 +160,22 @@ def fit_cmd(
     chains: Annotated[int | None, typer.Option(help="Chains (default per method).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (default rcParams['stats.seed']).")] = None,
     correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
+    k: Annotated[str, typer.Option(help="Comma-separated k values of the printed table (any k, also > n; "
+                                   "'bayespass curve' gives others from the saved fit).")] = "1,10,100",
+    ci_prob: Annotated[float | None, typer.Option(
+        help="Credible interval probability of the table (default rcParams['stats.ci_prob']).")] = None,
 ) -> None:
     """Fit a model of per-task success probability and save InferenceData; print pass@k with bands."""
     from .data.io import read_counts
     from .models.fit import fit
     from .stats.curve import curve_table, passk_curve
+    from .validate import as_k, check_prob
 
     _check_out(out)
     try:
+        ks = as_k(k, name="--k")
+        if ci_prob is not None:
+            check_prob(ci_prob, name="--ci-prob")
         ds = read_counts(counts, correctness=correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError) as err:
@@ -180,7 +188,7 @@ def fit_cmd(
 
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights) + "\n")
-    emit(curve_table(passk_curve(idata, [1, 10, 100])), "table")
+    emit(curve_table(passk_curve(idata, ks, ci_prob=ci_prob)), "table")
 
 
 def _check_out(out: Path) -> None:

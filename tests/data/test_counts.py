@@ -80,6 +80,10 @@ def test_labels_survive_a_csv_round_trip(tmp_path):
     f.write_text("config,model,task,n,c\nx,m,t1,2,1\ny,m,t1,2,2\n")
     own = bp.read_counts(f)
     assert list(own.config.values) == ["x", "y"] and own.c.sel(config="y").item() == 2
+    # evalplus's column name task_id is read as task
+    f.write_text("config,task_id,n,c\nx,t1,2,1\ny,t1,2,2\n")
+    alias = bp.read_counts(f)
+    assert list(alias.task.values) == ["t1"] and alias.c.sel(config="y").item() == 2
 
 
 def test_csv_errors_name_file_and_row(tmp_path):

@@ -184,16 +184,21 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
                       where: str = "input") -> xr.Dataset:
     """Build a counts dataset from a long table with columns ``task, n, c`` (+ config, model, temperature, benchmark).
 
+    ``task_id``, evalplus's name, is read as ``task`` where there is no ``task`` column.
+
     A ``config`` column gives each config's label as it is; without one the label is built from model,
     temperature and benchmark (``"m1|T=0.8|humaneval"``).
 
     Rows for the same (config, task) are an error; pairs absent from the table
     become ``n = 0``.  ``where`` names the input in error messages.
     """
+    found = list(df.columns)
+    if "task" not in df.columns and "task_id" in df.columns:  # evalplus's name for it
+        df = df.rename(columns={"task_id": "task"})
     missing = [col for col in ("task", "n", "c") if col not in df.columns]
     if missing:
-        raise ValueError(f"{where}: missing column(s) {missing}; a counts table needs task,n,c "
-                         f"(optional config,model,temperature,benchmark); found {list(df.columns)}")
+        raise ValueError(f"{where}: missing column(s) {missing}; a counts table needs task (or task_id),n,c "
+                         f"(optional config,model,temperature,benchmark); found {found}")
     if len(df) == 0:
         raise ValueError(f"{where}: no rows")
     df = df.copy()
