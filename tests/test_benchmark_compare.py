@@ -50,3 +50,27 @@ def test_flips_counts_the_pairs_ordered_otherwise(compare):
     assert compare.flips(ref + [0, 0.5, 0, 0], ref) == 0  # only a tie of ref broken
     assert compare.flips(np.array([2.0, 1.0, 1.5, 3.0]), ref) == 2  # (0, 1) and (0, 2) reversed
     assert compare.flips(np.array([1.0, 1.0, 2.0, 3.0]), ref) == 1  # (0, 1) tied where ref orders it
+
+
+def test_mixed_replicate_splits_the_configs_and_scores_every_ordered_pair_once():
+    """benchmarks/compare_mixed.py: half the configs at m_low, the rest at m_high; cross and same pairs partition."""
+    import bayespass as bp
+
+    spec = importlib.util.spec_from_file_location("bench_compare_mixed", PATH.with_name("compare_mixed.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = np.random.default_rng(0)
+    J, T = 4, 40
+    n = np.full((J, T), 20)
+    counts = bp.make_counts(n, g.binomial(n, g.beta(0.5, 0.5, (J, T))), task=[f"t{i}" for i in range(T)],
+                            config=list("abcd"))
+    truth = bp.passk(counts, [1, 10], method="unbiased")
+    out = mod.replicate(counts, truth, 1, 5, [1, 10], np.random.default_rng(1), "shared", "eb", seed=0)
+    for k in (1, 10):
+        assert len(out[k]["cross"]["p"]) == 2 * (J // 2) ** 2 and len(out[k]["same"]["p"]) == J * (J - 1) - 8
+        assert len(out[k]["band"]["low"]) == len(out[k]["band"]["high"]) == J // 2
+        # each ordered pair's outcome is the truth's order, and its mirror is the opposite
+        y = np.concatenate([out[k]["cross"]["y"], out[k]["same"]["y"]])
+        assert y.sum() == J * (J - 1) // 2
+    # the one-sample configs' leaderboard band at pass@10 is the identified set: wider than the others'
+    assert min(out[10]["band"]["width_low"]) > max(out[10]["band"]["width_high"])

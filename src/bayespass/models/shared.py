@@ -8,7 +8,7 @@
     p_ij ~ Beta(m_ij phi_j, (1 - m_ij) phi_j)            (per-config overdispersion)
     c_ij ~ Binomial(n_ij, p_ij)
 
-    alpha_j ~ Normal(0, 2.5),  log phi_j ~ Normal(log 20, 1.5),
+    alpha_j ~ Normal(0, 2.5),  log phi_j ~ Normal(lambda, 1.5),  lambda ~ Normal(log 20, 1.5)   (lambda integrated out)
     log s = Z eta, eta ~ Normal(0, 0.5)                  (Z: orthonormal basis of the vectors summing to 0)
     log g knot values ~ Normal(0, 3) with second differences ~ Normal(0, 1.5)   (smooth, any shape)
 
@@ -59,6 +59,26 @@ PHI_MARGIN = 2.0
 STEPS = ((3, 8), (6, 16))
 _PRIOR = {"alpha": (0.0, 2.5), "log_phi": (np.log(20.0), 1.5), "beta": (0.0, 3.0), "smooth": 1.5,
           "eta": (0.0, 0.5)}
+#: sd of the configs' common level of log phi (``_PRIOR["log_phi"]`` is each config's sd about it and the level's
+#: mean).  A config's dispersion is not told by one sample per task (a Beta-Binomial count of n = 1 depends on the
+#: mean only): with independent priors such a config kept phi near 20 beside configs whose counts put it near 1
+#: (real MBPP: log phi -2.6 to 4.3, median -0.5), so its p spread less, its pass@k beyond one sample was inflated,
+#: and P(better) against configs with more samples was confidently wrong (benchmarks/compare_mixed.py).  A common
+#: level lets it borrow the others' dispersion, with its own sd about them
+PHI_LEVEL_SD = 1.5
+
+
+@functools.lru_cache(maxsize=64)
+def _phi_precision(J: int) -> np.ndarray:
+    """Precision (J, J) of the configs' log phi with the common level integrated out (read-only).
+
+    Covariance ``s^2 I + t^2 1 1^T`` (s: a config's sd about the level, t: the level's); its inverse by
+    Sherman-Morrison is ``(I - t^2 / (s^2 + J t^2) 1 1^T) / s^2``.
+    """
+    s2, t2 = _PRIOR["log_phi"][1] ** 2, PHI_LEVEL_SD**2
+    out = (np.eye(J) - t2 / (s2 + J * t2)) / s2
+    out.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=32)
@@ -332,11 +352,12 @@ def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
 
 def _prior_precision(J: int, slopes: bool = True) -> np.ndarray:
     """Hessian of the negative log prior (constant: the priors are Gaussian); ``slopes=False``: without them."""
-    prec = np.concatenate([np.full(J, 1 / _PRIOR["alpha"][1] ** 2), np.full(J, 1 / _PRIOR["log_phi"][1] ** 2),
+    prec = np.concatenate([np.full(J, 1 / _PRIOR["alpha"][1] ** 2), np.zeros(J),
                            np.full(KNOTS.size, 1 / _PRIOR["beta"][1] ** 2),
                            np.full(max(J - 1, 0) if slopes else 0, 1 / _PRIOR["eta"][1] ** 2)])
     D = np.diff(np.eye(KNOTS.size), 2, axis=0)
     H = np.diag(prec)
+    H[J:2 * J, J:2 * J] = _phi_precision(J)
     kb = slice(2 * J, 2 * J + KNOTS.size)
     H[kb, kb] += D.T @ D / _PRIOR["smooth"] ** 2
     return H
@@ -348,6 +369,11 @@ def _log_prior(theta: np.ndarray, J: int):
     grads = []
     for v, key in ((alpha, "alpha"), (log_phi, "log_phi"), (beta, "beta"), (theta[2 * J + KNOTS.size:], "eta")):
         mu0, s0 = _PRIOR[key]
+        if key == "log_phi":  # correlated through their common level
+            g = -_phi_precision(J) @ (v - mu0)
+            lp += float(0.5 * (v - mu0) @ g)
+            grads.append(g)
+            continue
         lp += float(-0.5 * np.sum(((v - mu0) / s0) ** 2))
         grads.append(-(v - mu0) / s0**2)
     d2 = np.diff(beta, 2)
@@ -547,7 +573,8 @@ class Shared(Model):
         d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
             alpha = pm.Normal("alpha", *_PRIOR["alpha"], dims="config")
-            log_phi = pm.Normal("log_phi", *_PRIOR["log_phi"], dims="config")
+            log_phi = pm.MvNormal("log_phi", mu=np.full(J, _PRIOR["log_phi"][0]), tau=_phi_precision(J),
+                                  dims="config")
             beta = pm.Normal("beta", *_PRIOR["beta"], dims="knot")
             pm.Potential("smooth", -0.5 * pt.sum((pt.diff(beta, 2) / _PRIOR["smooth"]) ** 2))
             phi = pm.Deterministic("phi", pt.exp(log_phi), dims="config")
