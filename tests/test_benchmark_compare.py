@@ -65,7 +65,8 @@ def test_mixed_replicate_splits_the_configs_and_scores_every_ordered_pair_once()
     counts = bp.make_counts(n, g.binomial(n, g.beta(0.5, 0.5, (J, T))), task=[f"t{i}" for i in range(T)],
                             config=list("abcd"))
     truth = bp.passk(counts, [1, 10], method="unbiased")
-    out = mod.replicate(counts, truth, 1, 5, [1, 10], np.random.default_rng(1), "shared", "eb", seed=0)
+    with pytest.warns(UserWarning, match="have one sample on most of their tasks and the others more"):
+        out = mod.replicate(counts, truth, 1, 5, [1, 10], np.random.default_rng(1), "shared", "eb", seed=0)
     for k in (1, 10):
         assert len(out[k]["cross"]["p"]) == 2 * (J // 2) ** 2 and len(out[k]["same"]["p"]) == J * (J - 1) - 8
         assert len(out[k]["band"]["low"]) == len(out[k]["band"]["high"]) == J // 2

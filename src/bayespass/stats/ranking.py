@@ -202,6 +202,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     n = idata.constant_data["n"].transpose("config", "task").values.astype(np.int64)
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     _warn_task_sets(n, configs)
+    _warn_single_against_more(n, configs, k)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
     eti = _single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob).values
@@ -264,6 +265,27 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         "its own tasks, so a difference mixes the configs with their task sets. To compare on the same tasks, "
         "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values) (the command line: "
         "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
+
+
+def _warn_single_against_more(n: np.ndarray, configs: list, k: np.ndarray) -> None:
+    """Warn when configs with one sample per task are compared at k > 1 with configs that have more."""
+    import warnings
+
+    from ..data.counts import single_sample_share
+    from .curve import SINGLE_SAMPLE_SHARE
+
+    single = single_sample_share(n) > SINGLE_SAMPLE_SHARE
+    if not single.any() or single.all() or not (np.asarray(k) > 1).any():
+        return
+    ones = [c for c, s in zip(configs, single, strict=True) if s]
+    warnings.warn(
+        f"config(s) {ones[:6]}{' ...' if len(ones) > 6 else ''} have one sample on most of their tasks and the "
+        "others more: at k > 1, P(better) and the difference between the two kinds rest on the joint model's "
+        "assumption about how the former's p spread over the tasks, which one sample cannot check. On real MBPP "
+        "(half the configs at one sample per task, half at ten) P(better) at pass@10 across the two was "
+        "over-confident (expected calibration error 0.08 by EB, 0.19 by MCMC; benchmarks/RESULTS.md); their "
+        "leaderboard band is the range one sample per task cannot narrow. A second sample per task of those "
+        "configs identifies their spread", UserWarning, stacklevel=3)
 
 
 def _pairs(pairs, configs):
