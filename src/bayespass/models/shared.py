@@ -528,10 +528,10 @@ class Shared(Model):
 
         def one(z):
             theta = mode + L @ z
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):  # far out on a divergent trajectory: non-finite, which hmc rejects
                 ll, g = log_marginal(theta, d, workers=1)
-            lp, gp = _log_prior(theta, J)
-            return ll + lp, L.T @ (g + gp)
+                lp, gp = _log_prior(theta, J)
+                return ll + lp, L.T @ (g + gp)
 
         # threads pay where a gradient is large; below ~1e5 (config, task, node) cells they cost more than they
         # save (3 configs x 100 tasks: 46 s in two threads, 32 s in one)
