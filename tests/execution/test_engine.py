@@ -128,8 +128,20 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path, humaneval):
     n_done = sqlite3.connect(db).execute("SELECT COUNT(*) FROM results").fetchone()[0]
     assert 0 < n_done < full.attrs["n_unique_programs"]
     resumed = engine.execute(str(samples), humaneval, out=run, progress=False, workers=2)
-    for var in ("verdict", "digest", "correct", "base_correct", "exists"):
+    for var in ("correct", "base_correct", "exists"):
         xr.testing.assert_equal(resumed[var], full[var])
+    # A program that loops on some tests (here the "+ 2" mutant of HumanEval/123's Collatz step) has its later
+    # tests share one wall-clock budget after its first timeouts (the sandbox's stopping rule), so which of its
+    # other tests finish in that budget depends on the machine's load: a test on a busy machine (CI beside
+    # another run) saw one such test pass in one run and be cut in the other.  Its pass/fail may not change; every
+    # program without a timeout in either run must have the same verdicts and digest
+    from bayespass.execution.judge import VERDICTS
+
+    timeout = VERDICTS["timeout"]
+    looping = ((resumed["verdict"] == timeout) | (full["verdict"] == timeout)).any("test")
+    assert 0 < int(looping.sum()) < 5 and not bool((resumed["correct"] & looping).any())
+    for var in ("verdict", "digest"):
+        xr.testing.assert_equal(resumed[var].where(~looping, 0), full[var].where(~looping, 0))
 
 
 def test_dask_localcluster_gives_identical_dataset(humaneval):
