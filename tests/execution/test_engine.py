@@ -132,16 +132,21 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path, humaneval):
         xr.testing.assert_equal(resumed[var], full[var])
     # A program that loops on some tests (here the "+ 2" mutant of HumanEval/123's Collatz step) has its later
     # tests share one wall-clock budget after its first timeouts (the sandbox's stopping rule), so which of its
-    # other tests finish in that budget depends on the machine's load: a test on a busy machine (CI beside
-    # another run) saw one such test pass in one run and be cut in the other.  Its pass/fail may not change; every
-    # program without a timeout in either run must have the same verdicts and digest
+    # other tests finish in that budget depends on the machine's load.  This test failed once on CI beside
+    # another run, on the verdicts (which cells was not recorded; that program is the only one here whose
+    # verdicts depend on timing by design).  Its pass/fail may not change; every program without a timeout in
+    # either run must have the same verdicts and digest, and a mismatch names the programs
     from bayespass.execution.judge import VERDICTS
 
     timeout = VERDICTS["timeout"]
     looping = ((resumed["verdict"] == timeout) | (full["verdict"] == timeout)).any("test")
     assert 0 < int(looping.sum()) < 5 and not bool((resumed["correct"] & looping).any())
     for var in ("verdict", "digest"):
-        xr.testing.assert_equal(resumed[var].where(~looping, 0), full[var].where(~looping, 0))
+        a, b = resumed[var].where(~looping, 0), full[var].where(~looping, 0)
+        bad = (a != b).any([d for d in a.dims if d not in ("config", "task", "sample")])
+        assert not bool(bad.any()), (var, [(str(x.config.values), str(x.task.values), int(x["sample"]))
+                                           for x in bad.where(bad, drop=True).stack(p=bad.dims)
+                                           if bool(x)][:10])
 
 
 def test_dask_localcluster_gives_identical_dataset(humaneval):
