@@ -202,7 +202,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     n = idata.constant_data["n"].transpose("config", "task").values.astype(np.int64)
     c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     _warn_task_sets(n, configs)
-    _warn_single_against_more(n, configs, k)
+    _warn_single_against_more(idata.constant_data["n"], configs, k)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
     eti = _single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob).values
@@ -267,17 +267,15 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
 
 
-def _warn_single_against_more(n: np.ndarray, configs: list, k: np.ndarray) -> None:
+def _warn_single_against_more(n: xr.DataArray, configs: list, k: np.ndarray) -> None:
     """Warn when configs with one sample per task are compared at k > 1 with configs that have more."""
     import warnings
 
-    from ..data.counts import single_sample_share
-    from .curve import SINGLE_SAMPLE_SHARE
+    from ..models.fit import _single_sample_configs
 
-    single = single_sample_share(n) > SINGLE_SAMPLE_SHARE
-    if not single.any() or single.all() or not (np.asarray(k) > 1).any():
+    ones = _single_sample_configs(n)
+    if not ones or len(ones) == len(configs) or not (np.asarray(k) > 1).any():
         return
-    ones = [c for c, s in zip(configs, single, strict=True) if s]
     warnings.warn(
         f"config(s) {ones[:6]}{' ...' if len(ones) > 6 else ''} have one sample on most of their tasks and the "
         "others more: at k > 1, P(better) and the difference between the two kinds rest on the joint model's "
