@@ -1,10 +1,11 @@
 """How often ``shared`` by MCMC passes its convergence gate at the first run, and its cost, on real MBPP subsamples.
 
-    python benchmarks/bench_shared_gate.py [--m 1,2] [--reps 10] [--json out.json]
+    python benchmarks/bench_shared_gate.py [--m 1,2] [--reps 10] [--tune T] [--json out.json]
 
 Each replicate draws m of the 50 samples of every task (12 configs x 364 tasks of ``data/real_mbpp/counts.csv``,
 the configs of ``benchmarks/compare.py``) and fits ``bp.fit(sub, "shared", "mcmc")``; printed per m: the seconds
 per fit (median, max), how many passed the gate at the first run, after the chains went on, or not at all.
+``--tune``: warm-up iterations per chain (default: the fit's own).
 Run it with ``PYTHONPATH=<other checkout>/src`` to time other code on the same replicates.
 """
 
@@ -32,6 +33,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--tune", type=int, default=None)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     counts = load_real()
@@ -51,7 +53,7 @@ def main():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 t0 = time.perf_counter()
-                post = bp.fit(sub, "shared", "mcmc", seed=r, progressbar=False).posterior
+                post = bp.fit(sub, "shared", "mcmc", seed=r, tune=args.tune, progressbar=False).posterior
                 secs.append(time.perf_counter() - t0)
             conv = post.attrs["convergence"]  # divergences are counted apart: going on does not answer them
             ok = conv == "ok" or all(p.endswith("divergences") for p in conv.split("; "))

@@ -272,29 +272,32 @@ def test_gate_quantities_do_not_see_the_unidentified_shift():
     assert not np.allclose(after.alpha_rel.values, alpha + h)  # relative, not the raw abilities
 
 
-def test_mcmc_chains_go_on_when_they_miss_the_gate(monkeypatch):
-    """Chains that miss the gate go on (up to 4x the draws) and are thinned back; the gate sees the thinned draws."""
+@pytest.mark.parametrize("misses, seen_draws, total, kept", [(1, [150, 225, 225], 225, slice(None)),
+                                                             (2, [150, 225, 150, 150], 300, slice(1, None, 2))])
+def test_mcmc_chains_go_on_when_they_miss_the_gate(monkeypatch, misses, seen_draws, total, kept):
+    """Chains that miss the gate go on half the draws at a time and are thinned by the whole multiple of the draws
+    they reached; the gate sees the draws returned."""
     from bayespass.models import fit as fit_mod
 
     counts, _ = _simulate(np.random.default_rng(11), J=2, T=40, m=3)
     real, seen = fit_mod.convergence_report, []
 
-    def first_bad(idata, model=None):  # the first check (after 150 draws) misses the gate, the others pass
+    def bad_first(idata, model=None):  # the first ``misses`` checks miss the gate, the others pass
         rep = real(idata, model)
         seen.append(idata.posterior.sizes["draw"])
-        return rep | ({"r_hat_max": 1.5} if len(seen) == 1 else {"r_hat_max": 1.0, "ess_bulk_min": 1e4})
+        return rep | ({"r_hat_max": 1.5} if len(seen) <= misses else {"r_hat_max": 1.0, "ess_bulk_min": 1e4})
 
-    monkeypatch.setattr(fit_mod, "convergence_report", first_bad)
+    monkeypatch.setattr(fit_mod, "convergence_report", bad_first)
     idata = bp.fit(counts, "shared", "mcmc", draws=150, tune=150, seed=3, progressbar=False)
     post = idata.posterior
-    assert seen[:2] == [150, 150]  # asked twice of the draws per chain returned, then by fit's own gate
-    assert post.sizes["draw"] == 150 and "went on to 300" in post.attrs["rerun"]
-    # the thinned draws are the second of every pair of one run of 300 draws
+    assert seen == seen_draws  # asked of the draws returned after each round, then by fit's own gate
+    assert post.sizes["draw"] == seen_draws[-1] and f"went on to {total}" in post.attrs["rerun"]
+    # 225 draws are all kept; 300 are thinned to the second of every pair: the draws of one run of ``total``
     monkeypatch.setattr(fit_mod, "convergence_report", real)
     from bayespass.models.shared import Shared
 
-    long = Shared().fit_hmc(counts, draws=300, warmup=150, chains=post.sizes["chain"], seed=3)
-    np.testing.assert_allclose(post["alpha"].values, long["alpha"].values[:, 1::2])
+    long = Shared().fit_hmc(counts, draws=total, warmup=150, chains=post.sizes["chain"], seed=3)
+    np.testing.assert_allclose(post["alpha"].values, long["alpha"].values[:, kept])
 
 
 def test_mcmc_takes_the_target_acceptance_asked(monkeypatch):

@@ -78,8 +78,9 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         warm-up iterations, 8-32 leapfrog steps per iteration, gated like NUTS (R-hat <= 1.01,
         ESS >= 400), and configs that miss the gate run again 4x, then 16x as long (benchmarks/RESULTS.md:
         seconds where NUTS takes tens).  ``model="shared"``: whitened by the curvature at the
-        mode, 4 chains of 500 draws after 400 warm-up iterations; chains that miss the gate go on (to 4x
-        the draws or 3,000, at most 8x), thinned back to ``draws``.  The other names are NUTS implementations
+        mode, 4 chains of 500 draws after 200 warm-up iterations; chains that miss the gate go on half the
+        draws at a time (to 4x the draws or 3,000, at most 8x), thinned by the whole multiple of ``draws``
+        reached (750 draws are all kept, 1,000 thinned to 500).  The other names are NUTS implementations
         (``"pymc"``: PyMC's own, with ``chains``/``draws``/``tune`` from ``rcParams["mcmc.*"]``).
     target_accept : float, optional
         Target acceptance of the sampler.
@@ -448,17 +449,21 @@ def _joint_idata(post: xr.Dataset):
 
 
 def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, target_accept=None, progressbar=False, **_):
-    # 500 draws after 400 warm-up iterations per chain, going on where they miss the gate: on 34 configs x 378
-    # tasks at m = 50 they passed it (r_hat 1.007, ESS 737) in 100 s, 750 draws in 133 s (benchmarks/RESULTS.md)
+    # 500 draws after 200 warm-up iterations per chain, going on where they miss the gate.  The sampler starts
+    # at the mode, whitened by the curvature there, so the warm-up only sets a step size, a diagonal mass and a
+    # trajectory length: on 34 configs x 378 tasks at m = 50, 400 warm-up iterations (and rounds of 500 draws)
+    # took 93-226 s over 4 seeds, 200 (and rounds of 250) 71-112 s; on 10 real replicates at m = 1, 0 and 3
+    # of 10 passed at the first check, every fit at the end (benchmarks/RESULTS.md)
     draws = check_positive_int(draws if draws is not None else 500, name="draws")
     chains = check_positive_int(chains if chains is not None else rcParams["mcmc.chains"], name="chains")
-    tune = check_positive_int(tune if tune is not None else 400, name="tune")
+    tune = check_positive_int(tune if tune is not None else 200, name="tune")
     progress = f"{m.name} by HMC" if progressbar else None
 
     def gate(post):  # R-hat and ESS only: running on does not answer divergences
         return not _gate_problems(convergence_report(_joint_idata(post), m) | {"divergences": 0}, "mcmc")
 
-    # chains that miss the gate go on, to 4x the draws or 3,000 per chain (at most 8x), thinned back: with one
+    # chains that miss the gate go on, half the draws at a time, to 4x the draws or 3,000 per chain (at most 8x),
+    # thinned by the whole multiple of the draws reached: with one
     # or two samples per task the dispersions and the spread of difficulties trade off along a ridge, and the
     # first run missed the gate in 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400;
     # benchmarks/RESULTS.md).  Going on keeps the warm-up and the draws already made, where a fresh run of 4x

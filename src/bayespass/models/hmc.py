@@ -107,7 +107,8 @@ def _start_chains(logp_grad, mode, chains, jitter, rng):
 def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, draws: int = 250,
            rng=None, target_accept: float = 0.8, steps: tuple[int, int] = (4, 16), jitter: float = 0.3,
            use_map: bool = True, bounds: np.ndarray | None = None, progress: str | None = None,
-           steps_choices: tuple[tuple[int, int], ...] | None = None, more=None, max_rounds: int = 1) -> HMCResult:
+           steps_choices: tuple[tuple[int, int], ...] | None = None, more=None, max_rounds: int = 1,
+           more_draws: int | None = None) -> HMCResult:
     """Sample every config's posterior; ``start`` (config, P) is refined to the MAP first.
 
     Warm-up adapts each config's step size throughout and its diagonal mass
@@ -118,8 +119,9 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     short ones where they already decorrelate (the idea of Hoffman et al.'s ChEES, over a few fixed ranges).
     ``progress``: a label, to show a progress bar (stderr) with it.
     ``more``: a function of the draws so far (chains, draws, config, P) that returns whether the chains should
-    go on: they then run ``draws`` iterations more, with the same step size, mass matrix and random stream, up
-    to ``max_rounds`` rounds in all (so ``draws`` in 2 rounds are the draws of one run of ``2 * draws``).
+    go on: they then run ``more_draws`` iterations more (default ``draws``), with the same step size, mass matrix
+    and random stream, up to ``max_rounds`` rounds in all (so ``draws`` in 2 rounds of ``draws`` are the draws of
+    one run of ``2 * draws``).
     """
     rng = np.random.default_rng(rng)
     mode = map_point(logp_grad, start, bounds=bounds) if use_map else start
@@ -137,7 +139,7 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
         if it == total:  # the end of a round: go on where asked
             if more is None or rounds >= max_rounds or not more(np.stack(out, axis=1)):
                 break
-            total, rounds = total + draws, rounds + 1
+            total, rounds = total + int(more_draws or draws), rounds + 1
             if bar is not None:
                 bar.total = total
                 bar.refresh()
