@@ -553,10 +553,10 @@ class Shared(Model):
             return _posterior(theta, counts, attrs)
 
         more = None if gate is None else (lambda z: not gate(posterior(z, {})))
+        half = max(draws // 2, 1)
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
                        steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress, more=more,
-                       max_rounds=1 + 2 * (max_rounds - 1), more_draws=max(draws // 2, 1),
-                       target_accept=target_accept)
+                       max_rounds=1 + (max_rounds - 1) * draws // half, more_draws=half, target_accept=target_accept)
         post = posterior(r.draws, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
