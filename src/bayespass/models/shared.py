@@ -500,13 +500,11 @@ class Shared(Model):
         long trajectories, is one coordinate here.  The chains' gradients are computed in threads.
         Returns the posterior dataset, the sampler's statistics in its attributes.  ``progress``: a label
         for the sampler's progress bar (none without).  ``gate``: a function of a posterior dataset that returns
-        whether it passes the convergence gate; where it does not, the same chains go on for ``draws // 2``
-        iterations more at a time, up to ``max_rounds * draws`` in all, and are thinned by the whole multiple of
-        ``draws`` they reached (750 draws are all kept, 1,000 thinned to 500; the gate is asked of the thinned
-        draws, which are what is returned).  Half rounds: a gate missed by a little (R-hat 1.01-1.015 on one of
-        80 quantities, which at 500 draws is chance) costs a quarter of the first run's iterations, not half.
-        ``target_accept``: the step size's target acceptance (higher: smaller steps, fewer divergences, longer
-        runs).
+        whether it passes the convergence gate; where it does not, the same chains go on ``draws // 2`` iterations
+        at a time (a gate missed by a little, which at 500 draws is chance, costs a quarter of the first run),
+        up to ``max_rounds * draws``, thinned by the whole multiple of ``draws`` reached (750 are all kept, 1,000
+        thinned to 500; the gate is asked of what is returned).  ``target_accept``: the step size's target
+        acceptance (higher: smaller steps, fewer divergences, longer runs).
         """
         from . import hmc
 
@@ -553,10 +551,9 @@ class Shared(Model):
             return _posterior(theta, counts, attrs)
 
         more = None if gate is None else (lambda z: not gate(posterior(z, {})))
-        half = max(draws // 2, 1)
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
                        steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress, more=more,
-                       max_rounds=1 + (max_rounds - 1) * draws // half, more_draws=half, target_accept=target_accept)
+                       max_rounds=2 * max_rounds - 1, more_draws=max(draws // 2, 1), target_accept=target_accept)
         post = posterior(r.draws, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
