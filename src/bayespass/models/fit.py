@@ -463,12 +463,11 @@ def _fit_joint_hmc(counts, m, *, draws, tune, chains, seed, target_accept=None, 
         return not _gate_problems(convergence_report(_joint_idata(post), m) | {"divergences": 0}, "mcmc")
 
     # chains that miss the gate go on, half the draws at a time, to 4x the draws or 3,000 per chain (at most 8x),
-    # thinned by the whole multiple of the draws reached: with one
-    # or two samples per task the dispersions and the spread of difficulties trade off along a ridge, and the
-    # first run missed the gate in 27 of 50 real replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400;
-    # benchmarks/RESULTS.md).  Going on keeps the warm-up and the draws already made, where a fresh run of 4x
-    # the draws cost 3.3x the first.  The step size's target acceptance: 0.8 unless asked (the gate's warning
-    # suggests raising it)
+    # thinned by the whole multiple of the draws reached: with one or two samples per task the dispersions and
+    # the spread of difficulties trade off along a ridge, and the first run missed the gate in 27 of 50 real
+    # replicates at m = 1 (r_hat 1.01-1.03, ESS 150-400; benchmarks/RESULTS.md).  Going on keeps the warm-up and
+    # the draws already made, where a fresh run of 4x the draws cost 3.3x the first.  The step size's target
+    # acceptance: 0.8 unless asked (the gate's warning suggests raising it)
     accept = 0.8 if target_accept is None else target_accept  # checked by fit
     return _joint_idata(m.fit_hmc(counts, draws=draws, warmup=tune, chains=chains, seed=seed, progress=progress,
                                   target_accept=accept, gate=gate if hasattr(m, "gated_quantities") else None,

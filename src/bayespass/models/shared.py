@@ -560,9 +560,9 @@ class Shared(Model):
                                           "divergences": int(r.divergences[0]),
                                           "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
         if r.rounds > 1:
-            total = r.draws.shape[1]
-            post.attrs["rerun"] = (f"gate missed at {draws} draws: the chains went on to {total}"
-                                   + (f", thinned by {total // draws}" if total >= 2 * draws else ", all kept"))
+            every = r.draws.shape[1] // draws  # as posterior() thinned them
+            post.attrs["rerun"] = (f"gate missed at {draws} draws: the chains went on to {r.draws.shape[1]}"
+                                   + (f", thinned by {every}" if every > 1 else ", all kept"))
         return post
 
     def build_pymc(self, counts):
