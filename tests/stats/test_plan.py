@@ -50,6 +50,12 @@ def test_plan_refuses_bad_input():
         bp.plan(fit, k=[1, 10], target_width=0.1)
     with pytest.raises(ValueError, match="n_sims"):
         bp.plan(fit, k=10, target_width=0.1, n_sims=0)
+    for bad in (True, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match="target_width must be in"):
+            bp.plan(fit, k=10, target_width=bad)
+    # a numpy number is a number
+    assert bp.plan(fit, k=1, target_width=np.float32(0.5), n_grid=[3], n_sims=1, progressbar=False
+                   ).attrs["target_width"] == 0.5
 
 
 def test_plan_shows_its_progress_over_the_refits(capsys):

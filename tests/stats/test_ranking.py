@@ -97,6 +97,23 @@ def test_pairs_restrict_and_bad_input_is_refused(three):
         bp.compare_configs([1, 2, 3], k=5)
     with pytest.raises(ValueError, match="ci_prob"):
         bp.compare_configs(counts, k=5, ci_prob=1.5)
+    with pytest.raises(ValueError, match=r"two different configs; got \('mid', 'mid'\)"):
+        bp.compare_configs(counts, k=5, pairs=[("mid", "mid")])
+
+
+def test_tables_and_plots_name_what_they_were_given(three):
+    """The leaderboard, the P(better) table and the plots check their comparison and its k before any work."""
+    counts, cmp = three
+    for f in (bp.leaderboard, prob_better_table, bp.plot_forest, bp.plot_prob_better):
+        with pytest.raises(ValueError, match=r"k=7 is not in the comparison; it has k = \[1, 5, 50\]"):
+            f(cmp, k=7)
+        with pytest.raises(TypeError, match=f"{f.__name__} needs a comparison.*these are counts"):
+            f(counts)
+    with pytest.raises(TypeError, match="plot_diff_curve needs a comparison"):
+        bp.plot_diff_curve(counts, "strong", "mid")
+    with pytest.raises(ValueError, match="one value for plot_prob_better"):
+        bp.plot_prob_better(cmp, k=[1, 5])
+    assert list(bp.leaderboard(cmp, k=np.int64(5))["k"].unique()) == [5]  # a numpy k is a k
 
 
 def test_extend_inferencedata(three):

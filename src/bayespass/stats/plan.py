@@ -9,6 +9,7 @@ the simulations, is returned with the smallest n that reaches the target.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
@@ -108,8 +109,9 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for plan(); got {k!r}")
-    if not isinstance(target_width, int | float) or not 0 < target_width < 1:
+    if isinstance(target_width, bool) or not isinstance(target_width, numbers.Real) or not 0 < target_width < 1:
         raise ValueError(f"target_width must be in (0, 1); got {target_width!r}")
+    target_width = float(target_width)
     n_sims = check_positive_int(n_sims, name="n_sims")
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     n_now = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)

@@ -301,7 +301,23 @@ def _pairs(pairs, configs):
         for x in (a, b):
             if x not in configs:
                 raise ValueError(f"pairs names config {x!r}, which is not among the configs {configs}")
+        if a == b:
+            raise ValueError(f"pairs must name two different configs; got ({a!r}, {b!r})")
     return list(dict.fromkeys(a for a, _ in pairs)), list(dict.fromkeys(b for _, b in pairs))
+
+
+def _comparison_ks(cmp, k, *, what: str) -> np.ndarray:
+    """Return the k's asked of a comparison (default: all of its k), each checked to be in it; ``cmp`` first."""
+    if not isinstance(cmp, xr.Dataset) or not {"prob_better", "diff"} <= set(cmp.data_vars):
+        hint = ("; these are counts: compare them first, bp.compare_configs(counts, k=...)"
+                if isinstance(cmp, xr.Dataset) and {"n", "c"} <= set(cmp.data_vars) else "")
+        raise TypeError(f"{what} needs a comparison from bp.compare_configs(...); got {type(cmp).__name__}{hint}")
+    have = [int(x) for x in cmp.k.values]
+    ks = np.asarray(have) if k is None else as_k(k)
+    for kk in ks:
+        if int(kk) not in have:
+            raise ValueError(f"k={int(kk)} is not in the comparison; it has k = {have}")
+    return ks
 
 
 def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> Table:
@@ -312,16 +328,12 @@ def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> T
     estimate; NaN where some task has n < k) and, with ``rank_probs`` (default: at most 6 configs),
     ``P(rank=r)`` for every rank r.
     """
+    ks = _comparison_ks(cmp, k, what="leaderboard")
     if rank_probs is None:
         rank_probs = cmp.sizes.get("rank", 0) <= 6
-    if "rank_prob" not in cmp:
-        raise ValueError("cmp must come from compare_configs(...) without pairs=")
-    ks = cmp.k.values if k is None else as_k(k)
     prob = float(cmp.attrs.get("ci_prob", rcParams["stats.ci_prob"]))
     rows = []
     for kk in ks:
-        if kk not in cmp.k.values:
-            raise ValueError(f"k={kk} is not in the comparison; it has k = {list(map(int, cmp.k.values))}")
         c = cmp.sel(k=kk)
         cdf = c["rank_prob"].transpose("config", "rank").cumsum("rank").values
         lo = 1 + (cdf < (1 - prob) / 2).sum(1)
@@ -367,7 +379,7 @@ def prob_better_table(cmp: xr.Dataset, k=None, *, pairs: str = "auto") -> Table:
     """
     if pairs not in ("all", "neighbours", "auto"):
         raise ValueError(f"pairs={pairs!r} is not supported; choose one of ['all', 'neighbours', 'auto']")
-    ks = cmp.k.values if k is None else as_k(k)
+    ks = _comparison_ks(cmp, k, what="prob_better_table")
     square = list(cmp.config.values) == list(cmp.config_b.values) and "expected_rank" in cmp
     if pairs == "auto":
         pairs = "neighbours" if square and cmp.sizes["config"] > ALL_PAIRS_MAX_CONFIGS else "all"
@@ -402,7 +414,7 @@ def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
     """Forest plot: pass@k of every config with its band, a block per k, best on top."""
     import matplotlib.pyplot as plt
 
-    ks = cmp.k.values if k is None else as_k(k)
+    ks = _comparison_ks(cmp, k, what="plot_forest")
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 0.35 * cmp.sizes["config"] * len(ks) + 1.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -429,7 +441,10 @@ def plot_prob_better(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
     """Heat map of P(pass@k[row] > pass@k[column]), configs by expected rank."""
     import matplotlib.pyplot as plt
 
-    kk = int(cmp.k.values[0] if k is None else as_k(k)[0])
+    ks = _comparison_ks(cmp, k, what="plot_prob_better")
+    if ks.size != 1 and k is not None:
+        raise ValueError(f"k must be one value for plot_prob_better (one matrix per k); got {k!r}")
+    kk = int(ks[0])
     c = cmp.sel(k=kk)
     order = np.argsort(c["expected_rank"].values) if "expected_rank" in c else np.arange(c.sizes["config"])
     pb = c["prob_better"].transpose("config", "config_b").values
@@ -461,6 +476,7 @@ def plot_diff_curve(cmp: xr.Dataset, config: str, config_b: str, *, ax=None) -> 
     """pass@k[config] - pass@k[config_b] over k with its band and the paired-SE baseline where defined."""
     import matplotlib.pyplot as plt
 
+    _comparison_ks(cmp, None, what="plot_diff_curve")
     for x, dim in ((config, "config"), (config_b, "config_b")):
         if x not in cmp[dim].values:
             raise ValueError(f"{dim}={x!r} is not in the comparison; it has {list(map(str, cmp[dim].values))}")
