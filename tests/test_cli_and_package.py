@@ -176,6 +176,7 @@ def test_plan_cli(tmp_path, monkeypatch):
     monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
     for bad, word in ((["--width", "0"], "--width"), (["--width", "0.05", "--sims", "0"], "--sims"),
                       (["--width", "0.05", "--k", "0"], "k must"),
-                      (["--width", "0.05", "--n-grid", "10,ten"], "--n-grid must be comma-separated")):
+                      (["--width", "0.05", "--n-grid", "10,ten"], "--n-grid must be comma-separated"),
+                      (["--width", "0.05", "--n-grid", "10,0"], "--n-grid must be a positive integer; got 0")):
         res = runner.invoke(app, ["plan", str(fit_path.with_suffix(".csv")), *bad])
         assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output

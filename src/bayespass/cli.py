@@ -425,6 +425,8 @@ def plan_cmd(
             grid = None if n_grid is None else [int(x) for x in n_grid.split(",")]
         except ValueError:
             fail(f"--n-grid must be comma-separated samples per task, e.g. 10,20,50; got {n_grid!r}")
+        for x in grid or ():
+            check_positive_int(x, name="--n-grid")
         idata, _ = _fit_or_counts(data)
         p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
     except (ValueError, TypeError, OSError) as err:
