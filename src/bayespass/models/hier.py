@@ -5,11 +5,13 @@
     d_i = sigma_d * z_i,  z ~ ZeroSumNormal(1)          (non-centred, sum_i d_i = 0)
     alpha_j ~ Normal(0, 2),  sigma_d ~ HalfNormal(2)
     m_ij = logistic(alpha_j - d_i)
-    log phi_j ~ Normal(log 5, 1.5)                       (overdispersion)
+    log phi_j ~ Normal(lambda, 1.5),  lambda ~ Normal(log 5, 1.5)   (overdispersion, a common level)
     c_ij ~ BetaBinomial(n_ij, m_ij phi_j, (1 - m_ij) phi_j)
 
-A config with few samples borrows strength from the others through d.  Its
-log-likelihood (for LOO) is conditional on the shared d_i.
+A config with few samples borrows strength from the others through d, and a config
+with one sample per task, whose counts do not tell its dispersion, borrows the others'
+through lambda (as in ``shared``).  Its log-likelihood (for LOO) is conditional on the
+shared d_i.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Hier(Model):
     joint = True
     coords = ()
     description = "logit m_ij = alpha_j - d_i (shared difficulty), BetaBinomial(n, m phi, (1-m) phi)"
-    free = ("alpha", "sigma_d", "z", "log_phi")
+    free = ("alpha", "sigma_d", "z", "log_phi_level", "log_phi")
 
     def build_pymc(self, counts):
         """Build the PyMC model on a counts dataset."""
@@ -45,7 +47,8 @@ class Hier(Model):
             sigma_d = pm.HalfNormal("sigma_d", 2.0)
             z = pm.ZeroSumNormal("z", sigma=1.0, dims="task")
             d = pm.Deterministic("d", sigma_d * z, dims="task")
-            log_phi = pm.Normal("log_phi", np.log(5.0), 1.5, dims="config")
+            level = pm.Normal("log_phi_level", np.log(5.0), 1.5)
+            log_phi = pm.Normal("log_phi", level, 1.5, dims="config")
             phi = pm.Deterministic("phi", pt.exp(log_phi), dims="config")
             mean = pm.math.sigmoid(alpha[:, None] - d[None, :])
             pm.BetaBinomial("c", n=n_data, alpha=mean * phi[:, None], beta=(1 - mean) * phi[:, None],
