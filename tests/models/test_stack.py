@@ -260,6 +260,23 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     np.testing.assert_allclose(back.stacking["stacking_weight"].values, auto.stacking["stacking_weight"].values)
 
 
+def test_a_stack_carries_every_candidates_sampler_statistics_and_the_divergences_of_the_draws_it_takes():
+    """The mixture's ``diverging`` marks a (chain, draw) where a config took a candidate's divergent draw."""
+    counts = bp.make_counts(np.full((2, 40), 5), np.tile(np.arange(6), 14)[:80].reshape(2, 40))
+    fits = {m: bp.fit(counts, m, "eb", progressbar=False) for m in ("bb", "zoibb")}
+    div = fits["zoibb"].sample_stats["diverging"]
+    div.values[:] = False
+    div.values[0, :50] = True  # zoibb's first 50 draws of chain 0 diverged; bb's none
+    auto = bp.stack(fits, counts, k=[1])
+    ss = auto.sample_stats
+    assert {"bb_diverging", "zoibb_diverging", "diverging"} <= set(ss.data_vars)
+    took = (auto.posterior["component"].values == 1).any(-1)  # some config took zoibb's draw there
+    expected = np.zeros(took.shape, bool)
+    expected[0, :50] = took[0, :50]
+    np.testing.assert_array_equal(ss["diverging"].values, expected)
+    assert 0 < expected.sum() < 50  # the weights leave draws to both candidates
+
+
 def test_identified_band_holds_for_any_spread_of_p_and_is_tight_for_equally_hard_tasks():
     """identified_band from one sample per task: [mu_lo, 1 - (1 - mu_hi)^k], mu's band Jeffreys' interval.
 

@@ -831,7 +831,6 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     idata, weights = stack(fits, seed=seed)
     m = StackModel(names)
-    idata.add_groups({"sample_stats": first["sample_stats"]})
     out = _finish(idata, counts, m, "+".join(sorted(methods)), seed, k)
     # JSON text: netCDF attributes cannot hold a dict (the variable ``stacking_weight`` has the numbers)
     out.posterior.attrs["stacking_weights"] = json.dumps(

@@ -186,6 +186,28 @@ def stack(fits: dict, *, seed=0):
                            stack_single_configs=json.dumps([str(c) for c in posterior.config.values[single]]))
     # the weights have no (chain, draw): a group of their own, so that arviz.summary and friends read the posterior
     stacking = xr.Dataset({"stacking_weight": weights.reset_coords(drop=True)})
-    idata = az.InferenceData(posterior=posterior)
+    idata = az.InferenceData(posterior=posterior, sample_stats=_sample_stats(fits, comp, coords))
     idata.add_groups({"stacking": stacking}, warn_on_custom_groups=False)
     return idata, weights
+
+
+def _sample_stats(fits: dict, comp: np.ndarray, coords: dict) -> xr.Dataset:
+    """The mixture's sampler statistics: every candidate's under its name, and ``diverging`` of the draws taken.
+
+    A draw of the mixture (chain, draw) is divergent where the draw of a candidate that some config takes there
+    (``comp``, (chain, draw, config)) was.
+    """
+    chains, draws = comp.shape[:2]
+    out = xr.Dataset(coords={"chain": coords["chain"], "draw": coords["draw"]})
+    diverging = np.zeros((chains, draws), bool)
+    for i, (name, f) in enumerate(fits.items()):
+        if "sample_stats" not in f.groups():
+            continue
+        own = f.sample_stats.isel(chain=slice(chains), draw=slice(draws)).assign_coords(chain=coords["chain"],
+                                                                                        draw=coords["draw"])
+        for v in own.data_vars:
+            out[f"{name}_{v}"] = own[v]
+        if "diverging" in own:
+            diverging |= own["diverging"].values.astype(bool) & (comp == i).any(-1)
+    out["diverging"] = (("chain", "draw"), diverging)
+    return out
