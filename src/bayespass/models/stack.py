@@ -192,7 +192,7 @@ def stack(fits: dict, *, seed=0):
 
 
 def _sample_stats(fits: dict, comp: np.ndarray, coords: dict) -> xr.Dataset:
-    """The mixture's sampler statistics: every candidate's under its name, and ``diverging`` of the draws taken.
+    """Return the mixture's sampler statistics: each candidate's under its name, ``diverging`` of the draws taken.
 
     A draw of the mixture (chain, draw) is divergent where the draw of a candidate that some config takes there
     (``comp``, (chain, draw, config)) was.
