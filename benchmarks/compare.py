@@ -177,10 +177,43 @@ def report(rows) -> str:
     return "\n".join(out)
 
 
+def use_hessian_eb() -> None:
+    """A variant measured and not adopted (thirty-eighth session): EB draws of ``shared`` from the observed Hessian.
+
+    The product's EB draws come from the Laplace approximation whose precision is the outer product of the
+    per-task scores; this replaces that covariance (the draws' only) by the inverse of the observed Hessian at
+    the mode, as the HMC's whitening computes it, so that EB's draws match the exact posterior's width.  The
+    models' weights (their Laplace evidence) are unchanged.
+    """
+    from bayespass.models import shared
+
+    modes = shared.Shared.modes
+
+    def hessian_cov(neg, mode):
+        P = mode.size
+        H = np.empty((P, P))
+        for i in range(P):
+            e = np.zeros(P)
+            e[i] = 1e-5
+            H[i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-5
+        vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+        return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
+
+    def swap(m):
+        return None if m is None else m[:4] + (hessian_cov(m[1], m[0].x), m[5])
+
+    def patched(self, counts):
+        with_, without, weight, log_bf = modes(self, counts)
+        return swap(with_), swap(without), weight, log_bf
+
+    shared.Shared.modes = patched
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m", default="1,2,5")
+    ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see use_hessian_eb()")
     ap.add_argument("--model", default="bb")
     ap.add_argument("--method", default="eb")
     ap.add_argument("--out", default=str(HERE / "results" / "compare_real.json"))
@@ -190,6 +223,8 @@ def main(argv=None):
         print(report(json.loads(Path(args.out).read_text())))
         return
     args.m = [int(x) for x in args.m.split(",")]
+    if args.hessian_eb:
+        use_hessian_eb()
     rows = run(args)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(report(rows))

@@ -27,7 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import ece, load_real  # noqa: E402
+from compare import ece, load_real, use_hessian_eb  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -115,7 +115,10 @@ def main(argv=None):
     ap.add_argument("--method", default="eb")
     ap.add_argument("--out", default=None)
     ap.add_argument("--report", action="store_true", help="print the markdown table of --out and exit")
+    ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see compare.use_hessian_eb()")
     args = ap.parse_args(argv)
+    if args.hessian_eb:
+        use_hessian_eb()
     out = Path(args.out or HERE / "results" / f"compare_mixed_m{args.m_low}_{args.m_high}.json")
     if args.report:
         print(report(json.loads(out.read_text())))
