@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -59,6 +61,7 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
 
     check_same_counts(idatas, what="compare")
     names = list(idatas)
+    _warn_laplace_shared(idatas)
     pw = {name: pointwise_loo(d) for name, d in idatas.items()}
     first = next(iter(idatas.values()))
     configs = list(first.observed_data.config.values)
@@ -91,6 +94,18 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
         for d in idatas.values():
             attach(d, "loo_compare", ds)
     return out
+
+
+def _warn_laplace_shared(idatas: dict) -> None:
+    """Warn where a fit of ``shared`` by EB is compared: its elpd_loo is biased low (use MCMC)."""
+    laplace = [name for name, d in idatas.items() if d.posterior.attrs.get("bayespass_model") == "shared"
+               and d.posterior.attrs.get("sampler") == "laplace"]
+    if laplace:
+        warnings.warn(f"fit(s) {laplace} of model 'shared' by EB draw from a Laplace approximation whose per-config "
+                      "log-likelihoods spread far wider than the exact posterior's: on real MBPP their elpd_loo came "
+                      "out 54-71 nats below the same model's by MCMC, without a Pareto-k warning. Fit 'shared' with "
+                      "method='mcmc' to compare it by LOO (benchmarks/RESULTS.md, thirty-eighth session).",
+                      UserWarning, stacklevel=3)
 
 
 def _eb_params(n, c, w, prior):
