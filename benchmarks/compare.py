@@ -189,14 +189,8 @@ def use_hessian_eb() -> None:
 
     modes = shared.Shared.modes
 
-    def hessian_cov(neg, mode):
-        P = mode.size
-        H = np.empty((P, P))
-        for i in range(P):
-            e = np.zeros(P)
-            e[i] = 1e-5
-            H[i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-5
-        vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+    def hessian_cov(neg, mode):  # bounded as the product's covariance is
+        vals, vecs = shared._observed_hessian(neg, mode)
         return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
 
     def swap(m):

@@ -152,21 +152,14 @@ def test_loo_of_shared_by_eb_is_biased_low_and_compare_says_so():
 
 
 @pytest.mark.slow
-def test_hier_config_with_one_sample_per_task_borrows_the_others_dispersion():
+def test_hier_config_with_one_sample_per_task_borrows_the_others_dispersion(one_and_ten):
     """Four configs of one truth (phi = 0.7), two at ten samples per task and two at one (as for ``shared``).
 
     One sample per task does not tell a config's dispersion.  With independent priors (log phi ~ N(log 5, 1.5))
     the one-sample configs kept log phi near 1.6 against the others' -0.4, their pass@10 came out 0.865 against a
     truth of 0.750 and P(better at pass@10) against an identical ten-sample config was 0.84-0.86.
     """
-    from scipy.special import expit
-
-    rng = np.random.default_rng(4)
-    T = 300
-    mu = expit(rng.normal(0.3, 1.5, T))
-    p = rng.beta(mu * 0.7, (1 - mu) * 0.7, (4, T))
-    n = np.repeat([[10], [10], [1], [1]], T, axis=1)
-    counts = bp.make_counts(n, rng.binomial(n, p), task=[f"t{i}" for i in range(T)], config=["a", "b", "x", "y"])
+    counts, p = one_and_ten
     fit = bp.fit(counts, "hier", "mcmc", seed=1, progressbar=False)
     assert fit.posterior.attrs["convergence"] == "ok"
     log_phi = fit.posterior["log_phi"].mean(("chain", "draw"))

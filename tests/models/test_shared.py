@@ -348,7 +348,7 @@ def test_configs_of_different_slopes_fit_their_own_counts():
     np.testing.assert_allclose(got, solved, atol=0.012)  # seeds 0-3: 0.005-0.010; one slope: 0.015-0.026
 
 
-def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion():
+def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion(one_and_ten):
     """Four configs of one truth (p spread to 0 and 1: phi = 0.7), two with 10 samples per task and two with one.
 
     One sample per task does not tell a config's dispersion.  With independent priors the one-sample configs kept
@@ -356,12 +356,7 @@ def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion():
     inflated and P(better at pass@10) against an identical config with ten samples was about 1 (on real MBPP:
     ECE 0.45, the difference's band covering in 20% of pairs; benchmarks/compare_mixed.py).
     """
-    rng = np.random.default_rng(4)
-    T = 300
-    mu = expit(rng.normal(0.3, 1.5, T))
-    p = rng.beta(mu * 0.7, (1 - mu) * 0.7, (4, T))
-    n = np.repeat([[10], [10], [1], [1]], T, axis=1)
-    counts = bp.make_counts(n, rng.binomial(n, p), task=[f"t{i}" for i in range(T)], config=["a", "b", "x", "y"])
+    counts, p = one_and_ten
     with pytest.warns(UserWarning, match=r"config\(s\) \['x', 'y'\] have one sample on most of their tasks"):
         cmp = bp.compare_configs(counts, k=[1, 10], progressbar=False)
     log_phi = bp.fit(counts, "shared", "eb", progressbar=False).posterior["log_phi"].median(("chain", "draw"))

@@ -323,10 +323,10 @@ def _log_evidence(neg_log_post: float, vals: np.ndarray, n_slopes: int) -> float
             - n_slopes * np.log(sd * np.sqrt(2 * np.pi)))
 
 
-def _whitening(neg, mode: np.ndarray) -> np.ndarray:
-    """Return L with L L^T the inverse of the observed Hessian of ``neg`` (value, gradient) at ``mode``.
+def _observed_hessian(neg, mode: np.ndarray):
+    """Return the eigenvalues and eigenvectors of the observed Hessian of ``neg`` (value, gradient) at ``mode``.
 
-    Central differences of the analytic gradient; directions flatter than the priors allow are bounded.
+    Central differences of the analytic gradient (2 P gradients).
     """
     P = mode.size
     H = np.empty((P, P))
@@ -334,7 +334,15 @@ def _whitening(neg, mode: np.ndarray) -> np.ndarray:
         e = np.zeros(P)
         e[i] = 1e-5
         H[i] = (neg(mode + e)[1] - neg(mode - e)[1]) / 2e-5
-    vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+    return np.linalg.eigh(0.5 * (H + H.T))
+
+
+def _whitening(neg, mode: np.ndarray) -> np.ndarray:
+    """Return L with L L^T the inverse of the observed Hessian of ``neg`` at ``mode``.
+
+    Directions flatter than the priors allow are bounded.
+    """
+    vals, vecs = _observed_hessian(neg, mode)
     return vecs / np.sqrt(np.clip(vals, 1 / 3.0**2 / 4, None))
 
 

@@ -1,0 +1,22 @@
+"""Designs shared by the tests of the joint models."""
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import bayespass as bp
+
+
+@pytest.fixture(scope="module")
+def one_and_ten():
+    """Four configs of one truth (p spread to 0 and 1: phi = 0.7), a and b with 10 samples per task, x and y with one.
+
+    Returns ``(counts, p)``: 300 tasks of shared difficulty (logit N(0.3, 1.5)), p (4, 300) the truth.
+    """
+    rng = np.random.default_rng(4)
+    T = 300
+    mu = expit(rng.normal(0.3, 1.5, T))
+    p = rng.beta(mu * 0.7, (1 - mu) * 0.7, (4, T))
+    n = np.repeat([[10], [10], [1], [1]], T, axis=1)
+    counts = bp.make_counts(n, rng.binomial(n, p), task=[f"t{i}" for i in range(T)], config=["a", "b", "x", "y"])
+    return counts, p
