@@ -312,3 +312,20 @@ def test_the_run_figure_draws_the_no_prior_bounds_for_a_few_configs():
     np.testing.assert_allclose(got.values, bp.passk_bounds(counts, got.k.values).values)
     many = bp.make_counts(np.full((BOUNDS_MAX_CONFIGS + 1, 10), 5), np.ones((BOUNDS_MAX_CONFIGS + 1, 10), int))
     assert _figure_bounds(many, k) is None
+
+
+def test_the_loo_table_says_when_shared_by_eb_is_compared():
+    """bp.compare warns of shared's EB elpd (biased low); the run silences warnings there, so its title says it."""
+    from types import SimpleNamespace
+
+    import bayespass as bp
+    from bayespass.pipeline.tables import _loo_tables
+
+    rng = np.random.default_rng(0)
+    n = np.full((2, 60), 4)
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(1, 1, (2, 60))))
+    fits = {f"{m}-eb": bp.fit(counts, m, "eb", progressbar=False) for m in ("bb", "zoibb", "shared")}
+    with_shared = _loo_tables(SimpleNamespace(methods=("eb",), models=("bb", "shared")), fits)
+    assert "shared by EB: its elpd is biased low" in with_shared["loo_eb"].title
+    without = _loo_tables(SimpleNamespace(methods=("eb",), models=("bb", "zoibb")), fits)
+    assert "shared" not in without["loo_eb"].title
