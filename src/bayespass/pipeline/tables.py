@@ -64,7 +64,7 @@ def _ppc_table(idatas: dict) -> pd.DataFrame:
 
 
 def _loo_tables(cfg, idatas: dict) -> dict:
-    from ..stats.compare import compare
+    from ..stats.compare import compare, laplace_shared
 
     out = {}
     for method in cfg.methods:
@@ -76,8 +76,8 @@ def _loo_tables(cfg, idatas: dict) -> dict:
             name = "empirical Bayes" if method == "eb" else "MCMC"
             bad = sorted(set(df.loc[df["pareto_k_max"] > 0.7, "model"])) if "pareto_k_max" in df else []
             flag = f"; Pareto k > 0.7: elpd of {', '.join(bad)} approximate" if bad else ""
-            if method == "eb" and "shared" in pair:  # bp.compare's warning, silenced above
-                flag += "; shared by EB: its elpd is biased low (Laplace draws), compare it by MCMC"
+            for name in laplace_shared(pair):  # bp.compare's warning, silenced above
+                flag += f"; {name} by EB: its elpd is biased low (Laplace draws), compare it by MCMC"
             out[f"loo_{method}"] = Table.of(df, f"Model comparison (PSIS-LOO, {name} fits{flag})",
                                             note="pareto_k_max above 0.7 means some tasks sway that model's "
                                                  "hyperparameters so much that importance sampling cannot leave "

@@ -96,10 +96,15 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
     return out
 
 
+def laplace_shared(idatas: dict) -> list[str]:
+    """Return the names of the fits of ``shared`` by EB (Laplace draws), whose elpd_loo is biased low."""
+    return [name for name, d in idatas.items() if d.posterior.attrs.get("bayespass_model") == "shared"
+            and d.posterior.attrs.get("sampler") == "laplace"]
+
+
 def _warn_laplace_shared(idatas: dict) -> None:
     """Warn where a fit of ``shared`` by EB is compared: its elpd_loo is biased low (use MCMC)."""
-    laplace = [name for name, d in idatas.items() if d.posterior.attrs.get("bayespass_model") == "shared"
-               and d.posterior.attrs.get("sampler") == "laplace"]
+    laplace = laplace_shared(idatas)
     if laplace:
         warnings.warn(f"fit(s) {laplace} of model 'shared' by EB draw from a Laplace approximation whose per-config "
                       "log-likelihoods spread far wider than the exact posterior's: on real MBPP their elpd_loo came "
