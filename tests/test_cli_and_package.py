@@ -132,6 +132,22 @@ def test_cli_prints_warnings_on_one_line_without_source(tmp_path, capsys):
     assert err == "warning: convergence gates failed for model 'flex'\n"
 
 
+def test_cli_keeps_arviz_refactor_notice_off_the_terminal(tmp_path, capsys):
+    """ArviZ's once-a-day notice of its 1.0 is news about a library, not the user's data: the CLI drops it only."""
+    import warnings
+
+    f = tmp_path / "c.csv"
+    f.write_text("task,n,c\nt1,3,2\nt2,3,1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert runner.invoke(app, ["estimate", str(f), "--method", "naive"]).exit_code == 0
+        capsys.readouterr()
+        warnings.warn("\nArviZ is undergoing a major refactor to improve flexibility", FutureWarning, stacklevel=1)
+        assert capsys.readouterr().err == ""
+        warnings.warn("pass@k of an unrelated future", FutureWarning, stacklevel=1)
+        assert capsys.readouterr().err == "warning: pass@k of an unrelated future\n"
+
+
 def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     """Ollama-style names ('llama3:8b') hold the separator of --pairs: the split that names two configs wins."""
     rng = np.random.default_rng(0)
