@@ -40,13 +40,22 @@ HERE = Path(__file__).resolve().parent
 COUNTS = HERE.parent / "data" / "real_mbpp" / "counts.csv"
 
 
-def load_real(path=COUNTS, n_full=50):
-    """Counts (configs with n = n_full on every task) and the true pass@k on all samples."""
+def load_real(path=COUNTS, n_full=50, which="tuning"):
+    """Counts of the real configs: ``"tuning"``, those with n = n_full on every task (the 12 every choice of
+    issue 18 was made on); ``"heldout"``, those with 10 <= n < 50 on every task (16 configs that chose
+    nothing), on the tasks common to all of them."""
     import bayespass as bp
 
     df = pd.read_csv(path)
-    full = df.groupby(["model", "temperature"])["n"].transform("min") == n_full
-    df = df[full]
+    low = df.groupby(["model", "temperature"])["n"].transform("min")
+    if which == "tuning":
+        df = df[low == n_full]
+    elif which == "heldout":
+        df = df[(low >= 10) & (low < 50)]
+        configs = df.groupby(["model", "temperature"]).ngroups
+        df = df[df.groupby("task")["n"].transform("size") == configs]
+    else:
+        raise ValueError(f"which={which!r}; allowed: 'tuning', 'heldout'")
     counts = bp.counts_from_frame(df[["model", "temperature", "task", "n", "c"]])
     return counts
 
@@ -130,7 +139,7 @@ def replicate(counts, truth, m, ks, rng, model, method, seed):
 def run(args):
     import bayespass as bp
 
-    counts = load_real()
+    counts = load_real(which=args.real_set)
     ks = [1, 10]
     truth = bp.passk(counts, ks, method="unbiased")
     rows = []
@@ -142,7 +151,7 @@ def run(args):
             res.append(replicate(counts, truth, m, ks, rng, args.model, args.method, seed=r))
             print(f"m={m} rep {r + 1}/{args.reps} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
         for kk in ks:
-            row = {"m": m, "k": kk, "reps": args.reps, "configs": int(counts.sizes["config"]),
+            row = {"m": m, "k": kk, "reps": args.reps, "set": args.real_set, "configs": int(counts.sizes["config"]),
                    "tasks": int(counts.sizes["task"]), "model": args.model, "method": args.method}
             for name in ("bayespass", "naive", "beta", "naive_untied", "beta_untied", "naive_ties", "flips"):
                 taus = [x["tau"][kk][name] for x in res]
@@ -208,6 +217,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m", default="1,2,5")
     ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see use_hessian_eb()")
+    ap.add_argument("--real-set", choices=("tuning", "heldout"), default="tuning",
+                    help="the 12 configs with 50 samples per task, or the 16 with 10-49 that chose nothing")
     ap.add_argument("--model", default="bb")
     ap.add_argument("--method", default="eb")
     ap.add_argument("--out", default=str(HERE / "results" / "compare_real.json"))
