@@ -7,16 +7,27 @@ from scipy.special import expit
 import bayespass as bp
 
 
-@pytest.fixture(scope="module")
-def one_and_ten():
-    """Four configs of one truth (p spread to 0 and 1: phi = 0.7), a and b with 10 samples per task, x and y with one.
+def _one_and_ten(phi: float = 0.7):
+    """Four configs of one truth (dispersion ``phi``), a and b with 10 samples per task, x and y with one.
 
     Returns ``(counts, p)``: 300 tasks of shared difficulty (logit N(0.3, 1.5)), p (4, 300) the truth.
     """
     rng = np.random.default_rng(4)
     T = 300
     mu = expit(rng.normal(0.3, 1.5, T))
-    p = rng.beta(mu * 0.7, (1 - mu) * 0.7, (4, T))
+    p = rng.beta(mu * phi, (1 - mu) * phi, (4, T))
     n = np.repeat([[10], [10], [1], [1]], T, axis=1)
     counts = bp.make_counts(n, rng.binomial(n, p), task=[f"t{i}" for i in range(T)], config=["a", "b", "x", "y"])
     return counts, p
+
+
+@pytest.fixture(scope="module")
+def one_and_ten():
+    """:func:`_one_and_ten` with p spread to 0 and 1 about each task's mean (phi = 0.7), as real code models'."""
+    return _one_and_ten(0.7)
+
+
+@pytest.fixture(scope="module")
+def one_and_ten_design():
+    """The one-and-ten design as a function of the truth's dispersion phi (:func:`_one_and_ten`)."""
+    return _one_and_ten

@@ -348,20 +348,23 @@ def test_configs_of_different_slopes_fit_their_own_counts():
     np.testing.assert_allclose(got, solved, atol=0.012)  # seeds 0-3: 0.005-0.010; one slope: 0.015-0.026
 
 
-def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion(one_and_ten):
-    """Four configs of one truth (p spread to 0 and 1: phi = 0.7), two with 10 samples per task and two with one.
+@pytest.mark.parametrize("phi", [0.7, 20.0])
+def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion(one_and_ten_design, phi):
+    """Four configs of one truth (dispersion phi), two with 10 samples per task and two with one.
 
     One sample per task does not tell a config's dispersion.  With independent priors the one-sample configs kept
-    phi near 20 while the counts put the others' near 0.7, so their p spread less, their pass@10 came out
-    inflated and P(better at pass@10) against an identical config with ten samples was about 1 (on real MBPP:
-    ECE 0.45, the difference's band covering in 20% of pairs; benchmarks/compare_mixed.py).
+    the prior's phi (then 20) while the counts put the others' near 0.7, so their p spread less, their pass@10
+    came out inflated and P(better at pass@10) against an identical config with ten samples was about 1 (on real
+    MBPP: ECE 0.45, the difference's band covering in 20% of pairs; benchmarks/compare_mixed.py).  phi = 0.7 is
+    real code models' spread, near the prior's centre (log 0.6); phi = 20 is 3.5 logs above it, where a config
+    that did not borrow would stay at the prior's.
     """
-    counts, p = one_and_ten
+    counts, p = one_and_ten_design(phi)
     with pytest.warns(UserWarning, match=r"config\(s\) \['x', 'y'\] have one sample on most of their tasks"):
         cmp = bp.compare_configs(counts, k=[1, 10], progressbar=False)
     log_phi = bp.fit(counts, "shared", "eb", progressbar=False).posterior["log_phi"].median(("chain", "draw"))
-    # the one-sample configs' dispersion moves towards the others' (log 0.7 = -0.36) from the prior's log 20 = 3.0:
-    # with two informative configs, two thirds of the way (the level and a config about it have equal sd); 3.4 before
+    # the one-sample configs' dispersion moves from the prior's centre towards the others': with two informative
+    # configs, two thirds of the way (the level and a config about it have equal sd)
     assert np.all(np.abs(log_phi.sel(config=["x", "y"]).values - log_phi.sel(config=["a", "b"]).values.mean()) < 1.5)
     truth = true_passk(p, [10])[:, 0]
     for one, ten in (("x", "a"), ("y", "b")):
@@ -377,7 +380,7 @@ def test_a_config_with_one_sample_per_task_borrows_the_others_dispersion(one_and
 
 
 def test_dispersion_prior_is_the_common_level_integrated_out():
-    """log phi_j ~ N(lambda, 1.5), lambda ~ N(log 20, 1.5): the prior's log_phi part is that multivariate normal."""
+    """log phi_j ~ N(lambda, 1.5), lambda ~ N(log 0.6, 1.5): the prior's log_phi part is that multivariate normal."""
     from scipy.stats import multivariate_normal
 
     from bayespass.models.shared import _PRIOR, PHI_LEVEL_SD, _phi_precision, _prior_precision
@@ -386,7 +389,7 @@ def test_dispersion_prior_is_the_common_level_integrated_out():
     s, t = _PRIOR["log_phi"][1], PHI_LEVEL_SD
     cov = s**2 * np.eye(J) + t**2 * np.ones((J, J))
     np.testing.assert_allclose(_phi_precision(J), np.linalg.inv(cov), rtol=1e-12)
-    mvn = multivariate_normal(np.full(J, np.log(20.0)), cov)
+    mvn = multivariate_normal(np.full(J, np.log(0.6)), cov)
     g = np.random.default_rng(0)
     base = np.concatenate([g.normal(0, 1, J), g.normal(1, 1, J), g.normal(0, 1, KNOTS.size), g.normal(0, 0.3, J - 1)])
     other = base.copy()
