@@ -65,11 +65,12 @@ def cells(rows, model):
 def _where(missed: list, cells_: list) -> str:
     """Where a target's missed cells lie: within the samples drawn (k <= m) or beyond them, and at m = 1."""
     def split(cs):
-        return (sum(c[3] <= c[2] for c in cs), sum(c[3] > c[2] and c[2] >= 2 for c in cs), sum(c[2] == 1 for c in cs))
+        return (sum(c[3] <= c[2] for c in cs), sum(c[3] > c[2] and c[2] >= 2 for c in cs),
+                sum(c[2] == 1 and c[3] > 1 for c in cs))
 
     (mi, mb, m1), (ti, tb, t1) = split(missed), split(cells_)
     return (f"  - missed within the samples drawn (k <= m): {mi} of {ti} cells; beyond them (k > m >= 2): {mb} of "
-            f"{tb}; at m = 1 (k > 1): {m1} of {t1 - sum(c[3] == 1 for c in cells_ if c[2] == 1)}")
+            f"{tb}; at m = 1 (k > 1): {m1} of {t1}")
 
 
 def targets(rows, default: str) -> str:
