@@ -33,31 +33,25 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
-import pandas as pd
 from scipy.stats import kendalltau
 
 HERE = Path(__file__).resolve().parent
 COUNTS = HERE.parent / "data" / "real_mbpp" / "counts.csv"
 
 
-def load_real(path=COUNTS, n_full=50, which="tuning"):
-    """Counts of the real configs: ``"tuning"``, those with n = n_full on every task (the 12 every choice of
-    issue 18 was made on); ``"heldout"``, those with 10 <= n < 50 on every task (16 configs that chose
-    nothing), on the tasks common to all of them."""
+def load_real(which="tuning"):
+    """Counts of the real configs: ``"tuning"``, those with n = 50 on every task (the 12 every choice of issue 18
+    was made on); ``"heldout"``, those with 10 <= n < 50 on every task (16 configs that chose nothing), on the
+    tasks common to all of them.  The selection is :func:`calibration.real_counts`' (one definition)."""
     import bayespass as bp
 
-    df = pd.read_csv(path)
-    low = df.groupby(["model", "temperature"])["n"].transform("min")
-    if which == "tuning":
-        df = df[low == n_full]
-    elif which == "heldout":
-        df = df[(low >= 10) & (low < 50)]
-        configs = df.groupby(["model", "temperature"]).ngroups
-        df = df[df.groupby("task")["n"].transform("size") == configs]
-    else:
-        raise ValueError(f"which={which!r}; allowed: 'tuning', 'heldout'")
-    counts = bp.counts_from_frame(df[["model", "temperature", "task", "n", "c"]])
-    return counts
+    sys.path.insert(0, str(HERE))
+    from calibration import real_counts
+
+    df = real_counts(which)
+    if df is None:
+        raise FileNotFoundError(COUNTS)
+    return bp.counts_from_frame(df[["model", "temperature", "task", "n", "c"]])
 
 
 def ece(p, y, bins=10):
