@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 def main():
-    from compare import load_real
+    from compare import load_real, subsample
 
     import bayespass as bp
 
@@ -37,7 +37,6 @@ def main():
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     counts = load_real()
-    n, c = counts.n.values, counts.c.values
     with warnings.catch_warnings():  # warm-up: imports and first-call costs are not the fit's
         warnings.simplefilter("ignore")
         bp.fit(counts.isel(config=slice(0, 2), task=slice(0, 20)), "shared", "mcmc", progressbar=False)
@@ -49,7 +48,7 @@ def main():
         rng = np.random.default_rng(1000 + m)  # compare.py's replicates
         secs, status = [], []
         for r in range(args.reps):
-            sub = counts.copy(data={"n": np.full_like(n, m), "c": rng.hypergeometric(c, n - c, np.full_like(n, m))})
+            sub = subsample(counts, m, rng)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 t0 = time.perf_counter()

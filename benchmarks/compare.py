@@ -99,13 +99,16 @@ def flips(x, ref) -> int:
     return int(((dr != 0) & (dx != dr)).sum())
 
 
+def subsample(counts, m, rng):
+    """``counts`` with m of each (config, task)'s samples kept: a hypergeometric draw of its successes."""
+    n, c = counts.n.values, counts.c.values
+    return counts.copy(data={"n": np.full_like(n, m), "c": rng.hypergeometric(c, n - c, np.full_like(n, m))})
+
+
 def replicate(counts, truth, m, ks, rng, model, method, seed):
     import bayespass as bp
 
-    n = counts.n.values
-    c = counts.c.values
-    c_m = rng.hypergeometric(c, n - c, np.full_like(n, m))
-    sub = counts.copy(data={"n": np.full_like(n, m), "c": c_m})
+    sub = subsample(counts, m, rng)
     cmp = bp.compare_configs(sub, k=ks, model=model, method=method, seed=seed)
     out = {"tau": {}, "pairs": {}}
     J = counts.sizes["config"]

@@ -29,16 +29,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import betaln, gammaln
 from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import load_real, tau_untied  # noqa: E402
-
-
-def subsample(counts, m, rng):
-    n, c = counts.n.values, counts.c.values
-    return counts.copy(data={"n": np.full_like(n, m), "c": rng.hypergeometric(c, n - c, np.full_like(n, m))})
+from compare import load_real, subsample, tau_untied  # noqa: E402
 
 
 def errors(counts, m, reps):
@@ -61,12 +55,9 @@ def errors(counts, m, reps):
     print("| sd across configs | " + " | ".join(f"{np.std(mean[k]):.4f}" for k in err) + " |")
 
 
-def _bb_loglik(c, n, mu, phi):
-    a, b = mu * phi, (1 - mu) * phi
-    return gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + betaln(a + c, b + n - c) - betaln(a, b)
-
-
 def zeros(counts):
+    from bayespass.stats.kernels import bb_logpmf
+
     n, c = counts.n.values, counts.c.values
     rate = c / n
     for j, cfg in enumerate(counts.config.values):
@@ -75,14 +66,15 @@ def zeros(counts):
         means = [np.clip(rate[j, q == b].mean(), 1e-3, 1 - 1e-3) for b in range(5)]
 
         def nll(lphi, j=j, q=q, means=means):
-            return -sum(_bb_loglik(c[j, q == b], n[j, q == b], means[b], np.exp(lphi)).sum() for b in range(5))
+            phi = np.exp(lphi)
+            return -sum(bb_logpmf(c[j, q == b], n[j, q == b], means[b] * phi, (1 - means[b]) * phi).sum()
+                        for b in range(5))
 
         phi = np.exp(minimize_scalar(nll, bounds=(-4, 6), method="bounded").x)
         cells = []
         for b in range(5):
             s = q == b
-            pred = np.mean(np.exp(betaln(means[b] * phi, (1 - means[b]) * phi + n[j, s])
-                                  - betaln(means[b] * phi, (1 - means[b]) * phi)))
+            pred = np.mean(np.exp(bb_logpmf(0, n[j, s], means[b] * phi, (1 - means[b]) * phi)))
             cells.append(f"{np.mean(c[j, s] == 0):.2f} / {pred:.2f}")
         print(f"| {cfg} | {phi:.2f} | " + " | ".join(cells) + " |")
 
