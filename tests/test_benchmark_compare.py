@@ -75,3 +75,62 @@ def test_mixed_replicate_splits_the_configs_and_scores_every_ordered_pair_once()
         assert y.sum() == J * (J - 1) // 2
     # the one-sample configs' leaderboard band at pass@10 is the identified set: wider than the others'
     assert min(out[10]["band"]["width_low"]) > max(out[10]["band"]["width_high"])
+
+
+def _res(taus):
+    """Replicates shaped as compare.replicate's: taus[name] is a list over replicates, for k = 1."""
+    reps = len(next(iter(taus.values())))
+    return [{"tau": {1: {name: v[r] for name, v in taus.items()}}} for r in range(reps)]
+
+
+def test_gain_is_against_the_better_baseline_with_its_paired_standard_error(compare):
+    bayes = [0.50, 0.60, 0.55, 0.70]
+    naive = [0.45, 0.58, 0.57, 0.60]  # mean 0.55
+    beta = [0.40, 0.50, 0.50, 0.55]   # mean 0.4875: worse, so not the reference
+    out = compare.gain_against_best(_res({"bayespass": bayes, "naive_untied": naive, "beta_untied": beta}), 1)
+    d = np.subtract(bayes, naive)
+    assert out["best_baseline"] == "naive"
+    assert out["gain"] == pytest.approx(d.mean())
+    assert out["gain_se"] == pytest.approx(d.std(ddof=1) / 2)
+    assert out["gain_reps"] == pytest.approx(d.tolist())
+
+
+def test_pooled_gain_pairs_cells_of_one_m_and_adds_the_variances_of_different_m(compare):
+    rows = [{"m": 1, "k": 1, "gain_reps": [0.0, 0.2]}, {"m": 1, "k": 10, "gain_reps": [0.2, 0.0]},
+            {"m": 2, "k": 1, "gain_reps": [0.1, 0.3]}, {"m": 2, "k": 10, "gain_reps": [0.1, 0.3]}]
+    mean, se = compare.pooled_gain(rows)
+    assert mean == pytest.approx(0.15)
+    # m = 1's two cells cancel per replicate (0.1, 0.1: no variance); m = 2's per-replicate means are 0.1, 0.3
+    assert se == pytest.approx(np.sqrt(np.var([0.1, 0.3], ddof=1) / 2) / 2)
+    assert compare.pooled_gain(rows[:3]) is None  # a cell missing
+
+
+def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts():
+    """benchmarks/compare_library.py: the posterior over (shape, shift) and pass@k against brute force."""
+    from scipy.special import expit, logit
+    from scipy.stats import binom
+
+    spec = importlib.util.spec_from_file_location("bench_compare_library", PATH.with_name("compare_library.py"))
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
+    q = lib.shifted(np.array([0.0, 0.2, 1.0]), 1.0)
+    assert q[0] == 0 and q[2] == 1 and q[1] == pytest.approx(expit(logit(0.2) + 1.0))  # atoms stay
+    shapes = np.array([[0.0, 0.3, 0.6, 1.0], [0.1, 0.1, 0.5, 0.9]])
+    m, ks = 3, [1, 10]
+    logmarg, post = lib.tables(shapes, m, ks)
+    cs = np.array([0, 1, 3, 3, 2])  # one config's counts on 5 tasks
+    got = lib.estimate(np.bincount(cs, minlength=m + 1), logmarg, post, np.array([True, True]))
+    # brute force: a uniform prior over (shape, shift); each task's p a uniform draw from the shifted shape
+    num, den = np.zeros(len(ks)), 0.0
+    for s in shapes:
+        for d in lib.SHIFTS:
+            p = lib.shifted(s, d)
+            like = binom.pmf(cs[:, None], m, p[None])  # (tasks, atoms)
+            evidence = np.prod(like.mean(1))
+            per_task = [(like @ (1 - (1 - p) ** k)) / like.sum(1) for k in ks]
+            num += evidence * np.array([v.mean() for v in per_task])
+            den += evidence
+    assert got == pytest.approx(num / den, rel=1e-9)
+    # leaving a shape out is the posterior over the other alone
+    only = lib.estimate(np.bincount(cs, minlength=m + 1), logmarg, post, np.array([False, True]))
+    assert not np.allclose(only, got)
