@@ -3,6 +3,7 @@
     python benchmarks/compare_errors.py [--real-set heldout] [--m 5] [--reps 4]            # per-config errors
     python benchmarks/compare_errors.py --zeros [--real-set heldout]                       # zeros by difficulty
     python benchmarks/compare_errors.py --anchored [--m 2,5] [--reps 20]                   # anchored estimators
+    python benchmarks/compare_errors.py --blend [--m 1,2] [--reps 20]                      # shared and zoibb mixed
 
 - Default: the mean error (estimate - truth) of pass@10 per config over ``--reps`` replicates of m samples per
   task (the replicates of ``compare.py``: same seeds), for `shared` (``compare_configs``), per-config ``bb`` and
@@ -14,6 +15,9 @@
 - ``--anchored``: Kendall tau of pass@10 from three data-anchored versions of `shared`'s estimate (its pass@10
   shifted by naive pass@m - its pass@m; scaled by their ratio; the same in 1 - pass@k) against `shared` and
   the naive pass@m.
+- ``--blend`` (forty-first session): Kendall tau of pass@10 from `shared`, per-config ``bb`` and ``zoibb`` and
+  the weighted means (1 - w) `shared` + w ``zoibb`` (w = 0.25, 0.5, 0.75), with each one's gain over the naive
+  pass@m (ties broken) and its paired standard error.
 """
 
 from __future__ import annotations
@@ -99,6 +103,33 @@ def anchored(counts, ms, reps):
         print(json.dumps({"m": m, "reps": reps, **{k: round(float(np.mean(v)), 4) for k, v in taus.items()}}))
 
 
+def blend(counts, ms, reps):
+    import bayespass as bp
+
+    truth = bp.passk(counts, [10], method="unbiased").sel(k=10).values
+    for m in ms:
+        rng = np.random.default_rng(1000 + m)
+        taus = {k: [] for k in ("naive", "shared", "bb", "zoibb", "w0.25", "w0.5", "w0.75")}
+        for r in range(reps):
+            sub = subsample(counts, m, rng)
+            est = {"shared": bp.compare_configs(sub, k=[10], model="shared", method="eb", seed=r,
+                                                progressbar=False)["passk"].sel(k=10).values}
+            for model in ("bb", "zoibb"):
+                f = bp.fit(sub, model, "eb", seed=r, progressbar=False)
+                est[model] = bp.passk_curve(f, [10])["mean"].sel(k=10).transpose("config").values.ravel()
+            for w in (0.25, 0.5, 0.75):
+                est[f"w{w}"] = (1 - w) * est["shared"] + w * est["zoibb"]
+            for k, v in est.items():
+                taus[k].append(kendalltau(v, truth).statistic)
+            taus["naive"].append(tau_untied(bp.passk(sub, m, method="unbiased").values.ravel(), truth))
+        base = np.array(taus["naive"])
+        out = {"m": m, "reps": reps, "naive": round(float(base.mean()), 4)}
+        for k in list(taus)[1:]:
+            d = np.array(taus[k]) - base
+            out[k] = f"{np.mean(taus[k]):.4f} (gain {d.mean():+.4f}, s.e. {d.std(ddof=1) / np.sqrt(reps):.4f})"
+        print(json.dumps(out))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real-set", choices=("tuning", "heldout"), default="heldout")
@@ -106,6 +137,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--zeros", action="store_true")
     ap.add_argument("--anchored", action="store_true")
+    ap.add_argument("--blend", action="store_true")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     counts = load_real(which=args.real_set)
@@ -114,6 +146,8 @@ def main(argv=None):
         zeros(counts)
     elif args.anchored:
         anchored(counts, ms, args.reps)
+    elif args.blend:
+        blend(counts, ms, args.reps)
     else:
         errors(counts, ms[0], args.reps)
 
