@@ -176,10 +176,15 @@ def gain_against_best(res, kk) -> dict:
     The per-replicate gains are kept (``gain_reps``) so that cells on the same replicates can be pooled.
     """
     base = max(("naive_untied", "beta_untied"), key=lambda b: np.nanmean([x["tau"][kk][b] for x in res]))
-    gain = np.array([x["tau"][kk]["bayespass"] - x["tau"][kk][base] for x in res])
+    gain, mean, se = paired_gain([x["tau"][kk]["bayespass"] for x in res], [x["tau"][kk][base] for x in res])
+    return {"best_baseline": base.removesuffix("_untied"), "gain": mean, "gain_se": se, "gain_reps": gain.tolist()}
+
+
+def paired_gain(x, base) -> tuple[np.ndarray, float, float]:
+    """Per-replicate differences ``x - base``, their mean and its standard error (NaN from one replicate)."""
+    gain = np.subtract(x, base, dtype=float)
     se = float(np.std(gain, ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else float("nan")
-    return {"best_baseline": base.removesuffix("_untied"), "gain": float(np.mean(gain)), "gain_se": se,
-            "gain_reps": gain.tolist()}
+    return gain, float(np.mean(gain)), se
 
 
 def pooled_gain(rows, ms=(1, 2), ks=(1, 10)) -> tuple[float, float] | None:

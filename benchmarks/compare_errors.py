@@ -36,7 +36,7 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import load_real, subsample, tau_untied  # noqa: E402
+from compare import load_real, paired_gain, subsample, tau_untied  # noqa: E402
 
 
 def errors(counts, m, reps):
@@ -122,11 +122,11 @@ def blend(counts, ms, reps):
             for k, v in est.items():
                 taus[k].append(kendalltau(v, truth).statistic)
             taus["naive"].append(tau_untied(bp.passk(sub, m, method="unbiased").values.ravel(), truth))
-        base = np.array(taus["naive"])
-        out = {"m": m, "reps": reps, "naive": round(float(base.mean()), 4)}
-        for k in list(taus)[1:]:
-            d = np.array(taus[k]) - base
-            out[k] = f"{np.mean(taus[k]):.4f} (gain {d.mean():+.4f}, s.e. {d.std(ddof=1) / np.sqrt(reps):.4f})"
+        out = {"m": m, "reps": reps, "naive": round(float(np.mean(taus["naive"])), 4)}
+        for k, v in taus.items():
+            if k != "naive":
+                _, gain, se = paired_gain(v, taus["naive"])
+                out[k] = f"{np.mean(v):.4f} (gain {gain:+.4f}, s.e. {se:.4f})"
         print(json.dumps(out))
 
 

@@ -34,7 +34,7 @@ from scipy.special import expit, logit, logsumexp
 from scipy.stats import binom, kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import load_real, subsample, tau_untied  # noqa: E402
+from compare import load_real, paired_gain, subsample, tau_untied  # noqa: E402
 
 SHIFTS = np.linspace(-3.0, 3.0, 25)
 
@@ -95,10 +95,10 @@ def run(which: str, ms, reps: int, ks) -> list[dict]:
                 taus[k]["library"].append(kendalltau(est[:, i], tv).statistic)
                 taus[k]["naive"].append(tau_untied(bp.passk(sub, min(k, m), method="unbiased").values.ravel(), tv))
         for k in ks:
-            gain = np.subtract(taus[k]["library"], taus[k]["naive"])
+            _, gain, se = paired_gain(taus[k]["library"], taus[k]["naive"])
             row = {"set": which, "m": m, "k": k, "reps": reps, "tau_library": float(np.mean(taus[k]["library"])),
-                   "tau_naive_untied": float(np.mean(taus[k]["naive"])), "gain": float(gain.mean()),
-                   "gain_se": float(gain.std(ddof=1) / np.sqrt(reps)), "tau_library_reps": taus[k]["library"]}
+                   "tau_naive_untied": float(np.mean(taus[k]["naive"])), "gain": gain, "gain_se": se,
+                   "tau_library_reps": taus[k]["library"]}
             rows.append(row)
             print(json.dumps({a: (round(b, 4) if isinstance(b, float) else b) for a, b in row.items()
                               if not a.endswith("_reps")}), flush=True)
