@@ -111,6 +111,7 @@ def test_ppc_calm_when_well_specified_and_flags_structural_zeros():
     assert not fixed.extreme.any()
 
 
+@pytest.mark.slow
 def test_hier_borrows_strength():
     """6 configs x 164 tasks, m = 5, shared task difficulty: hier beats per-config bb."""
     rng = np.random.default_rng(41)
@@ -172,6 +173,7 @@ def test_hier_config_with_one_sample_per_task_borrows_the_others_dispersion(one_
         assert 0.2 < float(cmp["prob_better"].sel(config=one, config_b=ten, k=10)) < 0.8
 
 
+@pytest.mark.slow
 def test_zoibb_mcmc_matches_eb_for_every_config():
     """Several configs with different truths: each config's data must inform its own parameters
     (regression test: pm.CustomDist used only the first row of (config, 1) parameters)."""
@@ -242,6 +244,7 @@ def test_the_default_shows_one_bar_over_its_candidates_and_the_stack(capsys, mon
     assert "model bb by eb: 00:" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["zoibb", "lnorm"])
 def test_hmc_and_nuts_agree(model):
     """The default MCMC (bayespass HMC) and PyMC's NUTS sample the same posterior (pass@k and named parameters)."""

@@ -64,6 +64,7 @@ def test_sbc_pymc_nuts():
         assert _uniform_pvalue(ranks[:, j], n) > 0.001, np.histogram(ranks[:, j], 10)[0]
 
 
+@pytest.mark.slow
 def test_fast_sampler_and_nuts_agree():
     p = np.where(np.random.default_rng(0).random(150) < 0.25, 0.0, np.random.default_rng(1).beta(0.5, 1.5, 150))
     counts = bp.make_counts(np.full(150, 6), np.random.default_rng(2).binomial(6, p))

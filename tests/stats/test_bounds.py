@@ -33,6 +33,7 @@ def test_thinned_histogram_is_unbiased_for_the_binomial_of_m_samples():
         np.testing.assert_allclose(binom.pmf(cs, n, p) @ each, binom.pmf(np.arange(m + 1), m, p), atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["levels", "equal"])
 def test_bounds_cover_shapes_the_default_misses(shape):
     """p on four levels (a quarter at 0.02, just below 1 / m) and every task equally hard: the default's band
