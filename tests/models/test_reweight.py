@@ -68,6 +68,7 @@ def test_reweight_keeps_the_draws_when_its_proposal_cannot_cover_the_posterior(b
     assert np.array_equal(out.draws, far)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")  # flex's short chains may fail the gate
 def test_fit_records_the_correction_and_gates_on_its_effective_sample_size():
     rng = np.random.default_rng(8)
