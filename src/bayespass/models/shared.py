@@ -37,7 +37,6 @@ from scipy import sparse
 from scipy.special import expit, logsumexp
 
 from .._threads import thread_map
-from .._xp import _np_logsumexp
 from ..stats.kernels import bb_loglik, bb_loglik_pair_rows, passk_bb_predictive, power_rows, rising_log_rows
 from .base import Model, pt_backend, register
 
@@ -161,10 +160,10 @@ def _split(theta: np.ndarray, J: int):
 def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
     """Log weights of the grid's nodes, ``log softmax(hat @ beta)``.
 
-    Plain NumPy: scipy's logsumexp costs ~50 us a call, and this is called at every leapfrog step.
+    By :func:`_logsumexp_last`: scipy's logsumexp costs ~50 us a call, and this is called at every leapfrog step.
     """
     s = hat @ beta
-    return s - _np_logsumexp(s)
+    return s - _logsumexp_last(s)
 
 
 #: the mean's logit is kept within this: beyond it 1 - logistic rounds to 0 (a Beta parameter of 0) and a task is
