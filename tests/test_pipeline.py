@@ -33,17 +33,37 @@ class _Imgs(HTMLParser):
 
 @pytest.fixture(scope="module")
 def rundir(tmp_path_factory):
+    """A quick run interrupted (Ctrl-C) once its execution stage is committed, then resumed to the end.
+
+    Every test of the run directory reads the resumed run's output, so resuming is checked by all of them;
+    ``resumed`` records what the interruption left behind, for the test of resuming itself.
+    """
     out = tmp_path_factory.mktemp("run") / "r"
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)],
-                         capture_output=True, text=True, env=env, timeout=900)
+    args = [sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)]
+    first_err = out.parent / "interrupted_stderr.txt"
+    with open(first_err, "w") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        deadline = time.time() + 600
+        while time.time() < deadline and proc.poll() is None:  # interrupt once the execution stage is committed
+            state = out / "run.json"
+            if state.exists() and "execute" in json.loads(state.read_text()).get("stages", {}):
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    resumed = {"stages": json.loads((out / "run.json").read_text())["stages"],
+               "samples_mtime": (out / "samples.nc").stat().st_mtime}
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    (out / "stderr.txt").write_text(res.stderr)  # the stage messages, for the test that reads them
-    return out, res.stdout
+    # the stage messages of both runs (execution's are the first's), for the test that reads them
+    (out / "stderr.txt").write_text(first_err.read_text() + res.stderr)
+    resumed["samples_mtime_after"] = (out / "samples.nc").stat().st_mtime
+    return out, res.stdout, resumed
 
 
 def test_run_prints_tables_and_writes_the_run_directory(rundir):
-    out, stdout = rundir
+    out, stdout, _ = rundir
     for title in ("pass@k (unbiased; main fit auto-eb", "Model comparison (PSIS-LOO", "Which config is better",
                   "Posterior predictive checks", "Gating at alpha = 0.1", "Reliability level",
                   "Incoherence", "Metrics"):
@@ -93,7 +113,7 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
 
 
 def test_report_embeds_every_figure(rundir):
-    out, _ = rundir
+    out, _, _ = rundir
     html = (out / "report.html").read_text()
     p = _Imgs()
     p.feed(html)
@@ -109,7 +129,7 @@ def test_report_embeds_every_figure(rundir):
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not installed")
 def test_report_renders_in_headless_chromium(rundir, tmp_path):
-    out, _ = rundir
+    out, _, _ = rundir
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
                     "--window-size=1200,3000", (out / "report.html").as_uri()], capture_output=True, timeout=120)
@@ -124,7 +144,7 @@ def test_report_renders_in_headless_chromium(rundir, tmp_path):
 @pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--splits", "20"], ["incoherence"],
                                  ["curve", "--k", "1,10,1000"]])
 def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
-    out, _ = rundir
+    out, _, _ = rundir
     plot = tmp_path / "p.png"
     res = CliRunner().invoke(app, [cmd[0], str(out), *cmd[1:], "--plot", str(plot)])
     assert res.exit_code == 0, res.output
@@ -144,7 +164,7 @@ def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     (["incoherence", "--n-mc", "-1"], "--n-mc must be a positive integer; got -1"),
 ])
 def test_cli_post_processor_options_are_checked_before_work_and_named_as_options(rundir, tmp_path, args, needle):
-    out, _ = rundir
+    out, _, _ = rundir
     fill = {"missing": str(tmp_path / "missing"), "tmp": str(tmp_path)}
     res = CliRunner().invoke(app, [args[0], str(out), *(a.format(**fill) for a in args[1:])])
     assert res.exit_code == 2 and needle.format(**fill) in res.output, res.output
@@ -157,7 +177,7 @@ def test_cli_post_processor_errors(tmp_path):
 
 
 def test_cli_curve_picks_a_fit_of_a_run_directory(rundir):
-    out, _ = rundir
+    out, _, _ = rundir
     res = CliRunner().invoke(app, ["curve", str(out), "--fit", "bb-eb", "--k", "5"])
     assert res.exit_code == 0, res.output
     assert "fit bb-eb" in res.output and "model bb by eb" in res.output
@@ -168,25 +188,10 @@ def test_cli_curve_picks_a_fit_of_a_run_directory(rundir):
         assert res.exit_code == 2 and msg in res.output, res.output
 
 
-def test_interrupted_run_resumes(tmp_path):
-    out = tmp_path / "r"
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    args = [sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.time() + 600
-    while time.time() < deadline:  # interrupt as soon as the execution stage is committed
-        state = out / "run.json"
-        if state.exists() and "execute" in json.loads(state.read_text()).get("stages", {}):
-            break
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
-    stages = json.loads((out / "run.json").read_text())["stages"]
-    assert "execute" in stages and "report" not in stages
-    mtime = (out / "samples.nc").stat().st_mtime
-    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert (out / "samples.nc").stat().st_mtime == mtime  # not re-executed
+def test_interrupted_run_resumes(rundir):
+    out, _, resumed = rundir
+    assert "execute" in resumed["stages"] and "report" not in resumed["stages"]
+    assert resumed["samples_mtime_after"] == resumed["samples_mtime"]  # not re-executed
     assert "report" in json.loads((out / "run.json").read_text())["stages"]
     assert (out / "report.html").exists()
 
@@ -266,7 +271,7 @@ def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
     import bayespass as bp
     from bayespass.pipeline import fits_of
 
-    out, _ = rundir
+    out, _, _ = rundir
     tree = bp.load_run(out)
     fits = fits_of(tree)
     idata, bb = fits[tree.attrs["main_fit"]], fits["bb-eb"]
