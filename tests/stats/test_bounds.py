@@ -155,3 +155,29 @@ def test_counts_no_binomial_sampling_can_give_warn_and_name_the_config():
     with pytest.warns(UserWarning, match=r"config 'flat' has NaN bounds.*underdispersed"):
         b = bp.passk_bounds(counts, k=[1, 10])
     assert np.isnan(b.sel(config="flat")).all() and not np.isnan(b.sel(config="ok")).any()
+
+
+def test_column_generation_gives_the_linear_program_over_the_whole_grid():
+    """The bounds solve each k's programs on a few columns, adding those of negative reduced cost: the optimum
+    must be that of one program over every column (HiGHS on the whole grid), for every k, in both directions.
+    """
+    from scipy.optimize import linprog
+
+    from bayespass.stats.bounds import _ColumnLP
+
+    rng = np.random.default_rng(11)
+    grid = np.linspace(0.0, 1.0, 400)
+    m = 4
+    hist = np.bincount(rng.binomial(m, rng.beta(0.4, 0.7, 500)), minlength=m + 1) / 500
+    mix = binom.pmf(np.arange(m + 1)[:, None], m, grid[None, :])
+    a_ub, b_ub = np.vstack([mix, -mix]), np.concatenate([hist + 0.03, -(hist - 0.03)])
+    lp = _ColumnLP(a_ub, b_ub)
+    for k in (1, 3, 10, 100, 10**4):
+        f = 1.0 - (1.0 - grid) ** k
+        for sign in (1.0, -1.0):
+            full = linprog(sign * f, A_ub=a_ub, b_ub=b_ub, A_eq=np.ones((1, grid.size)), b_eq=[1.0],
+                           bounds=(0, None), method="highs")
+            assert lp.solve(sign * f) == pytest.approx(full.fun, abs=1e-8), (k, sign)
+    assert lp.cols.sum() < grid.size / 2  # it did work on a subset of the columns
+    # constraints that no distribution meets: None, as the whole grid's program says
+    assert _ColumnLP(a_ub, np.concatenate([hist - 0.1, -(hist + 0.1)])).solve(f) is None

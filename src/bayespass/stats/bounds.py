@@ -123,7 +123,6 @@ def _bounds_one(n: np.ndarray, c: np.ndarray, level: np.ndarray, ks: np.ndarray,
 def _bounds_group(n: np.ndarray, c: np.ndarray, m: int, ks: np.ndarray, a_cell: float, a_moment: float
                   ) -> np.ndarray:
     """(K, 2) bounds on the mean pass@k of tasks with at least m samples each, thinned to m."""
-    from scipy.optimize import linprog
     from scipy.stats import binom
 
     t = n.size
@@ -150,14 +149,68 @@ def _bounds_group(n: np.ndarray, c: np.ndarray, m: int, ks: np.ndarray, a_cell: 
     a_ub = np.vstack([mix, -mix, mom, -mom])
     b_ub = np.concatenate([hi + slack[:m + 1], -lo + slack[:m + 1], mhi + slack[m + 1:], -mlo + slack[m + 1:]])
     out = np.full((ks.size, 2), np.nan)
+    lp = _ColumnLP(a_ub, b_ub)
     for i, k in enumerate(ks):
         f = 1.0 - (1.0 - grid) ** float(k)
         gap = _chord_gap((1.0 - (1.0 - mid) ** float(k))[None, :], f[None, :])[0]
-        ends = [linprog(s * f, A_ub=a_ub, b_ub=b_ub, A_eq=np.ones((1, grid.size)), b_eq=[1.0], bounds=(0, None),
-                        method="highs") for s in (1.0, -1.0)]
-        if all(e.status == 0 for e in ends):
-            out[i] = np.clip([ends[0].fun - gap, -ends[1].fun + gap], 0.0, 1.0)
+        ends = [lp.solve(s * f) for s in (1.0, -1.0)]
+        if all(e is not None for e in ends):
+            out[i] = np.clip([ends[0] - gap, -ends[1] + gap], 0.0, 1.0)
     return _monotone(out, ks, m, mlo, mhi)
+
+
+class _ColumnLP:
+    """``min obj @ w`` over ``a_ub @ w <= b_ub``, ``sum w = 1``, ``w >= 0`` for many objectives, by column generation.
+
+    The constraints are the same for every k, only the objective changes, and an optimal ``w`` has at most
+    one positive weight per constraint.  So each objective is solved on a few columns (a sparse subset of the
+    grid and every column positive in an earlier solution: the first solution, on every column, is feasible
+    for all), and columns whose reduced cost under that solution's duals is negative are added until none
+    is: the optimum over all columns (what one linear program over the whole grid gives; the tests compare
+    the two), in about a tenth of the time.
+    """
+
+    #: reduced costs above ``-TOL`` count as non-negative (HiGHS's dual feasibility tolerance is 1e-7)
+    TOL = 1e-9
+    #: the sparse subset: every ``STRIDE``-th column
+    STRIDE = 16
+    ROUNDS = 50
+
+    def __init__(self, a_ub: np.ndarray, b_ub: np.ndarray):
+        self.a_ub, self.b_ub = a_ub, b_ub
+        self.cols = None  # None until a first solution on every column; then the columns kept (bool)
+
+    def _lp(self, obj, cols):
+        from scipy.optimize import linprog
+
+        # without HiGHS's presolve: on these small dense programs it costs more than it saves (1.5x)
+        return linprog(obj[cols], A_ub=self.a_ub[:, cols], b_ub=self.b_ub, A_eq=np.ones((1, int(cols.sum()))),
+                       b_eq=[1.0], bounds=(0, None), method="highs", options={"presolve": False})
+
+    def solve(self, obj: np.ndarray) -> float | None:
+        """Return the minimum of ``obj @ w``, or None where the constraints have no solution."""
+        size = obj.size
+        if self.cols is None:
+            res = self._lp(obj, np.ones(size, bool))
+            if res.status != 0:
+                return None
+            self.cols = np.zeros(size, bool)
+            self.cols[::self.STRIDE] = self.cols[-1] = True
+            self.cols[res.x > 0] = True
+            return float(res.fun)
+        cols = self.cols.copy()
+        for _ in range(self.ROUNDS):
+            res = self._lp(obj, cols)
+            if res.status != 0:
+                break
+            reduced = obj - res.ineqlin.marginals @ self.a_ub - res.eqlin.marginals[0]
+            enter = ~cols & (reduced < -self.TOL)
+            if not enter.any():
+                self.cols[np.flatnonzero(cols)[res.x > 0]] = True  # the next k starts from this support too
+                return float(res.fun)
+            cols |= enter
+        res = self._lp(obj, np.ones(size, bool))  # not settled (rounding): the whole grid, as before
+        return float(res.fun) if res.status == 0 else None
 
 
 def _monotone(out: np.ndarray, ks: np.ndarray, m: int, mlo: np.ndarray, mhi: np.ndarray) -> np.ndarray:
