@@ -162,12 +162,12 @@ def _bounds_group(n: np.ndarray, c: np.ndarray, m: int, ks: np.ndarray, a_cell: 
 class _ColumnLP:
     """``min obj @ w`` over ``a_ub @ w <= b_ub``, ``sum w = 1``, ``w >= 0`` for many objectives, by column generation.
 
-    The constraints are the same for every k, only the objective changes, and an optimal ``w`` has at most
-    one positive weight per constraint.  So each objective is solved on a few columns (a sparse subset of the
-    grid and every column positive in an earlier solution: the first solution, on every column, is feasible
-    for all), and columns whose reduced cost under that solution's duals is negative are added until none
-    is: the optimum over all columns (what one linear program over the whole grid gives; the tests compare
-    the two), in about a tenth of the time.
+    The constraints are the same for every k, only the objective changes, and a basic optimal ``w`` has no
+    more positive weights than there are constraints.  So each objective is solved on a few columns (a sparse
+    subset of the grid and every column positive in an earlier solution: the first solution, on every column,
+    is feasible for all), and columns whose reduced cost under that solution's duals is negative are added
+    until none is: the optimum over all columns (what one linear program over the whole grid gives; the tests
+    compare the two), 5-8x faster (``benchmarks/bench_bounds.py``).
     """
 
     #: reduced costs above ``-TOL`` count as non-negative (HiGHS's dual feasibility tolerance is 1e-7)
