@@ -181,3 +181,11 @@ def test_column_generation_gives_the_linear_program_over_the_whole_grid():
     assert lp.cols.sum() < grid.size / 2  # it did work on a subset of the columns
     # constraints that no distribution meets: None, as the whole grid's program says
     assert _ColumnLP(a_ub, np.concatenate([hist - 0.1, -(hist + 0.1)])).solve(f) is None
+    # constraints that only a point mass between the sparse subset's points meets (mean and second moment of p
+    # pinned): the subset has no solution, the whole grid has one
+    x0 = grid[5]
+    assert 5 % _ColumnLP.STRIDE
+    mom = np.vstack([grid, grid**2])
+    pinned = _ColumnLP(np.vstack([mom, -mom]), np.array([x0, x0**2, -x0, -x0**2]) + 1e-12)
+    assert pinned.solve(f) == pytest.approx(f[5], abs=1e-6)
+    assert pinned.solve(-f) == pytest.approx(-f[5], abs=1e-6)

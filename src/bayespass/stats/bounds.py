@@ -164,10 +164,11 @@ class _ColumnLP:
 
     The constraints are the same for every k, only the objective changes, and a basic optimal ``w`` has no
     more positive weights than there are constraints.  So each objective is solved on a few columns (a sparse
-    subset of the grid and every column positive in an earlier solution: the first solution, on every column,
-    is feasible for all), and columns whose reduced cost under that solution's duals is negative are added
-    until none is: the optimum over all columns (what one linear program over the whole grid gives; the tests
-    compare the two), 5-8x faster (``benchmarks/bench_bounds.py``).
+    subset of the grid and every column positive in an earlier solution, which is feasible for all), and
+    columns whose reduced cost under that solution's duals is negative are added until none is: the optimum
+    over all columns (what one linear program over the whole grid gives; the tests compare the two), 5-11x
+    faster (``benchmarks/bench_bounds.py``).  Where the sparse subset alone has no solution (the box too
+    tight for its spacing), the first objective is solved on the whole grid.
     """
 
     #: reduced costs above ``-TOL`` count as non-negative (HiGHS's dual feasibility tolerance is 1e-7)
@@ -178,7 +179,7 @@ class _ColumnLP:
 
     def __init__(self, a_ub: np.ndarray, b_ub: np.ndarray):
         self.a_ub, self.b_ub = a_ub, b_ub
-        self.cols = None  # None until a first solution on every column; then the columns kept (bool)
+        self.cols = None  # the columns each objective starts from (bool), set at the first
 
     def _lp(self, obj, cols):
         from scipy.optimize import linprog
@@ -191,17 +192,12 @@ class _ColumnLP:
         """Return the minimum of ``obj @ w``, or None where the constraints have no solution."""
         size = obj.size
         if self.cols is None:
-            res = self._lp(obj, np.ones(size, bool))
-            if res.status != 0:
-                return None
             self.cols = np.zeros(size, bool)
             self.cols[::self.STRIDE] = self.cols[-1] = True
-            self.cols[res.x > 0] = True
-            return float(res.fun)
         cols = self.cols.copy()
         for _ in range(self.ROUNDS):
             res = self._lp(obj, cols)
-            if res.status != 0:
+            if res.status != 0:  # (only at the first objective: a solution's support is kept for the next)
                 break
             reduced = obj - res.ineqlin.marginals @ self.a_ub - res.eqlin.marginals[0]
             enter = ~cols & (reduced < -self.TOL)
@@ -209,8 +205,12 @@ class _ColumnLP:
                 self.cols[np.flatnonzero(cols)[res.x > 0]] = True  # the next k starts from this support too
                 return float(res.fun)
             cols |= enter
-        res = self._lp(obj, np.ones(size, bool))  # not settled (rounding): the whole grid, as before
-        return float(res.fun) if res.status == 0 else None
+        # the subset has no solution, or the columns did not settle (rounding): the whole grid, as before
+        res = self._lp(obj, np.ones(size, bool))
+        if res.status != 0:
+            return None
+        self.cols[res.x > 0] = True
+        return float(res.fun)
 
 
 def _monotone(out: np.ndarray, ks: np.ndarray, m: int, mlo: np.ndarray, mhi: np.ndarray) -> np.ndarray:
