@@ -123,6 +123,8 @@ def replicate(counts, truth, m, ks, rng, model, method, seed):
         out["tau"][int(kk)].update({f"{name}_untied": tau_untied(scores[name], tv) for name in ("naive", "beta")})
         out["tau"][int(kk)]["naive_ties"] = tied_pairs(naive)
         out["tau"][int(kk)]["flips"] = flips(scores["bayespass"], naive)
+        # the order by expected rank (the leaderboard's before the forty-fourth session), ties broken
+        out["tau"][int(kk)]["expected_rank"] = tau_untied(-cmp["expected_rank"].sel(k=kk).values, tv)
         lo, hi = cmp["passk_eti"].sel(k=kk).transpose("ci_bound", "config").values
         out.setdefault("band", {})[int(kk)] = {"cover": ((lo <= tv) & (tv <= hi)).tolist(), "width": (hi - lo).tolist()}
         better = (tv[:, None] > tv[None, :])[iu]
@@ -154,6 +156,9 @@ def run(args):
                 taus = [x["tau"][kk][name] for x in res]
                 row[f"tau_{name}"] = float(np.nanmean(taus))
             row.update(gain_against_best(res, kk))
+            if "expected_rank" in res[0]["tau"][kk]:  # runs before the forty-fourth session have none
+                _, row["erank_minus_mean"], row["erank_minus_mean_se"] = paired_gain(
+                    [x["tau"][kk]["expected_rank"] for x in res], [x["tau"][kk]["bayespass"] for x in res])
             row["coverage"] = float(np.mean([x["band"][kk]["cover"] for x in res]))  # of the leaderboard's band
             row["width"] = float(np.mean([x["band"][kk]["width"] for x in res]))
             y = np.concatenate([x["pairs"][kk]["y"] for x in res])
@@ -222,6 +227,12 @@ def report(rows) -> str:
                 "|---|---|---|---|---|"]
         out += [f"| {r['m']} | {r['k']} | {r['best_baseline']} | {r['gain']:+.3f} | {r['gain_se']:.3f} |"
                 for r in gains]
+        erank = [r for r in rows if "erank_minus_mean" in r]
+        if erank:
+            out += ["", "| m | k | tau of the order by expected rank minus that by posterior mean | paired s.e. |",
+                    "|---|---|---|---|"]
+            out += [f"| {r['m']} | {r['k']} | {r['erank_minus_mean']:+.3f} | {r['erank_minus_mean_se']:.3f} |"
+                    for r in erank]
         pooled = pooled_gain(rows)
         if pooled is not None:
             out.append(f"\nAverage gain over m = 1, 2 and k = 1, 10 (the issue's +0.03): {pooled[0]:+.3f} "

@@ -492,7 +492,7 @@ def _save_png(ax, path: Path, dpi: int = 120) -> Path:
 def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
     import numpy as np
 
-    from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better
+    from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better, ranking_order
 
     if prefix.suffix.lower() == ".png":  # --plot cmp.png writes cmp-forest.png, not cmp.png-forest.png
         prefix = prefix.with_suffix("")
@@ -500,7 +500,7 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
     if pair_list is None:
         for name, plot in (("forest", plot_forest), ("prob_better", plot_prob_better)):
             written.append(_save_png(plot(cmp), prefix.parent / f"{prefix.name}-{name}.png"))
-        order = cmp["expected_rank"].isel(k=0).values.argsort()
+        order = ranking_order(cmp.isel(k=0))
         a, b = (str(cmp.config.values[i]) for i in order[:2])
     else:
         a, b = pair_list[0]

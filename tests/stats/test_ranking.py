@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 from scipy import integrate, stats
 
 import bayespass as bp
@@ -140,6 +141,29 @@ def test_leaderboard_and_pair_table(three):
     assert len(tab) == 3 * 2 * 3 and (tab.config != tab.config_b).all()  # 3 configs: every pair by default
 
 
+def test_tables_and_plots_order_configs_by_posterior_mean_not_expected_rank(three):
+    """Where the expected rank and the posterior mean disagree (skewed posteriors), the mean orders."""
+    import matplotlib.pyplot as plt
+
+    _, cmp = three
+    flipped = cmp.copy()
+    flipped["expected_rank"] = 4 - cmp["expected_rank"]  # the expected ranks of strong and weak swapped
+    lb = bp.leaderboard(flipped)
+    for kk in (1, 5):
+        assert list(lb[lb.k == kk].config) == ["strong", "mid", "weak"]
+        assert list(lb[lb.k == kk].expected_rank) == sorted(lb[lb.k == kk].expected_rank, reverse=True)
+    tab = prob_better_table(flipped, pairs="neighbours")
+    assert list(tab[tab.k == 1].config) == ["strong", "mid"] and list(tab[tab.k == 1].config_b) == ["mid", "weak"]
+    ax = bp.plot_prob_better(flipped, k=1)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["strong", "mid", "weak"]
+    ax = bp.plot_forest(flipped, k=1)
+    assert [t.get_text() for t in ax.get_yticklabels()][-1].startswith("strong")  # best on top
+    plt.close("all")
+    tied = cmp.copy()
+    tied["passk"] = xr.zeros_like(cmp["passk"])  # all means equal: the expected rank breaks the tie
+    assert list(bp.leaderboard(tied)[lambda d: d.k == 1].config) == ["strong", "mid", "weak"]
+
+
 def test_pair_table_lists_neighbours_in_the_ranking_above_four_configs():
     g = np.random.default_rng(8)
     base = g.beta(2, 2, 80)
@@ -150,7 +174,7 @@ def test_pair_table_lists_neighbours_in_the_ranking_above_four_configs():
     tab = bp.prob_better_table(cmp)
     assert len(tab) == 2 * 5 and list(tab["rank"][:5]) == [1, 2, 3, 4, 5]
     for kk in (1, 10):
-        order = [str(c) for c in cmp.config.values[np.argsort(cmp["expected_rank"].sel(k=kk).values)]]
+        order = [str(c) for c in cmp.config.values[np.argsort(-cmp["passk"].sel(k=kk).values)]]
         rows = tab[tab.k == kk]
         assert list(rows.config) == order[:-1] and list(rows.config_b) == order[1:]
         for r in rows.itertuples():  # the numbers of the comparison, not recomputed
