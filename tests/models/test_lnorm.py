@@ -170,3 +170,36 @@ def test_fit_at_two_thousand_samples_per_task_gives_finite_honest_curves():
     assert np.isfinite(mean).all()
     # with 2,000 samples per task the data decide: the posterior mean is the unbiased estimate, to 0.005
     assert_allclose(mean, bp.passk(counts, [1, 10, 100], method="unbiased").values[0], atol=5e-3)
+
+
+@pytest.mark.parametrize("batch", [(1,), (8,), (2, 3)])
+def test_compiled_likelihood_and_gradient_equal_the_numpy_formulas(batch, monkeypatch):
+    """The compiled loop (``models/_lnorm_kernel.py``) against the NumPy definition, to rounding.
+
+    Random configs of 1-4 rows of pairs (one-sided pairs at every row, zero weights among them, up to 2,000
+    samples per task) and draws of theta across the band of s where the one-sided pairs move to their
+    integral by parts, atoms from negligible to dominant, and a few draws outside the bounds.
+    """
+    from bayespass.models import lnorm
+
+    model = get_model("lnorm")
+    rng = np.random.default_rng(len(batch) * 10 + batch[-1])
+    for _ in range(6):
+        cfg, u = rng.integers(1, 5), rng.integers(2, 25)
+        n = rng.choice([1, 2, 5, 10, 50, 2000], (cfg, u)).astype(float)
+        c = np.floor(rng.random((cfg, u)) * (n + 1))
+        c[:, 0], c[:, 1] = 0.0, n[:, 1]
+        w = rng.integers(0, 4, (cfg, u)).astype(float)
+        aux = model.prepare(PairData(n, c, w))
+        size = int(np.prod(batch)) * cfg
+        theta = np.column_stack([rng.normal(0, 5, size), rng.uniform(-1.0, 3.5, size),
+                                 rng.normal(-3, 4, size), rng.normal(-3, 4, size)]).reshape(batch + (cfg, 4))
+        theta.reshape(-1, 4)[0, 1] = 3.2  # above the bounds of log s: density -inf, gradient as computed
+        got = {}
+        for compiled in (True, False):
+            monkeypatch.setattr(lnorm, "COMPILED", compiled)
+            got[compiled] = (*model.logp_grad(theta, aux, w), model.loglik(theta[..., None, :], aux, NP))
+        for a, b in zip(got[True], got[False], strict=True):
+            assert a.shape == b.shape
+            assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+        assert np.isneginf(got[True][0].reshape(-1)[0])

@@ -16,7 +16,8 @@ Dirichlet(1, 0.3, 0.3)`` (most mass near no inflation: a uniform prior pushed pi
 biased pass@k low); ``theta = (m, log s, z0, z1)``.
 
 This file is the whole model: adding a model is a file like this one plus its name in
-``bayespass/models/__init__.py``.
+``bayespass/models/__init__.py``.  (Its likelihood and gradient also run as one compiled loop,
+:mod:`bayespass.models._lnorm_kernel`, for speed; the formulas here stay the definition.)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from scipy.special import expit, log_ndtr
 
 from .._xp import NP, log_binom
 from .._xp import _np_logsumexp as _np_lse
+from . import _lnorm_kernel
 from .base import BLOCK_CELLS, Model, register
 from .bb import pair_arrays
 from .zoibb import atoms_grad, atoms_logprior, inflate, log_masses, masses
@@ -51,6 +53,10 @@ _LB_NODES = 64
 _S_LO, _S_HI = 2.5, 4.5
 M_SD, LOG_S_MU, LOG_S_SD = 3.0, float(np.log(1.5)), 0.7
 ALPHA = np.array([1.0, 0.3, 0.3])  # Dirichlet prior of (pi_B, pi0, pi1): mass near no inflation
+#: the likelihood and its gradient (NumPy callers) by the compiled loop of :mod:`bayespass.models._lnorm_kernel`,
+#: equal to the NumPy formulas below to rounding and 2-3x faster; False: the NumPy formulas
+COMPILED = True
+_CONSTS = np.array([M_SD, LOG_S_MU, LOG_S_SD, np.log(_S_LO), np.log(_S_HI / _S_LO), *ALPHA])
 
 
 def _mode(m, s, n, c, xp):
@@ -184,6 +190,38 @@ def _log_joint_top(m, s, n, k):
     return _np_lse(lw - 0.5 * u * u, -1) - np.log(s) - 0.5 * np.log(2.0 * np.pi)
 
 
+def _interior_grad(m, s2, n, c):
+    """Return the interior's log-likelihood without C(n, c) and its derivatives in m and log s (NumPy, (..., U)).
+
+    The definition that ``_pair`` in :mod:`bayespass.models._lnorm_kernel` compiles; ``m``, ``s2`` (..., 1)
+    are the prior's mean and variance against the pairs (..., U).  Called inside ``np.errstate``.
+    """
+    mode, h, sd, x, terms = _nodes(m, np.sqrt(s2), n, c, NP)  # (..., U), (..., U, Q)
+    dev = x - mode[..., None]
+    u = x - m[..., None]
+    top = terms.max(-1, keepdims=True)
+    r = np.exp(terms - top)
+    tot = r.sum(-1)
+    r /= tot[..., None]
+    li = top[..., 0] + np.log(tot * sd) - 0.5 * np.log(s2) - 0.5 * np.log(2.0 * np.pi)
+    z = u / s2[..., None]
+    d_x = c[..., None] - n[..., None] * expit(x) - z  # d term / d node
+    fixed_m = np.einsum("...q,...q->...", r, z)
+    fixed_s = np.einsum("...q,...q->...", r, z * u) - 1.0
+    a_mov = np.einsum("...q,...q->...", r, d_x)  # d / d mode
+    b_mov = 1.0 + np.einsum("...q,...q->...", r, d_x * dev)  # d / d log sd
+    sg = expit(mode)
+    v = n * sg * (1.0 - sg)
+    dmode_m = 1.0 / (s2 * h)
+    dmode_s = 2.0 * (mode - m) / (s2 * h)
+    curv = v * (1.0 - 2.0 * sg)
+    dlsd_m = -0.5 * curv * dmode_m / h
+    dlsd_s = -0.5 * (curv * dmode_s - 2.0 / s2) / h
+    dx = fixed_m + a_mov * dmode_m + b_mov * dlsd_m
+    dxs = fixed_s + a_mov * dmode_s + b_mov * dlsd_s
+    return li, dx, dxs
+
+
 @register
 class LogitNormal(Model):
     """Zero-one-inflated logit-normal."""
@@ -203,6 +241,9 @@ class LogitNormal(Model):
 
     def loglik(self, theta, aux, xp):
         n, c = aux["n"], aux["c"]
+        if COMPILED and xp.name == "numpy" and "edge_pos" in aux and np.shape(theta)[-2] == 1:
+            with np.errstate(all="ignore"):  # theta (..., config, 1, P) against the pairs (config, U)
+                return self._compiled(theta[..., 0, :], aux, np.ones(np.shape(n)))[2]
         inner = _inner(theta, n, c, xp)[0]
         # one-sided pairs at a wide prior: the integral by parts, blended in over s in [_S_LO, _S_HI]
         if xp.name == "numpy" and "edge_pos" in aux:
@@ -245,35 +286,18 @@ class LogitNormal(Model):
         scale with ``(m, s)`` (implicit derivatives at the mode), which vanish where the quadrature is
         exact and are kept so that the gradient is the derivative of what is computed.
         """
+        if COMPILED:
+            with np.errstate(all="ignore"):
+                lp, grad = self._compiled(theta, aux, w)[:2]
+            lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
+            return lp, np.where(np.isfinite(grad), grad, 0.0)
         n, c = aux["n"], aux["c"]
         log_pi = log_masses(theta)
         ww = np.where(w > 0, w, 0.0)
         m = theta[..., 0][..., None]  # (..., 1) against pairs (..., U)
         s2 = np.exp(2.0 * theta[..., 1])[..., None]
         with np.errstate(all="ignore"):
-            mode, h, sd, x, terms = _nodes(m, np.sqrt(s2), n, c, NP)  # (..., U), (..., U, Q)
-            dev = x - mode[..., None]
-            u = x - m[..., None]
-            top = terms.max(-1, keepdims=True)
-            r = np.exp(terms - top)
-            tot = r.sum(-1)
-            r /= tot[..., None]
-            li = top[..., 0] + np.log(tot * sd) - 0.5 * np.log(s2) - 0.5 * np.log(2.0 * np.pi)
-            z = u / s2[..., None]
-            d_x = c[..., None] - n[..., None] * expit(x) - z  # d term / d node
-            fixed_m = np.einsum("...q,...q->...", r, z)
-            fixed_s = np.einsum("...q,...q->...", r, z * u) - 1.0
-            a_mov = np.einsum("...q,...q->...", r, d_x)  # d / d mode
-            b_mov = 1.0 + np.einsum("...q,...q->...", r, d_x * dev)  # d / d log sd
-            sg = expit(mode)
-            v = n * sg * (1.0 - sg)
-            dmode_m = 1.0 / (s2 * h)
-            dmode_s = 2.0 * (mode - m) / (s2 * h)
-            curv = v * (1.0 - 2.0 * sg)
-            dlsd_m = -0.5 * curv * dmode_m / h
-            dlsd_s = -0.5 * (curv * dmode_s - 2.0 / s2) / h
-            dx = fixed_m + a_mov * dmode_m + b_mov * dlsd_m
-            dxs = fixed_s + a_mov * dmode_s + b_mov * dlsd_s
+            li, dx, dxs = _interior_grad(m, s2, n, c)
             li, dx, dxs = self._wide_one_sided(theta, aux, li, dx, dxs)
             ll, ri, r0, r1 = inflate(li + aux["lb"], log_pi, n, c)
             lp = (np.sum(ww * ll, -1) - 0.5 * (theta[..., 0] / M_SD) ** 2
@@ -283,6 +307,12 @@ class LogitNormal(Model):
                          *atoms_grad(r0, r1, ww, log_pi, ALPHA)], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
+
+    @staticmethod
+    def _compiled(theta, aux, w):
+        """:meth:`logp_grad`'s density and gradient before its masks, and each pair's log-likelihood (compiled)."""
+        return _lnorm_kernel.logp_grad(theta, aux, w, nodes=_NODES, log_aw=_LOG_AW, bp_logw=_BP_LOGW,
+                                       consts=_CONSTS, steps=_NEWTON_STEPS)
 
     @staticmethod
     def _wide_one_sided(theta, aux, li, dx=None, dxs=None):
