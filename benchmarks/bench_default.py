@@ -1,6 +1,6 @@
 """Speed of the default fit (+ curve) against issue 15's targets, with bb as the baseline of the same run.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_default.py [--mcmc [--sampler pymc]] [--repeats 3] [--real]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_default.py [--mcmc [--sampler pymc]] [--repeats 3] [--real] [--numpy]
 
 Cases: 164 tasks x 1 config (HumanEval-sized; EB and, with --mcmc, the default MCMC:
 bayespass's HMC with its own settings, or with ``--sampler pymc`` PyMC's NUTS with
@@ -56,7 +56,13 @@ def main() -> None:
     ap.add_argument("--models", default="bb,zoibb,flex,lnorm,auto")
     ap.add_argument("--sampler", default="hmc", help="sampler of --mcmc: hmc (the default) or pymc (NUTS)")
     ap.add_argument("--real", action="store_true", help="also the real MBPP counts (34 x 378, n = 10 or 50)")
+    ap.add_argument("--numpy", action="store_true",
+                    help="lnorm's and flex's NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
+    if args.numpy:
+        from bayespass.models import flex, lnorm
+
+        lnorm.COMPILED = flex.COMPILED = False
     models = args.models.split(",")
     cases = [("164 x 1", counts_of(164, 1), "eb", 2.0), ("400 x 34", counts_of(400, 34), "eb", 30.0)]
     if args.real:

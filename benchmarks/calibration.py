@@ -379,7 +379,13 @@ def main():
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
+    ap.add_argument("--numpy", action="store_true",
+                    help="lnorm's and flex's NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
+    if args.numpy:
+        from bayespass.models import flex, lnorm
+
+        lnorm.COMPILED = flex.COMPILED = False
     t0 = time.perf_counter()
     rows = run(args)
     _save(rows, args)

@@ -96,3 +96,38 @@ def test_recovers_a_known_population_and_covers():
     inside = (lo <= truth) & (truth <= hi)
     assert inside.mean() >= 0.75, (lo, truth, hi)
     assert np.abs(cur["mean"].values - truth).max() < 0.06
+
+
+@pytest.mark.parametrize("batch", [(1,), (8,), (2, 3)])
+def test_compiled_density_and_gradient_equal_the_numpy_formulas(batch, monkeypatch):
+    """The compiled loop (``models/_flex_kernel.py``) against the NumPy definition, to rounding.
+
+    Random configs of 1-4 rows of pairs (zero weights among them, up to 2,000 samples per task), prior draws
+    of theta stretched up to twice their spread, and one draw outside the bounds.
+    """
+    from numpy.testing import assert_allclose
+
+    from bayespass.models import flex
+    from bayespass.models.base import PairData
+
+    model = get_model("flex")
+    rng = np.random.default_rng(len(batch) * 10 + batch[-1])
+    for _ in range(6):
+        cfg, u = rng.integers(1, 5), rng.integers(2, 25)
+        n = rng.choice([1, 2, 5, 10, 50, 2000], (cfg, u)).astype(float)
+        c = np.floor(rng.random((cfg, u)) * (n + 1))
+        c[:, 0], c[:, 1] = 0.0, n[:, 1]
+        w = rng.integers(0, 4, (cfg, u)).astype(float)
+        aux = model.prepare(PairData(n, c, w))
+        size = int(np.prod(batch)) * cfg
+        theta = (model.sample_prior(size, rng) * rng.uniform(0.5, 2.0, (size, model.n_params))).reshape(
+            batch + (cfg, model.n_params))
+        theta.reshape(-1, model.n_params)[0, 0] = 16.0  # above the bounds of logit mu: density -inf
+        got = {}
+        for compiled in (True, False):
+            monkeypatch.setattr(flex, "COMPILED", compiled)
+            got[compiled] = model.logp_grad(theta, aux, w)
+        for a, b in zip(got[True], got[False], strict=True):
+            assert a.shape == b.shape
+            assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+        assert np.isneginf(got[True][0].reshape(-1)[0])

@@ -203,3 +203,28 @@ def test_compiled_likelihood_and_gradient_equal_the_numpy_formulas(batch, monkey
             assert a.shape == b.shape
             assert_allclose(a, b, rtol=1e-11, atol=1e-11)
         assert np.isneginf(got[True][0].reshape(-1)[0])
+
+
+def test_compiled_predictive_equals_the_numpy_formulas(monkeypatch):
+    """lnorm's compiled ``q`` against its NumPy definition, to rounding: one-sided pairs at wide priors (both
+    integrals by parts), the atoms, k from 1 to 10,000 with their doubles (the squared powers), 1 to 2,000
+    samples per task, draws in two batch axes."""
+    from bayespass.models import lnorm
+
+    model = get_model("lnorm")
+    rng = np.random.default_rng(7)
+    for _ in range(12):
+        u = rng.integers(2, 20)
+        n = rng.choice([1, 2, 5, 10, 50, 2000], u).astype(float)
+        c = np.floor(rng.random(u) * (n + 1))
+        c[0], c[1] = 0.0, n[1]
+        k = np.unique(rng.choice([1, 2, 3, 5, 10, 50, 100, 1000, 10_000], rng.integers(1, 6)))
+        k = np.concatenate([k, 2 * k])
+        theta = np.column_stack([rng.normal(0, 5, 12), rng.uniform(-1.0, 3.2, 12), rng.normal(-3, 4, 12),
+                                 rng.normal(-3, 4, 12)]).reshape(3, 4, 1, 4)
+        got = {}
+        for compiled in (True, False):
+            monkeypatch.setattr(lnorm, "COMPILED", compiled)
+            got[compiled] = model.q(theta, n, c, k)
+        assert got[True].shape == got[False].shape == (3, 4, u, k.size)
+        assert_allclose(got[True], got[False], rtol=1e-11, atol=1e-12)

@@ -13,44 +13,16 @@ NumPy formulas in :mod:`bayespass.models.lnorm` stay the definition (and the PyT
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
-__all__ = ["logp_grad", "kernel"]
+from ._jit import arg, compiled
 
-_KERNEL = None
-_LOCK = threading.Lock()
+__all__ = ["logp_grad", "q"]
 
-
-def kernel():
-    """Return the compiled kernel, compiling it (or loading it from Numba's cache) on the first call.
-
-    Where Numba cannot cache on disk (a read-only install with no user cache directory) it compiles
-    without a cache, a few seconds per process.
-    """
-    global _KERNEL
-    with _LOCK:  # the stack fits its candidates in threads: compile once
-        if _KERNEL is None:
-            try:
-                _KERNEL = _compile(cache=True)
-            except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-                _KERNEL = _compile(cache=False)
-    return _KERNEL
-
-
-#: the functions compiled by :func:`_compile`, each calling the others as compiled
-_JITTED = ("_ndtr", "_log_ndtr", "_tail", "_modes", "_pair", "_config", "_kernel")
-
-
-def _compile(cache: bool):
-    import numba
-
-    jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
-    g = globals()
-    for name in _JITTED:  # compiled lazily, at the first call, against the module's (by then compiled) names
-        g[name] = jit(g[name]) if not isinstance(g[name], numba.core.dispatcher.Dispatcher) else g[name]
-    return g["_kernel"]
+#: the functions compiled, each calling the others compiled
+_JITTED = ("_ndtr", "_log_ndtr", "_tail", "_modes", "_pair", "_config", "_kernel", "_tail_value",
+           "_lse", "_joint_value", "_q_pair", "_q_one_sided", "_q_kernel")
 
 
 def _ndtr(a):
@@ -100,16 +72,17 @@ def _tail(mu, s, g, bp_logw, t, mills):
     return top + math.log(tot), (d / tot) / s, -(dz / tot)
 
 
-def _modes(th, n, c, steps):
+def _modes(th, sd, n, c, steps):
     """Mode of each (draw, config, pair)'s integrand by Newton (lnorm's ``_mode``), all in lock-step.
 
-    Every pair of the call takes the same number of steps: they stop when every step is below 1e-7.
+    ``sd`` (B, config) is the prior's scale as the NumPy caller computes it.  Every pair of the call takes the
+    same number of steps: they stop when every step is below 1e-7.
     """
     b_size, n_cfg, n_pair = th.shape[0], n.shape[0], n.shape[1]
     mode = np.empty((b_size, n_cfg, n_pair))
     for b in range(b_size):
         for k in range(n_cfg):
-            m, s = th[b, k, 0], math.sqrt(math.exp(2.0 * th[b, k, 1]))
+            m, s = th[b, k, 0], sd[b, k]
             p = 1.0 / (s * s)
             for u in range(n_pair):
                 ph = (c[k, u] + 0.5) / (n[k, u] + 1.0)
@@ -119,7 +92,7 @@ def _modes(th, n, c, steps):
         done = True
         for b in range(b_size):
             for k in range(n_cfg):
-                m, s = th[b, k, 0], math.sqrt(math.exp(2.0 * th[b, k, 1]))
+                m, s = th[b, k, 0], sd[b, k]
                 p = 1.0 / (s * s)
                 for u in range(n_pair):
                     x0 = mode[b, k, u]
@@ -222,7 +195,11 @@ def _config(th, mode, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_lo
 
 def _kernel(th, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts, steps, lp, grad, ll_out):
     """Fill ``lp`` (B, config), ``grad`` (B, config, 4) and ``ll_out`` (B, config, U) for ``th`` (B, config, 4)."""
-    mode = _modes(th, n, c, steps)
+    sd = np.empty((th.shape[0], th.shape[1]))
+    for b in range(th.shape[0]):
+        for k in range(th.shape[1]):
+            sd[b, k] = math.sqrt(math.exp(2.0 * th[b, k, 1]))
+    mode = _modes(th, sd, n, c, steps)
     scratch = (np.empty(nodes.size), np.empty(nodes.size), np.empty(nodes.size), np.empty(bp_logw.size),
                np.empty(bp_logw.size))
     m_sd, log_s_mu, log_s_sd, a0, a1, a2 = consts[0], consts[1], consts[2], consts[5], consts[6], consts[7]
@@ -250,17 +227,160 @@ def logp_grad(theta, aux, w, *, nodes, log_aw, bp_logw, consts, steps):
     ``consts``: the priors' ``M_SD, LOG_S_MU, LOG_S_SD``, ``log _S_LO``, ``log(_S_HI / _S_LO)`` and the
     Dirichlet's ``ALPHA``.
     """
-    n = np.ascontiguousarray(np.atleast_2d(aux["n"]), dtype=np.float64)
+    n = arg(np.atleast_2d(aux["n"]))
     shape = np.broadcast_shapes(np.shape(theta)[:-1], n.shape[:1])  # (..., config)
-    th = np.broadcast_to(theta, shape + (4,)).astype(np.float64).reshape(-1, shape[-1], 4)
+    th = arg(theta, shape + (4,)).reshape(-1, shape[-1], 4)
     cfg = n.shape
-    c = np.broadcast_to(aux["c"], cfg).astype(np.float64)
-    ww = np.broadcast_to(np.where(w > 0, w, 0.0), cfg).astype(np.float64)
-    lb = np.broadcast_to(aux["lb"], cfg).astype(np.float64)
-    rev = np.broadcast_to(aux["edge_rev"], cfg).astype(np.int64)
+    c, lb = arg(aux["c"], cfg), arg(aux["lb"], cfg)
+    ww = arg(np.where(w > 0, w, 0.0), cfg)
+    rev = arg(aux["edge_rev"], cfg, np.int64)
     lp, grad = np.empty(th.shape[:2]), np.empty(th.shape)
     ll = np.empty(th.shape[:2] + (cfg[1],))
-    kernel()(th, n, c, ww, lb, rev, np.ascontiguousarray(aux["edge_g"], dtype=np.float64),
-            np.ascontiguousarray(aux["edge_sign"], dtype=np.float64), nodes, log_aw, bp_logw, consts, steps,
-            lp, grad, ll)
+    edge_g, edge_sign = arg(aux["edge_g"]), arg(aux["edge_sign"])
+    compiled(globals(), _JITTED, "_kernel")(th, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts,
+                                            steps, lp, grad, ll)
     return lp.reshape(shape), grad.reshape(shape + (4,)), ll.reshape(shape + (cfg[1],))
+
+
+# -- the predictive E[(1 - p)^k | n, c, theta] (lnorm's ``q``) ---------------------------------------------------
+def _lse(t, size):
+    """``log sum exp`` of ``t[:size]`` (``_np_logsumexp``: a non-finite maximum counts as 0)."""
+    top = -np.inf
+    for j in range(size):
+        top = max(top, t[j])
+    if not np.isfinite(top):
+        top = 0.0
+    tot = 0.0
+    for j in range(size):
+        tot += math.exp(t[j] - top)
+    return math.log(tot) + top
+
+
+def _tail_value(mu, s, g, bp_logw, t):
+    """``log E[sigmoid(X)^N]`` by parts (lnorm's ``_log_tail``), ``g`` the nodes of N; ``t`` scratch."""
+    for j in range(g.size):
+        t[j] = bp_logw[j] + _log_ndtr((mu - g[j]) / s)
+    return _lse(t, g.size)
+
+
+def _joint_value(mu, s, x, lw, t):
+    """``log E[sigmoid(X)^n sigmoid(-X)^k]`` on the trapezoid of lnorm's ``_log_joint_top``; ``t`` scratch."""
+    for j in range(x.size):
+        u = (x[j] - mu) / s
+        t[j] = lw[j] - 0.5 * u * u
+    return _lse(t, x.size) - math.log(s) - 0.5 * math.log(2.0 * math.pi)
+
+
+def _q_pair(md, m, s, ni, ci, nodes, log_aw, r, lq):
+    """One pair's interior: its posterior weights at the nodes into ``r``, ``log(1 - p)`` there into ``lq``.
+
+    Returns the interior's log-likelihood without C(n, c) (lnorm's ``_inner``).
+    """
+    p = 1.0 / (s * s)
+    sg = 1.0 / (1.0 + math.exp(-md))
+    sd = (ni * sg * (1.0 - sg) + p) ** -0.5
+    top = -np.inf
+    for j in range(nodes.size):
+        xj = md + sd * (math.sqrt(2.0) * nodes[j])
+        sp = max(xj, 0.0) + math.log1p(math.exp(-abs(xj)))
+        zz = (xj - m) / s
+        r[j] = log_aw[j] + ci * xj - ni * sp - 0.5 * (zz * zz)
+        lq[j] = -sp
+        top = max(top, r[j])
+    tot = 0.0
+    for j in range(nodes.size):
+        r[j] = math.exp(r[j] - top)
+        tot += r[j]
+    for j in range(nodes.size):
+        r[j] /= tot
+    return math.log(tot) + top + math.log(sd / s) - 0.5 * math.log(2.0 * math.pi)
+
+
+def _q_one_sided(mu, s, wb, ks, zero, g_n, g_nk, jx, jlw, bp_logw, li, tail):
+    """Blend a one-sided pair's integrals by parts into ``tail`` (K,) at blend weight ``wb``; return its li.
+
+    lnorm's ``_q_wide_one_sided``: c = 0 (``g_nk`` the nodes of n + k) or c = n (``jx``, ``jlw`` its trapezoid).
+    """
+    t = np.empty(max(g_n.size, jx.shape[-1]))
+    lt_n = _tail_value(mu, s, g_n, bp_logw, t)
+    for j in range(ks.size):
+        log_q = 0.0
+        if ks[j] > 0:
+            top = _tail_value(mu, s, g_nk[j], bp_logw, t) if zero else _joint_value(mu, s, jx[j], jlw[j], t)
+            log_q = min(top - lt_n, 0.0)
+        log_ad = math.log(max(tail[j], 1e-300))
+        tail[j] = math.exp(log_ad + wb * (log_q - log_ad))
+    return li + wb * (lt_n - li)
+
+
+def _q_kernel(th, n, c, lb, ks, uk, inv, half, sq, nodes, log_aw, bp_logw, consts, steps, edge, g_n, g_nk, jx, jlw,
+              out):
+    """Fill ``out`` (B, U, K) with ``E[(1 - p)^k | n, c, theta]`` for ``th`` (B, 4) and pairs ``n``, ``c`` (U,)."""
+    sd = np.empty((th.shape[0], 1))
+    for b in range(th.shape[0]):
+        sd[b, 0] = math.exp(th[b, 1])
+    mode = _modes(th.reshape(th.shape[0], 1, 4), sd, n.reshape(1, -1), c.reshape(1, -1), steps)
+    r, lq, pw, tail = np.empty(nodes.size), np.empty(nodes.size), np.empty((uk.size, nodes.size)), np.empty(ks.size)
+    vals = np.empty(uk.size)
+    for b in range(th.shape[0]):
+        m, log_s = th[b, 0], th[b, 1]
+        tp = max(max(th[b, 2], th[b, 3]), 0.0)
+        norm = tp + math.log(math.exp(-tp) + math.exp(th[b, 2] - tp) + math.exp(th[b, 3] - tp))
+        bt = min(max((log_s - consts[3]) / consts[4], 0.0), 1.0)
+        wb = bt * bt * (3.0 - 2.0 * bt)
+        for u in range(n.size):
+            li = _q_pair(mode[b, 0, u], m, sd[b, 0], n[u], c[u], nodes, log_aw, r, lq)
+            for i in range(uk.size):  # increasing k: a power whose half is among them is the half's square
+                vals[i] = 0.0
+                for j in range(nodes.size):
+                    pw[i, j] = pw[half[i], j] ** 2 if sq[i] else math.exp(lq[j] * uk[i])
+                    vals[i] += r[j] * pw[i, j]
+            for j in range(ks.size):
+                tail[j] = vals[inv[j]]
+            e = edge[u]
+            if e >= 0 and wb > 0.0:  # a one-sided pair at a wide prior
+                zero = c[u] == 0
+                li = _q_one_sided(-m if zero else m, sd[b, 0], wb, ks, zero, g_n[e], g_nk[e], jx[e], jlw[e], bp_logw,
+                                  li, tail)
+            l_i = -norm + li
+            l_0 = th[b, 2] - norm - lb[u] if c[u] == 0 else -np.inf
+            l_1 = th[b, 3] - norm - lb[u] if c[u] == n[u] else -np.inf
+            top = max(max(l_i, l_0), l_1)
+            wi, z0, z1 = math.exp(l_i - top), math.exp(l_0 - top), math.exp(l_1 - top)
+            for j in range(ks.size):
+                out[b, u, j] = (wi * tail[j] + z0) / (wi + z0 + z1)
+
+
+def q(theta, n, c, k, *, nodes, log_aw, bp_logw, consts, steps, tail_nodes, joint_nodes):
+    """Return lnorm's predictive ``E[(1 - p)^k | n, c, theta]``, shape ``theta.shape[:-2] + (U, K)``.
+
+    ``theta`` (..., 1, 4); ``n``, ``c`` (U,); ``k`` (K,).  ``tail_nodes(N)`` and ``joint_nodes(n, k)`` give the
+    data's part of the integrals by parts (the nodes of ``sigmoid(x)^N``; the trapezoid's nodes and log weights
+    of ``sigmoid(x)^n sigmoid(-x)^k``), computed here for the one-sided pairs only.
+    """
+    from .._xp import log_binom
+
+    th = arg(np.asarray(theta)[..., 0, :].reshape(-1, 4))
+    n, c = arg(np.ravel(n)), arg(np.ravel(c))
+    ks = arg(np.atleast_1d(k))
+    uk, inv = np.unique(ks, return_inverse=True)
+    half = np.searchsorted(uk, uk / 2)
+    sq = (uk > 0) & (half < uk.size) & (uk[np.minimum(half, uk.size - 1)] == uk / 2)
+    one = np.flatnonzero(((c == 0) | (c == n)) & (n > 0))
+    edge = np.full(n.size, -1, np.int64)
+    edge[one] = np.arange(one.size)
+    q_n = bp_logw.size
+    g_n, g_nk = np.zeros((one.size, q_n)), np.zeros((one.size, ks.size, q_n))
+    jx, jlw = np.zeros((one.size, ks.size, 64)), np.zeros((one.size, ks.size, 64))
+    wide = one.size > 0 and np.max(np.asarray(theta)[..., 1]) > consts[3]  # some draw's s above _S_LO
+    for i, u in enumerate(one if wide else ()):  # the data's part of the integrals by parts (wide priors only)
+        g_n[i] = tail_nodes(n[u:u + 1])[0]
+        if c[u] == 0:
+            g_nk[i] = tail_nodes(n[u] + ks)
+        else:
+            jx[i], jlw[i] = joint_nodes(n[u], np.where(ks > 0, ks, 1.0))
+    out = np.empty((th.shape[0], n.size, ks.size))
+    compiled(globals(), _JITTED, "_q_kernel")(
+        th, n, c, log_binom(n, c), ks, uk, inv.astype(np.int64), half.astype(np.int64), sq, nodes, log_aw, bp_logw,
+        consts, steps, edge, g_n, g_nk, jx, jlw, out)
+    return out.reshape(np.shape(theta)[:-2] + (n.size, ks.size))

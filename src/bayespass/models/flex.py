@@ -30,8 +30,12 @@ from functools import cached_property
 import numpy as np
 from scipy.special import expit, gammaln
 
+from . import _flex_kernel
 from .base import NP, Model, register
 from .bb import LOG_KAPPA_MU, LOG_KAPPA_SD, beta_logprior, mean_rate_start
+
+#: the log density and gradient by the compiled loop of :mod:`bayespass.models._flex_kernel`; False: NumPy
+COMPILED = True
 
 #: default settings of the flex prior (chosen on the calibration benchmark, see benchmarks/RESULTS.md)
 DEFAULTS = {"J": 80, "K": 16, "lo": -14.0, "hi": 14.0, "ridge_sd": 2.0, "tau_mu": 0.0, "tau_sd": 1.0,
@@ -80,11 +84,12 @@ class Flex(Model):
         self.basis = bspline_basis(self.x, self.K, s["lo"], s["hi"])
         d2 = np.diff(np.eye(self.K), n=2, axis=0)
         lam, vec = np.linalg.eigh(d2.T @ d2)
-        self.lam, self.vec = np.maximum(lam, 0.0), vec
+        self.lam, self.vec = np.maximum(lam, 0.0), np.ascontiguousarray(vec)
         self.ridge = 1.0 / s["ridge_sd"] ** 2
         self.alpha = np.asarray(s["alpha"], float)
         #: f = (a, b, scale * u) @ this: the log shape on the grid in one matmul (NumPy path)
-        self._f_rows = np.vstack([self.log_p, self.log_1mp, (self.basis @ self.vec).T])
+        self._f_rows = np.ascontiguousarray(np.vstack([self.log_p, self.log_1mp, (self.basis @ self.vec).T]))
+        self.lk_mu, self.lk_sd = LOG_KAPPA_MU, LOG_KAPPA_SD  # bb's prior on log kappa (the compiled loop's)
 
     def bounds(self):
         b = np.tile([-10.0, 10.0], (self.n_params, 1))
@@ -145,8 +150,19 @@ class Flex(Model):
         return xp.log(xp.sum(g * aux["L"], axis=-1))
 
     def logp_grad(self, theta, aux, w):
-        """Analytic gradient (checked against central differences in the tests)."""
+        """Analytic gradient (checked against central differences in the tests).
+
+        By the compiled loop of :mod:`bayespass.models._flex_kernel` where it applies (``COMPILED``), equal to
+        the NumPy formulas below to rounding.
+        """
         theta = np.asarray(theta, float)
+        if COMPILED:
+            with np.errstate(all="ignore"):
+                out = _flex_kernel.logp_grad(self, theta, aux, w)
+            if out is not None:
+                lp, grad = out
+                lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
+                return lp, np.where(np.isfinite(grad), grad, 0.0)
         mu, kappa, a, b, pi, h, g = self._parts(theta, _np())
         lik = aux["L"]  # (config, U, J+2)
         with np.errstate(all="ignore"):

@@ -53,8 +53,8 @@ _LB_NODES = 64
 _S_LO, _S_HI = 2.5, 4.5
 M_SD, LOG_S_MU, LOG_S_SD = 3.0, float(np.log(1.5)), 0.7
 ALPHA = np.array([1.0, 0.3, 0.3])  # Dirichlet prior of (pi_B, pi0, pi1): mass near no inflation
-#: the likelihood and its gradient (NumPy callers) by the compiled loop of :mod:`bayespass.models._lnorm_kernel`,
-#: equal to the NumPy formulas below to rounding and 2-3x faster; False: the NumPy formulas
+#: the likelihood, its gradient and the predictive ``q`` (NumPy callers) by the compiled loops of
+#: :mod:`bayespass.models._lnorm_kernel`, equal to the NumPy formulas below to rounding; False: the NumPy formulas
 COMPILED = True
 _CONSTS = np.array([M_SD, LOG_S_MU, LOG_S_SD, np.log(_S_LO), np.log(_S_HI / _S_LO), *ALPHA])
 
@@ -180,14 +180,20 @@ def _log_joint_top(m, s, n, k):
     tails, so the prior's density is the smooth factor: a trapezoid in x over that density's range
     (about 8 of its sds or 36 / n and 36 / k, whichever is wider), 64 nodes placed by the data alone.
     """
+    x, lw = _joint_nodes(n, k)  # (U, K, Q)
+    u = (x - m[..., None]) / s[..., None]
+    return _np_lse(lw - 0.5 * u * u, -1) - np.log(s) - 0.5 * np.log(2.0 * np.pi)
+
+
+def _joint_nodes(n, k):
+    """Return the nodes of :func:`_log_joint_top`'s trapezoid and their log weights times the density, (..., Q)."""
     mode, sd = np.log(n / k), np.sqrt(1.0 / n + 1.0 / k)
     lo, hi = mode - np.maximum(36.0 / n, 8.0 * sd), mode + np.maximum(36.0 / k, 8.0 * sd)
     t = np.linspace(0.0, 1.0, _LB_NODES)
-    x = lo[..., None] + (hi - lo)[..., None] * t  # (U, K, Q)
+    x = lo[..., None] + (hi - lo)[..., None] * t
     lw = (np.log((hi - lo) / (_LB_NODES - 1)))[..., None] - n[..., None] * np.logaddexp(0.0, -x) \
         - k[..., None] * np.logaddexp(0.0, x)
-    u = (x - m[..., None]) / s[..., None]
-    return _np_lse(lw - 0.5 * u * u, -1) - np.log(s) - 0.5 * np.log(2.0 * np.pi)
+    return x, lw
 
 
 def _interior_grad(m, s2, n, c):
@@ -355,6 +361,11 @@ class LogitNormal(Model):
     def q(self, theta, n, c, k):
         n, c = np.asarray(n, float), np.asarray(c, float)  # (U,)
         k = np.atleast_1d(np.asarray(k, float))
+        if COMPILED and np.shape(theta)[-2] == 1 and n.ndim == 1:
+            with np.errstate(all="ignore"):
+                return _lnorm_kernel.q(theta, n, c, k, nodes=_NODES_Q, log_aw=_LOG_AW_Q, bp_logw=_BP_LOGW,
+                                       consts=_CONSTS, steps=_NEWTON_STEPS,
+                                       tail_nodes=lambda big_n: _tail_nodes(big_n, NP), joint_nodes=_joint_nodes)
         batch = int(np.prod(np.shape(theta)[:-2], dtype=np.int64))
         # pairs at once: its (draws x pairs x nodes x k) arrays within the predictive's budget
         size = max(1, BLOCK_CELLS // max(1, batch * _NODES_Q.size * k.size))
