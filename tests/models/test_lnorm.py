@@ -228,3 +228,21 @@ def test_compiled_predictive_equals_the_numpy_formulas(monkeypatch):
             got[compiled] = model.q(theta, n, c, k)
         assert got[True].shape == got[False].shape == (3, 4, u, k.size)
         assert_allclose(got[True], got[False], rtol=1e-11, atol=1e-12)
+
+
+def test_warm_loads_the_compiled_loops_before_the_candidates_fork():
+    """``Model.warm`` (called before the stack forks its candidates) leaves lnorm's and flex's loops compiled."""
+    import subprocess
+    import sys
+
+    code = (
+        "from bayespass.models import _flex_kernel as fk, _lnorm_kernel as lk\n"
+        "from bayespass.models.base import get_model\n"
+        "before = [callable(getattr(m, '_kernel')) and not hasattr(getattr(m, '_kernel'), 'signatures')"
+        " for m in (lk, fk)]\n"
+        "get_model('lnorm').warm(); get_model('flex').warm()\n"
+        "after = [len(lk._kernel.signatures), len(lk._q_kernel.signatures), len(fk._kernel.signatures)]\n"
+        "print(before, after)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[True, True] [1, 1, 1]", out.stdout

@@ -139,6 +139,9 @@ class Model:
         """Draws of ``theta`` from the prior, shape (size, P) (for simulation-based calibration)."""
         raise NotImplementedError
 
+    def warm(self) -> None:
+        """Load what the model compiles (its compiled loops), so that forked workers inherit it; no-op by default."""
+
     # -- generic ---------------------------------------------------------------------------
     @property
     def n_params(self) -> int:

@@ -757,6 +757,8 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
         return {}
     cores = _cores(kw)
     todo = sorted((m for m in models if not m.joint), key=lambda m: -_COST.get(m.name, 0))
+    for m in models:  # compiled loops loaded once here, not in each worker (and again here for the stack)
+        m.warm()
     bar = bar or _StageBar(0, "", False)
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)

@@ -195,6 +195,14 @@ class Flex(Model):
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
 
+    def warm(self):
+        """Load the compiled loop (one tiny call) if it is on: forked candidates then inherit it."""
+        if COMPILED:
+            from .lnorm import _warm_data
+
+            data = _warm_data()
+            self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
+
     def q(self, theta, n, c, k):
         g = self.weights(theta)  # (..., 1, J+2)
         post = g * self.lik_matrix(n, c)  # (..., U, J+2)

@@ -228,6 +228,13 @@ def _interior_grad(m, s2, n, c):
     return li, dx, dxs
 
 
+def _warm_data():
+    """Three pairs (c = 0, between, c = n) of one config, for :meth:`LogitNormal.warm` and flex's."""
+    from .base import PairData
+
+    return PairData(np.full((1, 3), 5.0), np.array([[0.0, 2.0, 5.0]]), np.ones((1, 3)))
+
+
 @register
 class LogitNormal(Model):
     """Zero-one-inflated logit-normal."""
@@ -313,6 +320,13 @@ class LogitNormal(Model):
                          *atoms_grad(r0, r1, ww, log_pi, ALPHA)], -1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
+
+    def warm(self):
+        """Load the compiled loops (one tiny call each) if they are on: forked candidates then inherit them."""
+        if COMPILED:
+            data = _warm_data()
+            self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
+            self.q(self.start(data)[:, None, :], data.n[0], data.c[0], np.array([1.0, 2.0]))
 
     @staticmethod
     def _compiled(theta, aux, w):
