@@ -1,4 +1,4 @@
-"""Designs shared by the tests of the joint models."""
+"""Designs shared by the tests of the models."""
 
 import numpy as np
 import pytest
@@ -31,3 +31,25 @@ def one_and_ten():
 def one_and_ten_design():
     """The one-and-ten design as a function of the truth's dispersion phi (:func:`_one_and_ten`)."""
     return _one_and_ten
+
+
+@pytest.fixture
+def random_pairs():
+    """:func:`_random_pairs`, for the compiled loops' tests."""
+    return _random_pairs
+
+
+def _random_pairs(model, rng):
+    """Random pairs: 1-4 configs of 2-24 pairs, ``model.prepare``d.
+
+    Up to 2,000 samples per task, a pair with c = 0 and one with c = n in every config, zero weights among them.
+    Returns ``(aux, w, n_config)``.
+    """
+    from bayespass.models.base import PairData
+
+    cfg, u = rng.integers(1, 5), rng.integers(2, 25)
+    n = rng.choice([1, 2, 5, 10, 50, 2000], (cfg, u)).astype(float)
+    c = np.floor(rng.random((cfg, u)) * (n + 1))
+    c[:, 0], c[:, 1] = 0.0, n[:, 1]
+    w = rng.integers(0, 4, (cfg, u)).astype(float)
+    return model.prepare(PairData(n, c, w)), w, int(cfg)

@@ -99,7 +99,7 @@ def test_recovers_a_known_population_and_covers():
 
 
 @pytest.mark.parametrize("batch", [(1,), (8,), (2, 3)])
-def test_compiled_density_and_gradient_equal_the_numpy_formulas(batch, monkeypatch):
+def test_compiled_density_and_gradient_equal_the_numpy_formulas(batch, monkeypatch, random_pairs):
     """The compiled loop (``models/_flex_kernel.py``) against the NumPy definition, to rounding.
 
     Random configs of 1-4 rows of pairs (zero weights among them, up to 2,000 samples per task), prior draws
@@ -108,17 +108,12 @@ def test_compiled_density_and_gradient_equal_the_numpy_formulas(batch, monkeypat
     from numpy.testing import assert_allclose
 
     from bayespass.models import flex
-    from bayespass.models.base import PairData
+
 
     model = get_model("flex")
     rng = np.random.default_rng(len(batch) * 10 + batch[-1])
     for _ in range(6):
-        cfg, u = rng.integers(1, 5), rng.integers(2, 25)
-        n = rng.choice([1, 2, 5, 10, 50, 2000], (cfg, u)).astype(float)
-        c = np.floor(rng.random((cfg, u)) * (n + 1))
-        c[:, 0], c[:, 1] = 0.0, n[:, 1]
-        w = rng.integers(0, 4, (cfg, u)).astype(float)
-        aux = model.prepare(PairData(n, c, w))
+        aux, w, cfg = random_pairs(model, rng)
         size = int(np.prod(batch)) * cfg
         theta = (model.sample_prior(size, rng) * rng.uniform(0.5, 2.0, (size, model.n_params))).reshape(
             batch + (cfg, model.n_params))

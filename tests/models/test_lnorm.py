@@ -173,7 +173,7 @@ def test_fit_at_two_thousand_samples_per_task_gives_finite_honest_curves():
 
 
 @pytest.mark.parametrize("batch", [(1,), (8,), (2, 3)])
-def test_compiled_likelihood_and_gradient_equal_the_numpy_formulas(batch, monkeypatch):
+def test_compiled_likelihood_and_gradient_equal_the_numpy_formulas(batch, monkeypatch, random_pairs):
     """The compiled loop (``models/_lnorm_kernel.py``) against the NumPy definition, to rounding.
 
     Random configs of 1-4 rows of pairs (one-sided pairs at every row, zero weights among them, up to 2,000
@@ -182,15 +182,11 @@ def test_compiled_likelihood_and_gradient_equal_the_numpy_formulas(batch, monkey
     """
     from bayespass.models import lnorm
 
+
     model = get_model("lnorm")
     rng = np.random.default_rng(len(batch) * 10 + batch[-1])
     for _ in range(6):
-        cfg, u = rng.integers(1, 5), rng.integers(2, 25)
-        n = rng.choice([1, 2, 5, 10, 50, 2000], (cfg, u)).astype(float)
-        c = np.floor(rng.random((cfg, u)) * (n + 1))
-        c[:, 0], c[:, 1] = 0.0, n[:, 1]
-        w = rng.integers(0, 4, (cfg, u)).astype(float)
-        aux = model.prepare(PairData(n, c, w))
+        aux, w, cfg = random_pairs(model, rng)
         size = int(np.prod(batch)) * cfg
         theta = np.column_stack([rng.normal(0, 5, size), rng.uniform(-1.0, 3.5, size),
                                  rng.normal(-3, 4, size), rng.normal(-3, 4, size)]).reshape(batch + (cfg, 4))
