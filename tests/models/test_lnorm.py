@@ -227,18 +227,19 @@ def test_compiled_predictive_equals_the_numpy_formulas(monkeypatch):
 
 
 def test_warm_loads_the_compiled_loops_before_the_candidates_fork():
-    """``Model.warm`` (called before the stack forks its candidates) leaves lnorm's and flex's loops compiled."""
+    """``Model.warm`` (called before the stack forks its candidates) leaves the candidates' loops compiled."""
     import subprocess
     import sys
 
     code = (
-        "from bayespass.models import _flex_kernel as fk, _lnorm_kernel as lk\n"
+        "from bayespass.models import _bb_kernel as bk, _flex_kernel as fk, _lnorm_kernel as lk\n"
         "from bayespass.models.base import get_model\n"
         "before = [callable(getattr(m, '_kernel')) and not hasattr(getattr(m, '_kernel'), 'signatures')"
-        " for m in (lk, fk)]\n"
-        "get_model('lnorm').warm(); get_model('flex').warm()\n"
-        "after = [len(lk._kernel.signatures), len(lk._q_kernel.signatures), len(fk._kernel.signatures)]\n"
+        " for m in (lk, fk, bk)]\n"
+        "for name in ('bb', 'zoibb', 'flex', 'lnorm'):\n"
+        "    get_model(name).warm()\n"
+        "after = [len(k.signatures) for k in (lk._kernel, lk._q_kernel, fk._kernel, bk._kernel)]\n"
         "print(before, after)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[True, True] [1, 1, 1]", out.stdout
+    assert out.stdout.strip() == "[True, True, True] [1, 1, 1, 1]", out.stdout

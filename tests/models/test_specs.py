@@ -220,3 +220,36 @@ def test_lnorm_integrates_only_the_real_one_sided_pairs(ragged):
     real = ((data.c == 0) | (data.c == data.n)) & (data.w > 0)
     assert_allclose(aux["edge_ok"].sum(1), real.sum(1))
     assert aux["edge_pos"].shape[1] == real.sum(1).max()
+
+
+@pytest.mark.parametrize("name", ["bb", "zoibb"])
+def test_compiled_bb_and_zoibb_equal_the_numpy_formulas(name, monkeypatch, random_pairs):
+    """``models/_bb_kernel.py`` against the NumPy definition (its tables of rising factorials), to rounding.
+
+    Draws spread by 2 around the start (kappa up to e^12, near-degenerate mu) and one outside the bounds; and
+    the cases the loop leaves to NumPy (counts that are not integers) give NumPy's numbers.
+    """
+    from bayespass.models import bb
+
+    monkeypatch.setattr(bb, "_TABLE_MIN_CELLS", 0)  # NumPy's tables too (scipy's betaln at small sizes)
+    model = get_model(name)
+    rng = np.random.default_rng(5)
+    for _ in range(8):
+        aux, w, cfg = random_pairs(model, rng)
+        if np.max(aux["n"]) > 4 * aux["n"].shape[-1]:  # the loop leaves these to NumPy: make them its cases
+            aux = model.prepare(PairData(np.minimum(aux["n"], 10.0), np.minimum(aux["c"], 10.0), w))
+        theta = model.start(PairData(aux["n"], aux["c"], w))[None] + rng.normal(0, 2, (8, cfg, model.n_params))
+        theta[0, 0, 1] = 13.0  # above the bounds of log kappa: density -inf
+        got = {}
+        for compiled in (True, False):
+            monkeypatch.setattr(bb, "COMPILED", compiled)
+            got[compiled] = model.logp_grad(theta, aux, w)
+        for a, b in zip(got[True], got[False], strict=True):
+            assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        assert np.isneginf(got[True][0][0, 0])
+    half = model.prepare(PairData(np.array([[4.5, 3.0]]), np.array([[1.5, 3.0]]), np.ones((1, 2))))
+    theta = model.start(PairData(np.array([[4.0, 3.0]]), np.array([[1.0, 3.0]]), np.ones((1, 2))))[None]
+    monkeypatch.setattr(bb, "COMPILED", True)
+    with_loop = model.logp_grad(theta, half, np.ones((1, 2)))
+    monkeypatch.setattr(bb, "COMPILED", False)
+    assert_allclose(with_loop[0], model.logp_grad(theta, half, np.ones((1, 2)))[0], rtol=1e-13)

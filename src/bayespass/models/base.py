@@ -140,7 +140,10 @@ class Model:
         raise NotImplementedError
 
     def warm(self) -> None:
-        """Load what the model compiles (its compiled loops), so that forked workers inherit it; no-op by default."""
+        """Load what the model compiles (its compiled loops), so that forked workers inherit it; no-op by default.
+
+        A model with compiled loops makes one tiny call of each here (on :func:`warm_data`).
+        """
 
     # -- generic ---------------------------------------------------------------------------
     @property
@@ -225,3 +228,8 @@ def get_model(name) -> Model:
     if name not in _REGISTRY:
         raise ValueError(f"model={name!r} is not supported; choose one of {sorted(_REGISTRY) + ['auto']}")
     return _REGISTRY[name]()
+
+
+def warm_data() -> PairData:
+    """Three pairs (c = 0, between, c = n) of one config: what :meth:`Model.warm` fits its compiled loops on."""
+    return PairData(np.full((1, 3), 5.0), np.array([[0.0, 2.0, 5.0]]), np.ones((1, 3)))

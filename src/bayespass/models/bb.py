@@ -11,7 +11,7 @@ from scipy.special import betaln, digamma, expit
 
 from ..stats import kernels
 from ..stats.kernels import bb_loglik, rising_log_rows
-from .base import NP, Model, PairData, log_binom, register
+from .base import NP, Model, PairData, log_binom, register, warm_data
 
 #: log kappa ~ Normal(log 2, 2.5): mass on both U-shaped populations (kappa < 2, real code models) and tasks of
 #: nearly equal difficulty (kappa in the hundreds).  With sd 1.5 no candidate of the default reached the latter,
@@ -19,6 +19,26 @@ from .base import NP, Model, PairData, log_binom, register
 #: tuning families and real MBPP kept their coverage (benchmarks/RESULTS.md, "Truth shapes the default was not
 #: tuned on", twenty-eighth session)
 LOG_KAPPA_MU, LOG_KAPPA_SD = float(np.log(2.0)), 2.5
+
+
+#: bb's and zoibb's log density and gradient by the compiled loop of :mod:`bayespass.models._bb_kernel` for
+#: integer counts (equal to the NumPy formulas to rounding); False: NumPy
+COMPILED = True
+_CONSTS = np.array([LOG_KAPPA_MU, LOG_KAPPA_SD])
+
+
+def compiled_logp_grad(theta, aux, w, *, zoi: bool):
+    """Return bb's (``zoi`` False) or zoibb's compiled log density and gradient (masked as NumPy's), or None."""
+    from . import _bb_kernel
+
+    theta = np.asarray(theta, float)
+    with np.errstate(all="ignore"):
+        out = _bb_kernel.logp_grad(theta, aux, w, zoi=zoi, consts=_CONSTS)
+    if out is None:
+        return None
+    lp, grad = out
+    inside = ((theta >= _BOUNDS[zoi][:, 0]) & (theta <= _BOUNDS[zoi][:, 1])).all(axis=-1)
+    return np.where(np.isfinite(lp) & inside, lp, -np.inf), np.where(np.isfinite(grad), grad, 0.0)
 
 
 def beta_params(theta, xp):
@@ -125,6 +145,10 @@ class BB(Model):
         return pair_arrays(data)
 
     def logp_grad(self, theta, aux, w):
+        if COMPILED:
+            out = compiled_logp_grad(theta, aux, w, zoi=False)
+            if out is not None:
+                return out
         _, _, a, b = beta_params(theta[..., None, :], NP)
         ww = np.where(w > 0, w, 0.0)
         with np.errstate(all="ignore"):
@@ -135,6 +159,12 @@ class BB(Model):
         p_mu, p_k = beta_prior_grad(theta)
         grad = np.stack([g_mu + p_mu, g_k + p_k], axis=-1)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
+
+    def warm(self):
+        """Load the compiled loop (one tiny call) if it is on: forked candidates then inherit it."""
+        if COMPILED:
+            data = warm_data()
+            self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
 
     def logprior_grad(self, theta):
         return beta_logprior(theta, NP), np.stack(beta_prior_grad(theta), axis=-1)
@@ -158,3 +188,7 @@ class BB(Model):
 
     def sample_prior(self, size, rng):
         return beta_prior_draws(size, rng)
+
+
+#: the models' bounds, for :func:`compiled_logp_grad` (bb's, zoibb's)
+_BOUNDS = {False: BB().bounds(), True: np.array([[-15.0, 15.0], [-7.0, 12.0], [-25.0, 25.0], [-25.0, 25.0]])}

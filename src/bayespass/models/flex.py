@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import expit, gammaln
 
 from . import _flex_kernel
-from .base import NP, Model, register
+from .base import NP, Model, register, warm_data
 from .bb import LOG_KAPPA_MU, LOG_KAPPA_SD, beta_logprior, mean_rate_start
 
 #: the log density and gradient by the compiled loop of :mod:`bayespass.models._flex_kernel`; False: NumPy
@@ -198,9 +198,7 @@ class Flex(Model):
     def warm(self):
         """Load the compiled loop (one tiny call) if it is on: forked candidates then inherit it."""
         if COMPILED:
-            from .lnorm import _warm_data
-
-            data = _warm_data()
+            data = warm_data()
             self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
 
     def q(self, theta, n, c, k):

@@ -28,7 +28,7 @@ from scipy.special import expit, log_ndtr
 from .._xp import NP, log_binom
 from .._xp import _np_logsumexp as _np_lse
 from . import _lnorm_kernel
-from .base import BLOCK_CELLS, Model, register
+from .base import BLOCK_CELLS, Model, register, warm_data
 from .bb import pair_arrays
 from .zoibb import atoms_grad, atoms_logprior, inflate, log_masses, masses
 
@@ -228,13 +228,6 @@ def _interior_grad(m, s2, n, c):
     return li, dx, dxs
 
 
-def _warm_data():
-    """Three pairs (c = 0, between, c = n) of one config, for :meth:`LogitNormal.warm` and flex's."""
-    from .base import PairData
-
-    return PairData(np.full((1, 3), 5.0), np.array([[0.0, 2.0, 5.0]]), np.ones((1, 3)))
-
-
 @register
 class LogitNormal(Model):
     """Zero-one-inflated logit-normal."""
@@ -324,7 +317,7 @@ class LogitNormal(Model):
     def warm(self):
         """Load the compiled loops (one tiny call each) if they are on: forked candidates then inherit them."""
         if COMPILED:
-            data = _warm_data()
+            data = warm_data()
             self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
             self.q(self.start(data)[:, None, :], data.n[0], data.c[0], np.array([1.0, 2.0]))
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..stats import kernels
 from ..stats.kernels import zoibb_loglik
-from .base import NP, Model, register
+from . import bb as bb_module
+from .base import NP, Model, register, warm_data
 from .bb import (
     LOG_KAPPA_MU,
     bb_grad,
@@ -21,6 +22,7 @@ from .bb import (
     beta_params,
     beta_prior_draws,
     beta_prior_grad,
+    compiled_logp_grad,
     mean_rate_start,
     pair_arrays,
 )
@@ -103,6 +105,10 @@ class ZOIBB(Model):
         from :meth:`prepare`): the fast sampler calls it thousands of times on small arrays, where
         NumPy's per-call overhead, not the arithmetic, is the cost.
         """
+        if bb_module.COMPILED:
+            out = compiled_logp_grad(theta, aux, w, zoi=True)
+            if out is not None:
+                return out
         _, _, a, b = beta_params(theta[..., None, :], NP)
         log_pi = log_masses(theta)
         ww = np.where(w > 0, w, 0.0)
@@ -115,6 +121,12 @@ class ZOIBB(Model):
         grad = np.stack([g_mu + p_mu, g_k + p_k, *atoms_grad(r0, r1, ww, log_pi, ALPHA)], axis=-1)
         lp = np.where(np.isfinite(lp) & self.inside(theta), lp, -np.inf)
         return lp, np.where(np.isfinite(grad), grad, 0.0)
+
+    def warm(self):
+        """Load the compiled loop (one tiny call) if it is on: forked candidates then inherit it."""
+        if bb_module.COMPILED:
+            data = warm_data()
+            self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
 
     def logprior_grad(self, theta):
         pi = masses(theta, NP)
