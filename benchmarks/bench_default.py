@@ -57,12 +57,12 @@ def main() -> None:
     ap.add_argument("--sampler", default="hmc", help="sampler of --mcmc: hmc (the default) or pymc (NUTS)")
     ap.add_argument("--real", action="store_true", help="also the real MBPP counts (34 x 378, n = 10 or 50)")
     ap.add_argument("--numpy", action="store_true",
-                    help="lnorm's and flex's NumPy formulas instead of their compiled loops (the code before them)")
+                    help="the models' NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
     if args.numpy:
-        from bayespass.models import flex, lnorm
+        from bayespass.models import bb, flex, lnorm
 
-        lnorm.COMPILED = flex.COMPILED = False
+        lnorm.COMPILED = flex.COMPILED = bb.COMPILED = False
     models = args.models.split(",")
     cases = [("164 x 1", counts_of(164, 1), "eb", 2.0), ("400 x 34", counts_of(400, 34), "eb", 30.0)]
     if args.real:

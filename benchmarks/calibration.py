@@ -380,12 +380,12 @@ def main():
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
     ap.add_argument("--numpy", action="store_true",
-                    help="lnorm's and flex's NumPy formulas instead of their compiled loops (the code before them)")
+                    help="the models' NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
     if args.numpy:
-        from bayespass.models import flex, lnorm
+        from bayespass.models import bb, flex, lnorm
 
-        lnorm.COMPILED = flex.COMPILED = False
+        lnorm.COMPILED = flex.COMPILED = bb.COMPILED = False
     t0 = time.perf_counter()
     rows = run(args)
     _save(rows, args)
