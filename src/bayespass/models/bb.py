@@ -27,18 +27,17 @@ COMPILED = True
 _CONSTS = np.array([LOG_KAPPA_MU, LOG_KAPPA_SD])
 
 
-def compiled_logp_grad(theta, aux, w, *, zoi: bool):
-    """Return bb's (``zoi`` False) or zoibb's compiled log density and gradient (masked as NumPy's), or None."""
+def compiled_logp_grad(model, theta, aux, w):
+    """Return bb's or zoibb's (``model``) compiled log density and gradient, masked as NumPy's, or None."""
     from . import _bb_kernel
 
     theta = np.asarray(theta, float)
     with np.errstate(all="ignore"):
-        out = _bb_kernel.logp_grad(theta, aux, w, zoi=zoi, consts=_CONSTS)
+        out = _bb_kernel.logp_grad(theta, aux, w, zoi=model.name == "zoibb", consts=_CONSTS)
     if out is None:
         return None
     lp, grad = out
-    inside = ((theta >= _BOUNDS[zoi][:, 0]) & (theta <= _BOUNDS[zoi][:, 1])).all(axis=-1)
-    return np.where(np.isfinite(lp) & inside, lp, -np.inf), np.where(np.isfinite(grad), grad, 0.0)
+    return np.where(np.isfinite(lp) & model.inside(theta), lp, -np.inf), np.where(np.isfinite(grad), grad, 0.0)
 
 
 def beta_params(theta, xp):
@@ -146,7 +145,7 @@ class BB(Model):
 
     def logp_grad(self, theta, aux, w):
         if COMPILED:
-            out = compiled_logp_grad(theta, aux, w, zoi=False)
+            out = compiled_logp_grad(self, theta, aux, w)
             if out is not None:
                 return out
         _, _, a, b = beta_params(theta[..., None, :], NP)
@@ -188,7 +187,3 @@ class BB(Model):
 
     def sample_prior(self, size, rng):
         return beta_prior_draws(size, rng)
-
-
-#: the models' bounds, for :func:`compiled_logp_grad` (bb's, zoibb's)
-_BOUNDS = {False: BB().bounds(), True: np.array([[-15.0, 15.0], [-7.0, 12.0], [-25.0, 25.0], [-25.0, 25.0]])}

@@ -106,7 +106,7 @@ class ZOIBB(Model):
         NumPy's per-call overhead, not the arithmetic, is the cost.
         """
         if bb_module.COMPILED:
-            out = compiled_logp_grad(theta, aux, w, zoi=True)
+            out = compiled_logp_grad(self, theta, aux, w)
             if out is not None:
                 return out
         _, _, a, b = beta_params(theta[..., None, :], NP)
