@@ -296,12 +296,12 @@ def _q_pair(md, m, s, ni, ci, nodes, log_aw, r, lq):
     return math.log(tot) + top + math.log(sd / s) - 0.5 * math.log(2.0 * math.pi)
 
 
-def _q_one_sided(mu, s, wb, ks, zero, g_n, g_nk, jx, jlw, bp_logw, li, tail):
+def _q_one_sided(mu, s, wb, ks, zero, g_n, g_nk, jx, jlw, bp_logw, li, tail, t):
     """Blend a one-sided pair's integrals by parts into ``tail`` (K,) at blend weight ``wb``; return its li.
 
-    lnorm's ``_q_wide_one_sided``: c = 0 (``g_nk`` the nodes of n + k) or c = n (``jx``, ``jlw`` its trapezoid).
+    lnorm's ``_q_wide_one_sided``: c = 0 (``g_nk`` the nodes of n + k) or c = n (``jx``, ``jlw`` its trapezoid);
+    ``t`` scratch of the caller's.
     """
-    t = np.empty(max(g_n.size, jx.shape[-1]))
     lt_n = _tail_value(mu, s, g_n, bp_logw, t)
     for j in range(ks.size):
         log_q = 0.0
@@ -321,7 +321,7 @@ def _q_kernel(th, n, c, lb, ks, uk, inv, half, sq, nodes, log_aw, bp_logw, const
         sd[b, 0] = math.exp(th[b, 1])
     mode = _modes(th.reshape(th.shape[0], 1, 4), sd, n.reshape(1, -1), c.reshape(1, -1), steps)
     r, lq, pw, tail = np.empty(nodes.size), np.empty(nodes.size), np.empty((uk.size, nodes.size)), np.empty(ks.size)
-    vals = np.empty(uk.size)
+    vals, t = np.empty(uk.size), np.empty(max(bp_logw.size, jx.shape[-1]))  # t: the integrals' scratch
     for b in range(th.shape[0]):
         m, log_s = th[b, 0], th[b, 1]
         tp = max(max(th[b, 2], th[b, 3]), 0.0)
@@ -341,7 +341,7 @@ def _q_kernel(th, n, c, lb, ks, uk, inv, half, sq, nodes, log_aw, bp_logw, const
             if e >= 0 and wb > 0.0:  # a one-sided pair at a wide prior
                 zero = c[u] == 0
                 li = _q_one_sided(-m if zero else m, sd[b, 0], wb, ks, zero, g_n[e], g_nk[e], jx[e], jlw[e], bp_logw,
-                                  li, tail)
+                                  li, tail, t)
             l_i = -norm + li
             l_0 = th[b, 2] - norm - lb[u] if c[u] == 0 else -np.inf
             l_1 = th[b, 3] - norm - lb[u] if c[u] == n[u] else -np.inf
