@@ -1,8 +1,13 @@
-"""Numba compilation of the models' compiled loops (``_lnorm_kernel``, ``_flex_kernel``), shared.
+"""Numba compilation of the models' compiled loops (``_lnorm_kernel``, ``_flex_kernel``, ``_bb_kernel``), shared.
 
 A kernel module defines plain Python functions; :func:`compiled` replaces them in the module's namespace by
 Numba dispatchers (so that they call each other compiled) on the first use, once per process, and returns
 the entry point.  Numba is imported only then: ``import bayespass`` does not pay for it.
+
+Each kernel module is self-contained: its compiled functions call only functions of the same file. Numba's
+disk cache is invalidated by the caller's own file alone (its mtime and size), so a helper shared from another
+file and edited later would stay stale inside every cached caller. The few lines the kernels have in common
+(the atoms' masses and blend, a softmax) are therefore written in each, on purpose.
 """
 
 from __future__ import annotations
