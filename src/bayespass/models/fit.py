@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from .._threads import thread_map
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
@@ -609,9 +610,12 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
         _gate(idata, m, method)
         return idata
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
-    extra = {"posterior_predictive": replicate_counts(idata, seed=seed).to_dataset(),
-             # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
-             "passk": passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)}
+    # side by side in two threads (each seeded on its own, so the same draws as one after the other)
+    extra = dict(zip(("posterior_predictive", "passk"), thread_map(lambda f: f(), [
+        lambda: replicate_counts(idata, seed=seed).to_dataset(),
+        # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
+        lambda: passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)]),
+        strict=True))
     for name, ds in extra.items():
         if name in idata.groups():
             del idata[name]

@@ -87,9 +87,13 @@ def _task_moments(per_config, shape, *, with_var: bool = True) -> tuple[np.ndarr
     None, without ``with_var``); both results have ``shape`` (chain, draw, config, K), NaN for a config
     with no observed task.
     """
+    from .._threads import thread_map
+
     mean = np.full(shape, np.nan)
     var = np.full(shape, np.nan) if with_var else None
-    for j, blocks in per_config:
+
+    def one(item):  # a config's sums, its blocks in order: the same numbers whatever the threads
+        j, blocks = item
         m_sum, v_sum, tot = 0.0, 0.0, 0.0
         for qk, q2k, w in blocks:  # memory bounded by one block of pairs
             tot += w.sum()
@@ -99,6 +103,8 @@ def _task_moments(per_config, shape, *, with_var: bool = True) -> tuple[np.ndarr
         mean[:, :, j] = m_sum / tot
         if with_var:
             var[:, :, j] = v_sum / tot**2
+
+    thread_map(one, per_config)  # the configs in threads: the models' q is NumPy or a compiled loop without the GIL
     return mean, var
 
 
