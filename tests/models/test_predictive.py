@@ -113,3 +113,21 @@ def test_passk_draws_refuses_an_idata_not_from_fit():
 
     with pytest.raises(ValueError, match="not produced by bayespass.fit"):
         predictive.passk_draws(az.InferenceData(posterior=__import__("xarray").Dataset()), [1])
+
+
+def test_passk_draws_are_the_same_numbers_in_one_thread_and_in_two():
+    """The configs' pass@k moments run in threads (``_task_moments``): each config's sums keep their order."""
+    rng = np.random.default_rng(5)
+    n = np.full((3, 80), 8)
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(0.6, 0.8, n.shape)), config=["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts, "lnorm", "eb", seed=0, progressbar=False)
+    k = [1, 5, 40, 300]
+    with bp.rc_context({"eb.cores": 1}):
+        one = predictive.passk_draws(idata, k, seed=2)
+    with bp.rc_context({"eb.cores": 2}):
+        two = predictive.passk_draws(idata, k, seed=2)
+    for v in ("passk", "passk_mean"):
+        assert np.isfinite(one[v].values).all()
+        np.testing.assert_array_equal(one[v].values, two[v].values)
