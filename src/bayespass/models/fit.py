@@ -610,12 +610,16 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
         _gate(idata, m, method)
         return idata
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
+
+    def replicates():
+        return replicate_counts(idata, seed=seed).to_dataset()
+
+    def draws():  # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
+        return passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)
+
     # side by side in two threads (each seeded on its own, so the same draws as one after the other)
-    extra = dict(zip(("posterior_predictive", "passk"), thread_map(lambda f: f(), [
-        lambda: replicate_counts(idata, seed=seed).to_dataset(),
-        # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
-        lambda: passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)]),
-        strict=True))
+    replicated, passk = thread_map(lambda f: f(), [replicates, draws])
+    extra = {"posterior_predictive": replicated, "passk": passk}
     for name, ds in extra.items():
         if name in idata.groups():
             del idata[name]
