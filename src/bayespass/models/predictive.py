@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .._threads import thread_map
 from ..stats.pairs import pair_table
 from ..validate import as_k
 from .base import BLOCK_CELLS, PairData, get_model
@@ -87,8 +88,6 @@ def _task_moments(per_config, shape, *, with_var: bool = True) -> tuple[np.ndarr
     None, without ``with_var``); both results have ``shape`` (chain, draw, config, K), NaN for a config
     with no observed task.
     """
-    from .._threads import thread_map
-
     mean = np.full(shape, np.nan)
     var = np.full(shape, np.nan) if with_var else None
 
