@@ -101,6 +101,27 @@ def test_replicates_of_large_data_use_a_random_subset_of_tasks(monkeypatch):
     assert abs(float((rep == 0).mean()) - float((full == 0).mean())) < 0.01
 
 
+def test_replicates_of_large_data_use_fewer_draws_before_fewer_tasks(monkeypatch):
+    counts = simulate_counts(draw_zoib((2, 500), 0.6, 1.2, seed=3), 5, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts, "bb", "eb", seed=0, draws=100, chains=4)
+    full = predictive.replicate_counts(idata, seed=0)
+    assert full.sizes["draw"] == 100 and "note" not in full.attrs  # 400,000 cells: under the cap
+    monkeypatch.setattr(predictive, "REPLICATE_CELLS", 150_000)
+    monkeypatch.setattr(predictive, "REPLICATE_DRAWS", 40)
+    rep = predictive.replicate_counts(idata, seed=0)
+    # the most draws per chain that fit the cap (150,000 // (4 chains x 1,000 cells) = 37), evenly spaced; every task
+    assert rep.sizes["draw"] == 37 and rep.sizes["task"] == 500 and "note" not in rep.attrs
+    assert rep.sizes["chain"] * rep.sizes["draw"] * 1000 <= 150_000
+    assert rep.draw.values[0] == 0 and rep.draw.values[-1] == 99
+    # the thinned replicates check the same population: the zero fraction agrees with the full set's
+    assert abs(float((rep == 0).mean()) - float((full == 0).mean())) < 0.01
+    monkeypatch.setattr(predictive, "REPLICATE_CELLS", 20_000)  # below the draws' floor: 10 per chain, then tasks
+    few = predictive.replicate_counts(idata, seed=0)
+    assert few.sizes["draw"] == 10 and few.sizes["task"] == 500 and "500 of 500 tasks" in few.attrs["note"]
+
+
 def test_default_k_grid():
     g = predictive.default_k_grid(10)
     assert g[0] == 1 and g[-1] == 200 and np.all(np.diff(g) > 0)

@@ -201,6 +201,7 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     drawn from the fitted population, then ``Binomial(n, p)``): the mixed
     replication that checks the population model, e.g. its fraction of zeros.
     For ``hier`` the task difficulty d_i is kept and the overdispersion redrawn.
+    Large data get fewer draws, then a random subset of the tasks (:data:`REPLICATE_CELLS`).
     """
     from ..simulate import rng as _rng
 
@@ -209,8 +210,13 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     post = thin(idata.posterior, max_draws)
     n = idata.constant_data["n"].values.astype(np.int64)
     tasks = idata.observed_data.task.values
-    n_draws = post.sizes["chain"] * post.sizes["draw"]
     subset = None
+    if post.sizes["chain"] * post.sizes["draw"] * n.size > REPLICATE_CELLS and not model.joint:
+        # large data: fewer draws first (down to REPLICATE_DRAWS; a p-value's Monte Carlo error then is at most
+        # 0.025, 0.008 near the 0.025 that flags a misfit), then a subset of the tasks
+        chains = post.sizes["chain"]
+        post = thin(post, max(-(-REPLICATE_DRAWS // chains), REPLICATE_CELLS // (chains * n.size)))
+    n_draws = post.sizes["chain"] * post.sizes["draw"]
     if n_draws * n.size > REPLICATE_CELLS and not model.joint:
         # large data: replicate a random subset of the tasks (new tasks are exchangeable; the checked
         # statistics are averages over tasks, estimated here from the subset)
@@ -235,7 +241,11 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     return out
 
 
-#: above this many (draw x config x task) cells, replicated counts cover a random subset of the tasks
-REPLICATE_CELLS = 20_000_000
+#: above this many (draw x config x task) cells, replicated counts use fewer draws (down to REPLICATE_DRAWS), then
+#: a random subset of the tasks.  400 tasks x 34 configs at 1,600 draws were 22 million cells: 175 MB, 70% of the
+#: fit's memory, and 4.7 s of the default's 30 (benchmarks/RESULTS.md, "Replicated counts of large data")
+REPLICATE_CELLS = 6_000_000
+#: the fewest draws replicated counts are thinned to before the tasks are subset
+REPLICATE_DRAWS = 400
 #: a joint model's replicates keep every task; above this many cells they use fewer draws (at least 20 per chain)
 JOINT_REPLICATE_CELLS = 4_000_000
