@@ -751,7 +751,8 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
     """Sample and finish per-config candidates by bayespass's HMC (``method``'s settings) in ``cores`` forked processes.
 
     Returns ``{name: InferenceData}`` (finished as a candidate of the stack: posterior,
-    log-likelihood, convergence gate, each in its worker) for the candidates fitted here, which is none where only
+    log-likelihood, convergence gate; the costliest candidate, which ends last, is finished in
+    this process and the others in the workers) for the candidates fitted here, which is none where only
     one process is allowed, the platform cannot fork, this process may not have children (a
     daemon), or fewer than two candidates are per-config models (:func:`_can_fork`).  Each candidate's
     draws are the same as in one process (its seed is its own), and the warnings of its fit are raised
@@ -771,9 +772,9 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
         with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
             # the workers' bars would overwrite each other: one bar here, over the candidates sampled
-            # each finished in its worker: the workers end about together, and this process is then idle
-            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False}, k)
-                       for m in todo}
+            # the costliest candidate ends last: it is finished here, the others in the workers' idle time
+            futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False}, k,
+                                           finish=i > 0) for i, m in enumerate(todo)}
             names, pending = {f: name for name, f in futures.items()}, set(futures.values())
             bar.stage("sampling " + ", ".join(futures))
             while pending:  # a second at a time: the bar's clock runs on while the costliest candidate samples
@@ -789,7 +790,8 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
                         warnings.warn_explicit(message, category, filename, lineno)
                     else:  # the fit's own (a convergence gate): at the caller's line, as in one process
                         warnings.warn(message, category, stacklevel=4)
-                out[m.name] = idata
+                out[m.name] = idata if m is not todo[0] else _finish(idata, counts, m, method, kw["seed"], k,
+                                                                     extras=False)
             return out
 
 
@@ -797,8 +799,8 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
 _QUIET = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
-def _sample_by_name(counts, name: str, method: str, kw, k) -> tuple[az.InferenceData, list]:
-    """Sample one registered per-config candidate by bayespass's HMC and finish it (run in a worker process).
+def _sample_by_name(counts, name: str, method: str, kw, k, *, finish: bool) -> tuple[az.InferenceData, list]:
+    """Sample one registered per-config candidate by bayespass's HMC, and ``finish`` it (run in a worker process).
 
     Returns the fit and its warnings as ``(message, category, filename, lineno)``, each once, for the
     caller to raise.
@@ -807,7 +809,8 @@ def _sample_by_name(counts, name: str, method: str, kw, k) -> tuple[az.Inference
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         idata = (_fit_eb if method == "eb" else _fit_hmc_mcmc)(counts, m, **kw)
-        idata = _finish(idata, counts, m, method, kw["seed"], k, extras=False)
+        if finish:
+            idata = _finish(idata, counts, m, method, kw["seed"], k, extras=False)
     unique = list(dict.fromkeys((str(w.message), w.category, w.filename, w.lineno) for w in caught))
     return idata, unique
 
