@@ -605,11 +605,14 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
         idata.add_groups({name: ds})
     if "log_likelihood" in idata.groups():
         del idata["log_likelihood"]
-    idata.add_groups({"log_likelihood": _log_likelihood(idata, counts, m)})
     if not extras:  # a candidate of the stack: its posterior and log-likelihood are all the stack reads
+        idata.add_groups({"log_likelihood": _log_likelihood(idata, counts, m)})
         _gate(idata, m, method)
         return idata
     k_grid = default_k_grid(int(counts.n.max())) if k is None else k
+
+    def loglik():
+        return _log_likelihood(idata, counts, m)
 
     def replicates():
         return replicate_counts(idata, seed=seed).to_dataset()
@@ -617,8 +620,10 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
     def draws():  # a stack keeps more draws: its band is the hull of its candidates' bands, each from its share
         return passk_draws(idata, k_grid, max_draws=250 * len(getattr(m, "components", [0])), seed=seed)
 
-    # side by side in two threads (each seeded on its own, so the same draws as one after the other)
-    replicated, passk = thread_map(lambda f: f(), [replicates, draws])
+    # side by side in threads, the longest first (none reads another's output; the draws are seeded each on its
+    # own, so they are the same as one after the other)
+    passk, log_lik, replicated = thread_map(lambda f: f(), [draws, loglik, replicates])
+    idata.add_groups({"log_likelihood": log_lik})
     extra = {"posterior_predictive": replicated, "passk": passk}
     for name, ds in extra.items():
         if name in idata.groups():
