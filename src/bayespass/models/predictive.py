@@ -211,21 +211,20 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     n = idata.constant_data["n"].values.astype(np.int64)
     tasks = idata.observed_data.task.values
     subset = None
-    if post.sizes["chain"] * post.sizes["draw"] * n.size > REPLICATE_CELLS and not model.joint:
-        # large data: fewer draws first (down to REPLICATE_DRAWS; a p-value's Monte Carlo error then is at most
-        # 0.025, 0.008 near the 0.025 that flags a misfit), then a subset of the tasks
-        chains = post.sizes["chain"]
-        post = thin(post, max(-(-REPLICATE_DRAWS // chains), REPLICATE_CELLS // (chains * n.size)))
-    n_draws = post.sizes["chain"] * post.sizes["draw"]
-    if n_draws * n.size > REPLICATE_CELLS and not model.joint:
-        # large data: replicate a random subset of the tasks (new tasks are exchangeable; the checked
-        # statistics are averages over tasks, estimated here from the subset)
-        size = max(10_000, REPLICATE_CELLS // (n_draws * n.shape[0]))
+    chains = post.sizes["chain"]
+    # large data: fewer draws first.  A joint model replicates all configs' tasks together and keeps every task
+    # (at least 20 draws per chain); a per-config model keeps REPLICATE_DRAWS (a p-value's Monte Carlo error then
+    # is at most 0.025, 0.008 near the 0.025 that flags a misfit), then replicates a subset of the tasks
+    cap, floor = (JOINT_REPLICATE_CELLS, 20) if model.joint else (REPLICATE_CELLS, -(-REPLICATE_DRAWS // chains))
+    if chains * post.sizes["draw"] * n.size > cap:
+        post = thin(post, max(floor, cap // (chains * n.size)))
+    n_draws = chains * post.sizes["draw"]
+    if n_draws * n.size > cap and not model.joint:
+        # a random subset of the tasks (new tasks are exchangeable; the checked statistics are averages over
+        # tasks, estimated here from the subset)
+        size = max(10_000, cap // (n_draws * n.shape[0]))
         subset = np.sort(g.choice(n.shape[1], size=min(size, n.shape[1]), replace=False))
         n, tasks = n[:, subset], tasks[subset]
-    if n_draws * n.size > JOINT_REPLICATE_CELLS and model.joint:
-        # a joint model replicates all configs' tasks together: keep every task, use fewer draws
-        post = thin(post, max(20, JOINT_REPLICATE_CELLS // (post.sizes["chain"] * n.size)))
     if model.joint:
         p = model.replicate_p(post, g, n_tasks=n.shape[1])
     else:
