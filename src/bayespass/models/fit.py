@@ -605,14 +605,15 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
         idata.add_groups({name: ds})
     if "log_likelihood" in idata.groups():
         del idata["log_likelihood"]
-    if not extras:  # a candidate of the stack: its posterior and log-likelihood are all the stack reads
-        idata.add_groups({"log_likelihood": _log_likelihood(idata, counts, m)})
-        _gate(idata, m, method)
-        return idata
-    k_grid = default_k_grid(int(counts.n.max())) if k is None else k
 
     def loglik():
         return _log_likelihood(idata, counts, m)
+
+    if not extras:  # a candidate of the stack: its posterior and log-likelihood are all the stack reads
+        idata.add_groups({"log_likelihood": loglik()})
+        _gate(idata, m, method)
+        return idata
+    k_grid = default_k_grid(int(counts.n.max())) if k is None else k
 
     def replicates():
         return replicate_counts(idata, seed=seed).to_dataset()
