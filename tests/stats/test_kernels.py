@@ -164,6 +164,19 @@ def test_bb_loglik_pair_rows_equals_bb_loglik():
     got = np.moveaxis(rows, 0, -2)
     want = bb_loglik(a[..., None, :], b[..., None, :], n[:, None].astype(float), c[:, None].astype(float))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    # a Beta's concentration a + b constant over the last axis (a grid of means): its table on (3, 4, 1) only,
+    # and the parts apart, the constant one summing to the log-pmf after a reduction over that axis
+    phi = g.gamma(2.0, 3.0, (3, 4, 1))
+    mu = g.random((3, 4, 7))
+    a, b = mu * phi, (1 - mu) * phi
+    want = bb_loglik(a[..., None, :], b[..., None, :], n[:, None].astype(float), c[:, None].astype(float))
+    np.testing.assert_allclose(np.moveaxis(bb_loglik_pair_rows(a, b, n, c, ab=phi), 0, -2), want, rtol=1e-10,
+                               atol=1e-10)
+    varying, const = bb_loglik_pair_rows(a, b, n, c, ab=phi, split=True)
+    assert varying.shape == (7, 3, 4, 7) and const.shape == (7, 3, 4, 1)
+    np.testing.assert_allclose(np.moveaxis(varying + const, 0, -2), want, rtol=1e-10, atol=1e-10)
+    # what the varying part leaves out is constant over that axis, while the part itself varies over it
+    assert np.ptp(np.moveaxis(varying, 0, -2) - want, axis=-1).max() < 1e-9 < 1.0 < np.ptp(varying, axis=-1).max()
 
 
 def test_rising_log_rows_matches_gammaln_and_digamma():

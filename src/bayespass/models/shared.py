@@ -795,10 +795,10 @@ class Shared(Model):
             (pn, pc), inv = uniq[j]
             mu = _mean(alpha[sl, j, None], slope[sl, j, None], grid)  # (draws, G)
             ph = phi[sl, j, None]
-            with np.errstate(all="ignore"):
-                ll = bb_loglik_pair_rows(mu * ph, (1 - mu) * ph, pn, pc)  # (pair, draws, G)
+            with np.errstate(all="ignore"):  # a + b = phi at every node: its terms are added after the sum
+                ll, const = bb_loglik_pair_rows(mu * ph, (1 - mu) * ph, pn, pc, ab=ph, split=True)  # (pair, draws, G)
             ll += log_g[sl]
-            out[sl, j, :] = _logsumexp_last(ll, overwrite=True).T[:, inv.ravel()]
+            out[sl, j, :] = (_logsumexp_last(ll, overwrite=True) + const[..., 0]).T[:, inv.ravel()]
 
         step = 250
         thread_map(block, [(j, slice(i, i + step)) for j in range(J) for i in range(0, C * D, step)])

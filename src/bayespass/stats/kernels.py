@@ -113,23 +113,33 @@ def power_rows(q, k) -> np.ndarray:
     return out
 
 
-def bb_loglik_pair_rows(a, b, n, c):
+def bb_loglik_pair_rows(a, b, n, c, *, ab=None, split: bool = False):
     """:func:`bb_loglik` for many (n, c) pairs sharing the same a, b: shape (P, ..., G) from a, b (..., G).
 
     ``log B(a + c, b + n - c) - log B(a, b)`` is a sum of logs of rising factorials, tabulated once for
     every m up to max(n) (:func:`rising_log_rows`) and looked up per pair, so the cost does not grow with
     the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to rounding
     (tests/stats/test_kernels.py).  The pairs lead, so each pair's block is contiguous.
+
+    ``ab``: ``a + b`` where it is known with fewer cells (broadcastable to a's shape, as a Beta's
+    concentration that does not vary over a grid of means): its table is computed on those cells only.
+    ``split=True`` returns ``(varying, const)``: the terms of a and b, shape (P, ..., G), and those of
+    ``a + b`` with the binomial coefficient, shape (P, *ab.shape), whose sum is the log-pmf: a caller that
+    reduces over the axes where ``ab`` is constant adds ``const`` after the reduction.
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
+    ab = a + b if ab is None else np.asarray(ab, float)
     n, c = np.asarray(n, np.intp), np.asarray(c, np.intp)
-    mmax = int(n.max()) if n.size else 0
-    ta, tb, tab = rising_log_rows(a, mmax), rising_log_rows(b, mmax), rising_log_rows(a + b, mmax)
-    lc = _log_binom_xp(n.astype(float), c.astype(float), NP).reshape((-1,) + (1,) * a.ndim)
+    tab = rising_log_rows(ab, int(n.max()) if n.size else 0)
+    ta = rising_log_rows(a, int(c.max()) if c.size else 0)
+    tb = rising_log_rows(b, int((n - c).max()) if n.size else 0)
+    lc = _log_binom_xp(n.astype(float), c.astype(float), NP).reshape((-1,) + (1,) * ab.ndim)
     out = ta[c]
     out += tb[n - c]
-    out -= tab[n]
-    out += lc
+    const = lc - tab[n]
+    if split:
+        return out, const
+    out += const
     return out
 
 
