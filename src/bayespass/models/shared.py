@@ -57,6 +57,11 @@ PHI_MARGIN = 2.0
 #: tasks); with one sample per task the dispersions and the spread of g trade off along a ridge that only
 #: long trajectories cross (12 real configs x 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
 STEPS = ((3, 8), (6, 16))
+#: corrections L-BFGS keeps to find the posterior mode (scipy's default is 10).  The abilities and the location of
+#: g trade off along a ridge the prior alone closes, and with the curvature of 50 steps the two modes of 34 configs
+#: x 378 tasks took 91 + 68 log-density evaluations instead of 166 + 74 at m = 50 (144 + 83 -> 91 + 79 at m = 5), to
+#: the same optimum (the log posterior 2e-6 higher, the modes 6e-4 apart; benchmarks/RESULTS.md)
+MODE_MEMORY = 50
 #: the dispersions' level is centred on real code models': over the 12 real MBPP configs with 50 samples per task
 #: log phi ranges from -2.6 to 4.3, median -0.5 (p spread to 0 and 1 about each task's mean).  One sample per task
 #: does not tell it, and the prior's centre then sets pass@k beyond k = 1: at log 20 (before) every config's p hugged
@@ -449,7 +454,7 @@ class Shared(Model):
         start = np.concatenate([start[:K], start[K:] if start.size - K == n_eta else np.zeros(n_eta)])
         bounds = [(-15.0, 15.0)] * J + [(-4.0, 12.0)] * J + [(-30.0, 30.0)] * KNOTS.size + [(-2.0, 2.0)] * n_eta
         res = minimize(neg, start, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6})
+                       options={"maxiter": 3000, "ftol": 1e-12, "gtol": 1e-6, "maxcor": MODE_MEMORY})
         if data is None and n_eta:
             fine = _Data(n, c, slope=np.exp(_split(res.x, J)[3]))
             if fine.x.size > 1.05 * d.x.size:
