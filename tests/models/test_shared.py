@@ -31,8 +31,8 @@ def test_gradient_matches_finite_differences(m):
     assert np.max(np.abs(num - grad)) < 1e-3 * max(1.0, np.max(np.abs(num)))
 
 
-def test_sparse_table_products_equal_the_per_task_gathers():
-    """The fit's path (tables per count value, sparse products) against the per-task one (the scores')."""
+def test_compiled_table_sums_equal_the_per_task_gathers():
+    """The fit's path (compiled tables per count value, in blocks of nodes) against the per-task one (the scores')."""
     g = np.random.default_rng(7)
     n = g.integers(1, 12, (4, 60))  # unequal n per task and config
     n[2, :8] = 0
@@ -43,6 +43,11 @@ def test_sparse_table_products_equal_the_per_task_gathers():
     total_s, scores = log_marginal(th, d, scores=True)
     assert total == pytest.approx(total_s, rel=1e-12)
     np.testing.assert_allclose(grad, d.w @ scores, rtol=1e-9, atol=1e-9)
+    for workers in (1, 3):  # blocks of nodes in threads: the same numbers
+        t_w, g_w = log_marginal(th, d, workers=workers)
+        assert t_w == pytest.approx(total, rel=1e-13)
+        np.testing.assert_allclose(g_w, grad, rtol=1e-12, atol=1e-12)
+        assert log_marginal(th, d, grad=False, workers=workers)[0] == pytest.approx(total, rel=1e-13)
 
 
 @pytest.mark.parametrize("eta", [None, 0.6])  # without slopes (fits before them) and with

@@ -33,7 +33,6 @@ import functools
 
 import numpy as np
 import xarray as xr
-from scipy import sparse
 from scipy.special import expit, logsumexp
 
 from .._threads import thread_map
@@ -131,28 +130,15 @@ class _Data:
         h = min(0.2, 2.4 / np.sqrt(max(float(n_eff.sum(0).max()), 1.0)))
         self.x = np.arange(KNOTS[0], KNOTS[-1] + h / 2, h)
         self.hat = _hat(self.x)
-        self._onehot = None
+        self._indices = None
 
-    def onehot(self):
-        """Sparse indicators ((max n + 1) J, U), with their transposes, of each (config, task)'s c, n - c and n.
-
-        Row ``m J + j`` marks the tasks where config j's count is m.  They turn the gathers of per-config
-        tables (max n + 1, J, G) at every (config, task) into sparse
-        matrix products: the log marginal and its gradient cost O(J (max n + 1) G) for the tables plus
-        products with J U nonzeros, instead of a dozen passes over dense (J, U, G) arrays.  Unobserved
-        (config, task) cells have no entry.
-        """
-        if self._onehot is None:
-            J, U = self.n.shape
-            size = J * (int(self.n.max()) + 1 if self.n.size else 1)
-            jj, uu = np.nonzero(self.n > 0)
-            ones = np.ones(jj.size)
-            self._onehot = []
-            for m in (self.c, self.n - self.c, self.n):
-                rows = m[jj, uu].astype(np.intp) * J + jj
-                o = sparse.csr_array((ones, (rows, uu)), shape=(size, U))
-                self._onehot.append((o, sparse.csr_array(o.T)))
-        return self._onehot
+    def indices(self):
+        """Return c, n - c and n per (config, distinct task), int64 (J, U), -1 where n = 0 (cached)."""
+        if self._indices is None:
+            seen = self.n > 0
+            self._indices = tuple(np.ascontiguousarray(np.where(seen, m, -1).astype(np.int64))
+                                  for m in (self.c, self.n - self.c, self.n))
+        return self._indices
 
 
 def _split(theta: np.ndarray, J: int):
@@ -252,34 +238,29 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
 
 
 def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | None = None):
-    """:func:`log_marginal` by per-config tables over the count values and :meth:`_Data.onehot` products.
+    """:func:`log_marginal` by per-config tables over the count values, compiled (:mod:`._shared_kernel`).
 
     The gradient is returned as its parts: alpha's, log phi's, the knots' and alpha's per node (J, G),
     from which :func:`log_marginal` forms the slopes'.
 
     ``a + b = phi`` does not depend on the node, so ``log Gamma(phi + n) - log Gamma(phi)`` is one
     table per config, a constant per task that leaves the responsibilities unchanged; only the
-    tables of ``a`` and ``b`` vary over the grid.  Those, their products and the gradient's sums are
+    tables of ``a`` and ``b`` vary over the grid.  Those, their lookups and the gradient's sums are
     computed in blocks of nodes, one per thread (``rcParams["eb.cores"]``).
     """
-    oh = d.onehot()  # 3 x (M J, U) and (U, M J)
+    from . import _shared_kernel as kernel
+
+    ci, bi, ni = d.indices()
     J, G = mu.shape
-    M = oh[0][0].shape[0] // J
-    a, b = mu * phi[:, None], (1 - mu) * phi[:, None]
+    m_max = int(d.n.max()) if d.n.size else 0
     blocks = _node_blocks(G, workers)
-
-    def forward(sl):
-        with np.errstate(all="ignore"):
-            tabs = [rising_log_rows(x[:, sl], M - 1, digamma=grad) for x in (a, b)]
-        lg = [(t[0] if grad else t).reshape(M * J, -1) for t in tabs]
-        return tabs, oh[0][1] @ lg[0] + oh[1][1] @ lg[1]  # (U, block)
-
-    parts = thread_map(forward, blocks, workers)
+    parts = thread_map(lambda sl: kernel.forward(mu, phi, ci, bi, sl, m_max, grad), blocks, workers)
     with np.errstate(all="ignore"):
-        ab = rising_log_rows(phi, M - 1, digamma=grad)  # (M, J): the same at every node
-    const = oh[2][1] @ (ab[0] if grad else ab).reshape(M * J)  # (U,) sum_j of its value at each task's n
+        ab = rising_log_rows(phi, m_max, digamma=grad)  # (M, J): the same at every node
+    seen, cfg = ni >= 0, np.arange(J)[:, None]
+    const = np.where(seen, (ab[0] if grad else ab)[np.maximum(ni, 0), cfg], 0.0).sum(0)  # (U,) at each task's n
     log_g = _log_g(beta, d.hat)
-    s = np.concatenate([p[1] for p in parts], axis=1) + log_g[None, :]  # (U, G)
+    s = np.concatenate([p[0] for p in parts], axis=1) + log_g[None, :]  # (U, G)
     lse = _logsumexp_last(s)
     total = float(d.w @ (lse - const))
     if not grad:
@@ -287,15 +268,14 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | Non
     r = np.exp(s - lse[:, None]) * d.w[:, None]  # weighted responsibilities (U, G)
 
     def backward(item):
-        sl, (tabs, _) = item
-        rs = [(oh[i][0] @ r[:, sl]).reshape(M, J, -1) for i in range(2)]  # r summed per count value
-        sa, sb = ((t[1] * x).sum(0) for t, x in zip(tabs, rs, strict=True))  # (J, block)
+        sl, (_, tables) = item
+        sa, sb = kernel.backward(r, ci, bi, sl, tables)  # (J, block)
         m = mu[:, sl]
         return m * (1 - m) * (sa - sb), m * sa + (1 - m) * sb
 
     # per node, summed over all nodes at once: the same sums whatever the number of blocks
     grads = thread_map(backward, list(zip(blocks, parts, strict=True)), workers)
-    sab = ((oh[2][0] @ d.w).reshape(M, J) * ab[1]).sum(0)  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
+    sab = np.where(seen, ab[1][np.maximum(ni, 0), cfg], 0.0) @ d.w  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
     dx = phi[:, None] * np.concatenate([g[0] for g in grads], axis=1)  # d/d alpha per node (J, G)
     g_lphi = phi * (np.concatenate([g[1] for g in grads], axis=1).sum(1) - sab)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)
