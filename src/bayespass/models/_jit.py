@@ -1,5 +1,6 @@
-"""Numba compilation of the models' compiled loops (``_lnorm_kernel``, ``_flex_kernel``, ``_bb_kernel``,
-``_shared_kernel``), shared.
+"""Numba compilation of the models' compiled loops, shared.
+
+The loops are ``_lnorm_kernel``, ``_flex_kernel``, ``_bb_kernel`` and ``_shared_kernel``.
 
 A kernel module defines plain Python functions; :func:`compiled` replaces them in the module's namespace by
 Numba dispatchers (so that they call each other compiled) on the first use, once per process, and returns
