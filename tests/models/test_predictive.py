@@ -119,7 +119,9 @@ def test_replicates_of_large_data_use_fewer_draws_before_fewer_tasks(monkeypatch
     assert abs(float((rep == 0).mean()) - float((full == 0).mean())) < 0.01
     monkeypatch.setattr(predictive, "REPLICATE_CELLS", 20_000)  # below the draws' floor: 10 per chain, then tasks
     few = predictive.replicate_counts(idata, seed=0)
-    assert few.sizes["draw"] == 10 and few.sizes["task"] == 500 and "500 of 500 tasks" in few.attrs["note"]
+    # the task subset's floor (10,000) holds all 500 tasks: every task, and no note of a subset
+    assert few.sizes["draw"] == 10 and few.sizes["task"] == 500 and "note" not in few.attrs
+    np.testing.assert_array_equal(few.task.values, idata.observed_data.task.values)
 
 
 def test_default_k_grid():

@@ -219,11 +219,11 @@ def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataA
     if chains * post.sizes["draw"] * n.size > cap:
         post = thin(post, max(floor, cap // (chains * n.size)))
     n_draws = chains * post.sizes["draw"]
-    if n_draws * n.size > cap and not model.joint:
+    size = max(10_000, cap // (n_draws * n.shape[0]))  # tasks kept at the floor's draws (10,000 at least)
+    if n_draws * n.size > cap and not model.joint and size < n.shape[1]:
         # a random subset of the tasks (new tasks are exchangeable; the checked statistics are averages over
         # tasks, estimated here from the subset)
-        size = max(10_000, cap // (n_draws * n.shape[0]))
-        subset = np.sort(g.choice(n.shape[1], size=min(size, n.shape[1]), replace=False))
+        subset = np.sort(g.choice(n.shape[1], size=size, replace=False))
         n, tasks = n[:, subset], tasks[subset]
     if model.joint:
         p = model.replicate_p(post, g, n_tasks=n.shape[1])
