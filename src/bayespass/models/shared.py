@@ -257,8 +257,12 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | Non
     parts = thread_map(lambda sl: kernel.forward(mu, phi, ci, bi, sl, m_max, grad), blocks, workers)
     with np.errstate(all="ignore"):
         ab = rising_log_rows(phi, m_max, digamma=grad)  # (M, J): the same at every node
-    seen, cfg = ni >= 0, np.arange(J)[:, None]
-    const = np.where(seen, (ab[0] if grad else ab)[np.maximum(ni, 0), cfg], 0.0).sum(0)  # (U,) at each task's n
+    seen, at_n = ni >= 0, (np.maximum(ni, 0), np.arange(J)[:, None])
+
+    def per_task(table):  # a (M, J) table at each (config, task)'s n, 0 where it has no sample: (J, U)
+        return np.where(seen, table[at_n], 0.0)
+
+    const = per_task(ab[0] if grad else ab).sum(0)  # (U,)
     log_g = _log_g(beta, d.hat)
     s = np.concatenate([p[0] for p in parts], axis=1) + log_g[None, :]  # (U, G)
     lse = _logsumexp_last(s)
@@ -275,7 +279,7 @@ def _log_marginal_tables(phi, mu, beta, d: _Data, grad: bool, workers: int | Non
 
     # per node, summed over all nodes at once: the same sums whatever the number of blocks
     grads = thread_map(backward, list(zip(blocks, parts, strict=True)), workers)
-    sab = np.where(seen, ab[1][np.maximum(ni, 0), cfg], 0.0) @ d.w  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
+    sab = per_task(ab[1]) @ d.w  # sum_u w_u (psi(phi + n_uj) - psi(phi)), (J,)
     dx = phi[:, None] * np.concatenate([g[0] for g in grads], axis=1)  # d/d alpha per node (J, G)
     g_lphi = phi * (np.concatenate([g[1] for g in grads], axis=1).sum(1) - sab)
     g_beta = r.sum(0) @ d.hat - d.w.sum() * (np.exp(log_g) @ d.hat)

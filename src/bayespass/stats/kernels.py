@@ -121,8 +121,8 @@ def bb_loglik_pair_rows(a, b, n, c, *, ab=None, split: bool = False):
     the number of pairs the way ``betaln`` over (..., P, G) does.  Equal to ``bb_loglik`` to rounding
     (tests/stats/test_kernels.py).  The pairs lead, so each pair's block is contiguous.
 
-    ``ab``: ``a + b`` where it is known with fewer cells (broadcastable to a's shape, as a Beta's
-    concentration that does not vary over a grid of means): its table is computed on those cells only.
+    ``ab``: ``a + b`` where it is known with fewer cells (as many dimensions as ``a``, of length 1 where it
+    does not vary, as a Beta's concentration over a grid of means): its table is computed on those cells only.
     ``split=True`` returns ``(varying, const)``: the terms of a and b, shape (P, ..., G), and those of
     ``a + b`` with the binomial coefficient, shape (P, *ab.shape), whose sum is the log-pmf: a caller that
     reduces over the axes where ``ab`` is constant adds ``const`` after the reduction.
