@@ -1,6 +1,7 @@
 """The NumPy HMC sampler of method="eb" on targets with known moments."""
 
 import numpy as np
+import pytest
 from numpy.testing import assert_allclose
 
 from bayespass.models import hmc
@@ -94,3 +95,22 @@ def test_chains_that_go_on_are_the_chains_of_one_longer_run():
                         max_rounds=3)
     assert capped.rounds == 3 and capped.draws.shape[1] == 180
     assert_allclose(capped.draws, long.draws)
+
+
+def test_steps_trial_scores_the_change_of_distance_from_the_centre_not_the_jump():
+    """ChEES: a move to the mirror image across the centre (half a period) leaves the spread unmixed and scores 0.
+
+    By squared jump per gradient it would win here, at half the gradients of the other range (4 |x|^2 against
+    2 |x|^2 for a fresh draw); a quarter-period move (a fresh draw) scores E (|p|^2 - |x|^2)^2 > 0 and wins.
+    """
+    g = np.random.default_rng(0)
+    trial = hmc._StepsTrial(((6, 6), (3, 3)), warmup=30)
+    trial.centre = np.full((1, 4), 2.0)
+    minv = np.ones((1, 4))
+    for it in range(trial.start, 30):
+        th = trial.centre + g.standard_normal((8, 1, 4))
+        quarter, mirror = trial.centre + g.standard_normal((8, 1, 4)), 2 * trial.centre - th
+        x = (quarter, mirror)[(it - trial.start) % 2]
+        trial.record(it, th, x, np.ones((8, 1)), minv, trial.steps(it)[0])
+    assert trial.jump[1] == pytest.approx(0.0, abs=1e-9) and trial.jump[0] > 0
+    assert trial.best() == (6, 6)

@@ -64,6 +64,7 @@ def test_marginal_likelihood_matches_quadrature(eta):
     slope = np.ones(2) if eta is None else np.exp(_basis(2) @ [eta])
     got, _ = log_marginal(np.concatenate([alpha, log_phi, beta, [] if eta is None else [eta]]), d, grad=False)
     z = integrate.quad(lambda x: np.exp(np.interp(x, KNOTS, beta)), KNOTS[0], KNOTS[-1], limit=200)[0]
+    alpha = alpha - slope * np.mean(alpha / slope)  # the likelihood sees the abilities centred
     want = 0.0
     for i in range(n.shape[1]):
         def integrand(x, i=i):
@@ -87,6 +88,34 @@ def _simulate(rng, J=3, T=250, m=3):
     mu = expit(alpha[:, None] - x[None, :])
     p = rng.beta(mu * 6.0, (1 - mu) * 6.0)
     return bp.simulate.simulate_counts(p, m, seed=int(rng.integers(1 << 30))), p
+
+
+def test_pymc_model_is_the_same_density():
+    """``build_pymc`` (for NUTS) and the NumPy log marginal with the prior differ by a constant only.
+
+    Both centre the abilities: the PyMC model samples the free ``alpha_free`` and records ``alpha`` centred.
+    """
+    import xarray as xr
+
+    from bayespass.models.shared import Shared
+
+    g = np.random.default_rng(0)
+    J, T = 3, 30
+    n = np.full((J, T), 4)
+    c = g.binomial(4, np.clip(g.beta(1, 1, T)[None] + g.normal(0, 0.1, (J, T)), 0, 1))
+    counts = xr.Dataset({"n": (("config", "task"), n), "c": (("config", "task"), c)},
+                        coords={"config": ["a", "b", "c"], "task": np.arange(T)})
+    model = Shared().build_pymc(counts)
+    logp = model.compile_logp(sum=True, jacobian=True)
+    d = _Data(n.astype(float), c.astype(float), slope=np.full(J, 2.0))  # the PyMC model's grid
+    gaps = []
+    for _ in range(3):
+        th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, 13),
+                             g.normal(0, 0.3, J - 1)])
+        point = {"alpha_free": th[:J], "log_phi": th[J:2 * J], "beta": th[2 * J:2 * J + KNOTS.size],
+                 "eta": th[2 * J + KNOTS.size:]}
+        gaps.append(logp(point) - log_marginal(th, d, grad=False)[0] - _log_prior(th, J)[0])
+    np.testing.assert_allclose(gaps, gaps[0], atol=1e-8)
 
 
 def test_fit_by_eb_records_a_converged_posterior_and_predicts():
@@ -191,6 +220,8 @@ def test_mcmc_by_hmc_matches_importance_sampling_of_the_same_posterior():
     draws = np.concatenate([post.alpha.values, post.log_phi.values, post.beta.values, eta], axis=-1)
     draws = draws.reshape(-1, draws.shape[-1])
     mode, cov = draws.mean(0), 2.0 * np.cov(draws.T)
+    # the draws' abilities are centred; the free ones also move together, by their prior alone (sd 2.5 / sqrt(J))
+    cov[:2, :2] += 2.0 * 2.5**2 / 2
     g = np.random.default_rng(0)
     nu, size = 5.0, 40_000
     z = g.standard_normal((size, mode.size)) * np.sqrt(nu / g.chisquare(nu, size))[:, None]

@@ -114,9 +114,9 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     Warm-up adapts each config's step size throughout and its diagonal mass
     matrix once (the variance of the draws from 1/4 to 2/3 of the warm-up).
     ``steps_choices``: ranges of leapfrog steps to choose from (then ``steps`` is not used); the last
-    third of the warm-up alternates between them and the sampling keeps the one with the largest expected
-    squared jump (in the adapted metric) per gradient, which favours long trajectories along a ridge and
-    short ones where they already decorrelate (the idea of Hoffman et al.'s ChEES, over a few fixed ranges).
+    third of the warm-up alternates between them and the sampling keeps the one with the largest ChEES (in the
+    adapted metric) per gradient, which favours long trajectories along a ridge and short ones where they
+    already decorrelate (Hoffman et al.'s criterion, over a few fixed ranges: :class:`_StepsTrial`).
     ``progress``: a label, to show a progress bar (stderr) with it.
     ``more``: a function of the draws so far (chains, draws, config, P) that returns whether the chains should
     go on: they then run ``more_draws`` iterations more (default ``draws``), with the same step size, mass matrix
@@ -150,8 +150,7 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
         acc, diverged, x, lpx, gx = _leapfrog(logp_grad, th, lp, grad, minv, eps, n_steps, rng)
         take = rng.random(acc.shape) < acc
         if trial is not None and it < warmup:
-            with np.errstate(all="ignore"):
-                trial.record(it, float(np.sum(acc[..., None] * (x - th) ** 2 / minv)), n_steps)
+            trial.record(it, th, x, acc, minv, n_steps)
             if it == warmup - 1:
                 steps = trial.best()
         th, lp = np.where(take[..., None], x, th), np.where(take, lpx, lp)
@@ -162,6 +161,8 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
             if it >= warmup // 4:
                 window.append(th)
             if it == (2 * warmup) // 3 and window:
+                if trial is not None:
+                    trial.centre = np.mean(window, axis=(0, 1))
                 minv, window = np.var(np.stack(window), axis=(0, 1)) + 1e-4, []
                 step.restart()
             if it == warmup - 1:
@@ -178,28 +179,40 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
 
 
 class _StepsTrial:
-    """Score ranges of leapfrog steps in the last third of the warm-up, by expected squared jump per gradient.
+    """Score ranges of leapfrog steps in the last third of the warm-up, by ChEES per gradient.
 
-    The ranges alternate; each jump is weighted by its acceptance probability (Rao-Blackwellised).
+    ChEES (Hoffman, Radul and Sountsov 2021) is the expected squared change of the squared distance from the
+    posterior's centre (here the mass matrix window's mean, in the adapted metric).  Unlike the expected squared
+    jump it does not favour trajectories of half a period, which send a draw to its mirror image across the
+    centre: they decorrelate the means (an ESS above the draws) but leave the distance from the centre where it
+    was, so the spread mixes slowly and the chains' variances disagree (a folded R-hat of 1.02 on 34 configs x
+    378 tasks at m = 50, with a bulk ESS of 4,500 from 2,000 draws).  The ranges alternate; each change is
+    weighted by its acceptance probability (Rao-Blackwellised).
     """
 
     def __init__(self, choices: tuple[tuple[int, int], ...], warmup: int):
         self.choices, self.start = [tuple(c) for c in choices], (2 * warmup) // 3 + 1
         self.jump, self.grads = np.zeros(len(choices)), np.zeros(len(choices))
+        self.centre = 0.0
 
     def steps(self, it: int) -> tuple[int, int]:
         """Return the range to use at warm-up iteration ``it`` (the first choice before the trial)."""
         return self.choices[(it - self.start) % len(self.choices)] if it >= self.start else self.choices[0]
 
-    def record(self, it: int, jump: float, n_steps: int) -> None:
-        """Add one transition's squared jump and its gradient count to its range's score."""
-        if it >= self.start and np.isfinite(jump):
+    def record(self, it: int, th: np.ndarray, x: np.ndarray, acc: np.ndarray, minv: np.ndarray, n_steps: int) -> None:
+        """Add one transition's ChEES (from ``th`` to the proposal ``x``) and its gradient count to its range's."""
+        if it < self.start:
+            return
+        with np.errstate(all="ignore"):
+            r2 = [np.sum((v - self.centre) ** 2 / minv, -1) for v in (th, x)]
+            jump = float(np.sum(acc * (r2[1] - r2[0]) ** 2))
+        if np.isfinite(jump):
             i = (it - self.start) % len(self.choices)
             self.jump[i] += jump
             self.grads[i] += n_steps
 
     def best(self) -> tuple[int, int]:
-        """Return the range with the largest squared jump per gradient."""
+        """Return the range with the largest ChEES per gradient."""
         return self.choices[int(np.argmax(self.jump / np.maximum(self.grads, 1)))]
 
 

@@ -50,12 +50,13 @@ N_THETA = 5
 #: checks the log density's differences and gradient against a grid 10x finer
 PHI_MARGIN = 2.0
 #: ranges of leapfrog steps per HMC transition in the whitened coordinates (drawn uniformly), one chosen in the
-#: warm-up by its squared jump per gradient (hmc.sample's steps_choices).  Where the posterior is near a
-#: standard normal there (m = 50: step size about 0.25) 3-8 steps travel around the quarter period that
-#: decorrelates its draws and 4-16 come close to a full period (ESS per gradient 1.8x lower on 34 configs x 120
-#: tasks); with one sample per task the dispersions and the spread of g trade off along a ridge that only
-#: long trajectories cross (12 real configs x 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
-STEPS = ((3, 8), (6, 16))
+#: warm-up by its ChEES per gradient (hmc.sample's steps_choices).  Where the posterior is near a standard normal
+#: there, the range whose trajectories come near a quarter period decorrelates fastest: with the abilities
+#: centred (m = 50 on 34 x 378: step size about 0.47) that is 2-5 steps, while 3-8 come near half a period, which
+#: mirrors a draw across the centre and leaves its distance from it unmixed.  With one sample per task the
+#: dispersions and the spread of g trade off along a ridge that only long trajectories cross (12 real configs x
+#: 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
+STEPS = ((2, 5), (3, 8), (6, 16))
 #: corrections L-BFGS keeps to find the posterior mode (scipy's default is 10).  The abilities and the location of
 #: g trade off along a ridge the prior alone closes, and with the curvature of 50 steps the two modes of 34 configs
 #: x 378 tasks took 91 + 68 log-density evaluations instead of 166 + 74 at m = 50 (144 + 83 -> 91 + 79 at m = 5), to
@@ -142,10 +143,33 @@ class _Data:
 
 
 def _split(theta: np.ndarray, J: int):
-    """Return alpha, log phi, the knots of log g and the log slopes (0 where ``theta`` has no slopes)."""
+    """Return the centred abilities, log phi, the knots of log g and the log slopes (0 without slopes).
+
+    The abilities the likelihood sees are centred, ``alpha_j - s_j c`` with ``c = mean(alpha / s)``: the
+    difficulties are placed relative to the configs' mean ability, so the grid of g moves with it.  Without
+    that, every ability + ``s_j d`` with g shifted by d predicted nearly the same, and with g piecewise linear on
+    fixed knots the posterior along that shift had a mode per alignment of g's features with the knots, a
+    direction MCMC crossed slowly (34 configs x 378 tasks at m = 50: ESS 45 along it in 2,000 draws).  The
+    shift is now set by the abilities' prior alone.
+    """
     eta = theta[..., 2 * J + KNOTS.size:]
     log_s = eta @ _basis(J).T if eta.shape[-1] else np.zeros(theta.shape[:-1] + (J,))
-    return theta[..., :J], theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
+    alpha = theta[..., :J]
+    slope = np.exp(log_s)
+    alpha = alpha - slope * (alpha / slope).mean(-1, keepdims=True)
+    return alpha, theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
+
+
+def _uncentre(g_alpha: np.ndarray, g_ls: np.ndarray, theta: np.ndarray, J: int):
+    """Gradient in the free abilities and log slopes from that in the centred abilities (last axis: config).
+
+    ``g_ls`` is the gradient in the log slopes with the centred abilities held; the centring adds its part.
+    """
+    alpha = theta[:J]
+    slope = np.exp(_split(theta, J)[3])
+    centre = float(np.mean(alpha / slope))
+    total = (g_alpha * slope).sum(-1, keepdims=True) / J
+    return g_alpha - total / slope, g_ls - g_alpha * slope * centre + total * alpha / slope
 
 
 def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
@@ -215,6 +239,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
             return total, None
         g_alpha, g_lphi, g_beta, dx = g  # dx: d/d alpha per node (J, G)
         g_ls = -slope * (dx @ d.x)  # d mu / d log s_j = -mu (1 - mu) s_j x
+        g_alpha, g_ls = _uncentre(g_alpha, g_ls, theta, J)
         return total, np.concatenate([g_alpha, g_lphi, g_beta, Z.T @ g_ls])
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
@@ -233,7 +258,8 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     phi3, mu3 = phi[:, None, None], mu[:, None, :]
     d_alpha, d_lphi = phi3 * (dA - dB) * mu3 * (1 - mu3), phi3 * (mu3 * dA + (1 - mu3) * dB)
     s_ls = np.einsum("jug,ug->uj", d_alpha * d.x[None, None, :], r) * -slope[None, :]
-    return total, np.concatenate([np.einsum("jug,ug->uj", d_alpha, r), np.einsum("jug,ug->uj", d_lphi, r),
+    s_alpha, s_ls = _uncentre(np.einsum("jug,ug->uj", d_alpha, r), s_ls, theta, J)
+    return total, np.concatenate([s_alpha, np.einsum("jug,ug->uj", d_lphi, r),
                                   r @ d.hat - np.exp(log_g) @ d.hat, s_ls @ Z], axis=1)
 
 
@@ -584,7 +610,7 @@ class Shared(Model):
         # the grid holds for slopes up to 2 (log 2 = 1.4 prior sd of a config's log slope)
         d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
-            alpha = pm.Normal("alpha", *_PRIOR["alpha"], dims="config")
+            alpha = pm.Normal("alpha_free", *_PRIOR["alpha"], dims="config")
             log_phi = pm.MvNormal("log_phi", mu=np.full(J, _PRIOR["log_phi"][0]), tau=_phi_precision(J),
                                   dims="config")
             beta = pm.Normal("beta", *_PRIOR["beta"], dims="knot")
@@ -596,6 +622,7 @@ class Shared(Model):
             else:
                 log_s = pm.Deterministic("log_slope", pt.zeros(J), dims="config")
             slope = pm.Deterministic("slope", pt.exp(log_s), dims="config")
+            alpha = pm.Deterministic("alpha", alpha - slope * pt.mean(alpha / slope), dims="config")  # as _split
             mu = pm.math.sigmoid(pt.clip(alpha[:, None] - slope[:, None] * d.x[None, :], -LOGIT_MAX, LOGIT_MAX))
             a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
             nn, cc = d.n[:, :, None], d.c[:, :, None]
