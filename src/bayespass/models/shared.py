@@ -145,31 +145,23 @@ class _Data:
 def _split(theta: np.ndarray, J: int):
     """Return the centred abilities, log phi, the knots of log g and the log slopes (0 without slopes).
 
-    The abilities the likelihood sees are centred, ``alpha_j - s_j c`` with ``c = mean(alpha / s)``: the
-    difficulties are placed relative to the configs' mean ability, so the grid of g moves with it.  Without
-    that, every ability + ``s_j d`` with g shifted by d predicted nearly the same, and with g piecewise linear on
-    fixed knots the posterior along that shift had a mode per alignment of g's features with the knots, a
-    direction MCMC crossed slowly (34 configs x 378 tasks at m = 50: ESS 45 along it in 2,000 draws).  The
-    shift is now set by the abilities' prior alone.
+    The abilities the likelihood sees are centred, ``alpha_j - mean(alpha)``: the difficulties are placed
+    relative to the configs' mean ability, and the grid of g moves with it.  Without that, every ability +
+    ``s_j d`` with g shifted by d predicted nearly the same, and with g piecewise linear on fixed knots the
+    posterior along that shift had a mode per alignment of g's features with the knots, a direction MCMC crossed
+    slowly (34 configs x 378 tasks at m = 50: ESS 45 along it in 2,000 draws).  The free abilities' mean is now
+    set by their prior alone, and nothing else depends on it.  (Centring by ``sum(alpha) / sum(s)``, which the
+    shift moves by d whatever the slopes, coupled that mean to the slopes: trajectories along it diverged.)
     """
     eta = theta[..., 2 * J + KNOTS.size:]
     log_s = eta @ _basis(J).T if eta.shape[-1] else np.zeros(theta.shape[:-1] + (J,))
     alpha = theta[..., :J]
-    slope = np.exp(log_s)
-    alpha = alpha - slope * (alpha / slope).mean(-1, keepdims=True)
-    return alpha, theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
+    return alpha - alpha.mean(-1, keepdims=True), theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
 
 
-def _uncentre(g_alpha: np.ndarray, g_ls: np.ndarray, theta: np.ndarray, J: int):
-    """Gradient in the free abilities and log slopes from that in the centred abilities (last axis: config).
-
-    ``g_ls`` is the gradient in the log slopes with the centred abilities held; the centring adds its part.
-    """
-    alpha = theta[:J]
-    slope = np.exp(_split(theta, J)[3])
-    centre = float(np.mean(alpha / slope))
-    total = (g_alpha * slope).sum(-1, keepdims=True) / J
-    return g_alpha - total / slope, g_ls - g_alpha * slope * centre + total * alpha / slope
+def _uncentre(g_alpha: np.ndarray) -> np.ndarray:
+    """Gradient in the free abilities from that in the centred ones (last axis: config)."""
+    return g_alpha - g_alpha.mean(-1, keepdims=True)
 
 
 def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
@@ -239,8 +231,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
             return total, None
         g_alpha, g_lphi, g_beta, dx = g  # dx: d/d alpha per node (J, G)
         g_ls = -slope * (dx @ d.x)  # d mu / d log s_j = -mu (1 - mu) s_j x
-        g_alpha, g_ls = _uncentre(g_alpha, g_ls, theta, J)
-        return total, np.concatenate([g_alpha, g_lphi, g_beta, Z.T @ g_ls])
+        return total, np.concatenate([_uncentre(g_alpha), g_lphi, g_beta, Z.T @ g_ls])
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
@@ -258,8 +249,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     phi3, mu3 = phi[:, None, None], mu[:, None, :]
     d_alpha, d_lphi = phi3 * (dA - dB) * mu3 * (1 - mu3), phi3 * (mu3 * dA + (1 - mu3) * dB)
     s_ls = np.einsum("jug,ug->uj", d_alpha * d.x[None, None, :], r) * -slope[None, :]
-    s_alpha, s_ls = _uncentre(np.einsum("jug,ug->uj", d_alpha, r), s_ls, theta, J)
-    return total, np.concatenate([s_alpha, np.einsum("jug,ug->uj", d_lphi, r),
+    return total, np.concatenate([_uncentre(np.einsum("jug,ug->uj", d_alpha, r)), np.einsum("jug,ug->uj", d_lphi, r),
                                   r @ d.hat - np.exp(log_g) @ d.hat, s_ls @ Z], axis=1)
 
 
@@ -622,7 +612,7 @@ class Shared(Model):
             else:
                 log_s = pm.Deterministic("log_slope", pt.zeros(J), dims="config")
             slope = pm.Deterministic("slope", pt.exp(log_s), dims="config")
-            alpha = pm.Deterministic("alpha", alpha - slope * pt.mean(alpha / slope), dims="config")  # as _split
+            alpha = pm.Deterministic("alpha", alpha - pt.mean(alpha), dims="config")  # centred, as _split
             mu = pm.math.sigmoid(pt.clip(alpha[:, None] - slope[:, None] * d.x[None, :], -LOGIT_MAX, LOGIT_MAX))
             a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
             nn, cc = d.n[:, :, None], d.c[:, :, None]
@@ -638,12 +628,11 @@ class Shared(Model):
         That is the abilities relative to their mean, the dispersions, the difficulty
         distribution relative to the mean ability (its mean, spread and the mass of tasks 5 logits harder or
         easier than the average config finds them), and the slopes where they vary.  The likelihood depends on
-        ``alpha_j - s_j x_i`` only: a shift of every difficulty and of ``g`` by d, with every ability by
-        ``s_j d``, is set by the priors alone, and with ``g`` piecewise linear the posterior along that shift
-        has a mode per alignment of its sharp features with the knots (34 configs x 378 tasks at m = 50: two
-        modes 1.3 logits apart, the raw abilities' ESS 80-230 while every identified quantity's is above
-        1,200).  Every prediction is a function of these quantities, so the gate checks them (as flex's gate
-        skips its far spline coefficients).
+        ``alpha_j - s_j x_i`` only.  The abilities a posterior records are centred (:func:`_split`), so they
+        sum to 0 in these fits, but a posterior of abilities that are not (fits made before the centring, when
+        a shift of every difficulty and of ``g`` by d, with every ability by ``s_j d``, was set by the priors
+        alone and mixed slowly) is gated on the same identified quantities.  Every prediction is a function of
+        them, so the gate checks them (as flex's gate skips its far spline coefficients).
         """
         alpha = post["alpha"]
         slope = post["slope"] if "slope" in post else xr.ones_like(alpha)
@@ -707,10 +696,11 @@ class Shared(Model):
     def _move(draw, centre, xq):
         """Move the nodes ``xq``, placed at ``centre``'s parameters, to where ``draw``'s put the same tasks.
 
-        The abilities and the difficulties share a location the counts hardly fix (``alpha_j + s_j d`` with
-        every difficulty + d predicts the same): under a draw far along that ridge, nodes left where they were
-        would pile every task's weight on its extreme node.  A node x goes to the x' that keeps
-        ``alpha_j - s_j x`` nearest (least squares over the configs) to its value at the centre.
+        A node x goes to the x' that keeps ``alpha_j - s_j x`` nearest (least squares over the configs) to its
+        value at the centre.  The abilities are centred (:func:`_split`), so a draw moves the nodes only as
+        far as its abilities and slopes differ from the centre's; fits made before the centring shared a location
+        with the difficulties that the counts hardly fix, and under a draw far along that ridge, nodes left where
+        they were would pile every task's weight on its extreme node.
         """
         (a1, s1), (a0, s0) = (draw[0], draw[3]), (centre[0], centre[3])
         ss = float(s1 @ s1)
