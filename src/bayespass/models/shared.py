@@ -57,10 +57,11 @@ PHI_MARGIN = 2.0
 #: dispersions and the spread of g trade off along a ridge that only long trajectories cross (12 real configs x
 #: 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
 STEPS = ((2, 5), (3, 8), (6, 16))
-#: corrections L-BFGS keeps to find the posterior mode (scipy's default is 10).  The abilities and the location of
-#: g trade off along a ridge the prior alone closes, and with the curvature of 50 steps the two modes of 34 configs
-#: x 378 tasks took 91 + 68 log-density evaluations instead of 166 + 74 at m = 50 (144 + 83 -> 91 + 79 at m = 5), to
-#: the same optimum (the log posterior 2e-6 higher, the modes 6e-4 apart; benchmarks/RESULTS.md)
+#: corrections L-BFGS keeps to find the posterior mode (scipy's default is 10).  Before the abilities were centred
+#: (:func:`_split`) they and the location of g traded off along a ridge the prior alone closed, and with the
+#: curvature of 50 steps the two modes of 34 configs x 378 tasks took 91 + 68 log-density evaluations instead of
+#: 166 + 74 at m = 50 (144 + 83 -> 91 + 79 at m = 5), to the same optimum (the log posterior 2e-6 higher, the
+#: modes 6e-4 apart; benchmarks/RESULTS.md)
 MODE_MEMORY = 50
 #: the dispersions' level is centred on real code models': over the 12 real MBPP configs with 50 samples per task
 #: log phi ranges from -2.6 to 4.3, median -0.5 (p spread to 0 and 1 about each task's mean).  One sample per task
