@@ -110,7 +110,7 @@ def test_pymc_model_is_the_same_density():
     d = _Data(n.astype(float), c.astype(float), slope=np.full(J, 2.0))  # the PyMC model's grid
     gaps = []
     for _ in range(3):
-        th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, 13),
+        th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, KNOTS.size),
                              g.normal(0, 0.3, J - 1)])
         point = {"alpha_free": th[:J], "log_phi": th[J:2 * J], "beta": th[2 * J:2 * J + KNOTS.size],
                  "eta": th[2 * J + KNOTS.size:]}

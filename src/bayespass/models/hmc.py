@@ -161,9 +161,10 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
             if it >= warmup // 4:
                 window.append(th)
             if it == (2 * warmup) // 3 and window:
+                window = np.stack(window)
                 if trial is not None:
-                    trial.centre = np.mean(window, axis=(0, 1))
-                minv, window = np.var(np.stack(window), axis=(0, 1)) + 1e-4, []
+                    trial.centre = window.mean(axis=(0, 1))
+                minv, window = window.var(axis=(0, 1)) + 1e-4, []
                 step.restart()
             if it == warmup - 1:
                 eps = step.final()

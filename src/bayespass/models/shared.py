@@ -156,13 +156,15 @@ def _split(theta: np.ndarray, J: int):
     """
     eta = theta[..., 2 * J + KNOTS.size:]
     log_s = eta @ _basis(J).T if eta.shape[-1] else np.zeros(theta.shape[:-1] + (J,))
-    alpha = theta[..., :J]
-    return alpha - alpha.mean(-1, keepdims=True), theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
+    return _centred(theta[..., :J]), theta[..., J:2 * J], theta[..., 2 * J:2 * J + KNOTS.size], log_s
 
 
-def _uncentre(g_alpha: np.ndarray) -> np.ndarray:
-    """Gradient in the free abilities from that in the centred ones (last axis: config)."""
-    return g_alpha - g_alpha.mean(-1, keepdims=True)
+def _centred(x: np.ndarray) -> np.ndarray:
+    """Subtract the mean over the last axis (config).
+
+    A symmetric projection, so it also maps a gradient in the centred abilities to one in the free abilities.
+    """
+    return x - x.mean(-1, keepdims=True)
 
 
 def _log_g(beta: np.ndarray, hat: np.ndarray) -> np.ndarray:
@@ -232,7 +234,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
             return total, None
         g_alpha, g_lphi, g_beta, dx = g  # dx: d/d alpha per node (J, G)
         g_ls = -slope * (dx @ d.x)  # d mu / d log s_j = -mu (1 - mu) s_j x
-        return total, np.concatenate([_uncentre(g_alpha), g_lphi, g_beta, Z.T @ g_ls])
+        return total, np.concatenate([_centred(g_alpha), g_lphi, g_beta, Z.T @ g_ls])
     a, b = (mu * phi[:, None])[:, None, :], ((1 - mu) * phi[:, None])[:, None, :]
     n, c = d.n[:, :, None], d.c[:, :, None]
     seen = n > 0
@@ -250,7 +252,7 @@ def log_marginal(theta: np.ndarray, d: _Data, grad: bool = True, scores: bool = 
     phi3, mu3 = phi[:, None, None], mu[:, None, :]
     d_alpha, d_lphi = phi3 * (dA - dB) * mu3 * (1 - mu3), phi3 * (mu3 * dA + (1 - mu3) * dB)
     s_ls = np.einsum("jug,ug->uj", d_alpha * d.x[None, None, :], r) * -slope[None, :]
-    return total, np.concatenate([_uncentre(np.einsum("jug,ug->uj", d_alpha, r)), np.einsum("jug,ug->uj", d_lphi, r),
+    return total, np.concatenate([_centred(np.einsum("jug,ug->uj", d_alpha, r)), np.einsum("jug,ug->uj", d_lphi, r),
                                   r @ d.hat - np.exp(log_g) @ d.hat, s_ls @ Z], axis=1)
 
 
