@@ -437,3 +437,48 @@ def test_dispersion_prior_is_the_common_level_integrated_out():
         mvn.logpdf(other[J:2 * J]) - mvn.logpdf(base[J:2 * J]), abs=1e-10)
     # the Laplace approximation's prior curvature is the same block
     np.testing.assert_allclose(_prior_precision(J)[J:2 * J, J:2 * J], np.linalg.inv(cov), rtol=1e-12)
+
+
+def test_a_fit_saved_before_the_centring_predicts_as_it_was_fitted():
+    """Abilities recorded uncentred (fits saved before the forty-ninth session) with g where they put it.
+
+    Emulated exactly: every ability and g shifted together by one knot, the draws and the Laplace mode alike,
+    give the same pass@k curves at k outside the stored grid (computed from the posterior).  The mode's
+    abilities were centred again before this was fixed, which put the curve's mean outside its own band
+    (pass@3 0.939 in [0.951, 0.976] on such a file, against 0.965 from the code that saved it).  Shifting
+    the abilities alone changes the curves.
+    """
+    import copy
+
+    from bayespass.models.shared import _split
+
+    rng = np.random.default_rng(3)
+    mu = expit(np.array([-2.5, -2.0, -1.0])[:, None] - rng.normal(0, 1.5, 150)[None, :])
+    counts = bp.simulate.simulate_counts(rng.beta(mu * 8.0, (1 - mu) * 8.0), 4, seed=4)
+    idata = bp.fit(counts, "shared", "eb", progressbar=False)
+    J, h, post = 3, KNOTS[1] - KNOTS[0], idata.posterior
+    post["beta"][..., -1] = -40.0  # g emptied at the last knot, which the shift would carry off the grid
+    mode = np.asarray(post.attrs["laplace_mode"], float).copy()
+    mode[2 * J + KNOTS.size - 1] = -40.0  # (the hardest tasks, 10 logits above the mean ability)
+    post.attrs["laplace_mode"] = mode
+    alpha_c, _, _, log_s = _split(mode, J)
+    ks = [11, 37, 333]  # not in the stored passk group's grid: the curves are computed from the posterior
+    assert not np.isin(ks, idata.passk.k.values).any()
+
+    def shifted(with_g):
+        other = copy.deepcopy(idata)
+        other.posterior["alpha"] = post["alpha"] + post["slope"] * h
+        m = mode.copy()
+        m[:J] = alpha_c + np.exp(log_s) * h
+        if with_g:  # g(x) -> g(x - h): every knot's log density moves one knot up
+            other.posterior["beta"] = post["beta"].roll(knot=1, roll_coords=False)
+            m[2 * J:2 * J + KNOTS.size] = np.roll(mode[2 * J:2 * J + KNOTS.size], 1)
+        other.posterior.attrs["laplace_mode"] = m
+        return bp.passk_curve(other, ks)
+
+    cur, both, alone = bp.passk_curve(idata, ks), shifted(True), shifted(False)
+    # the mean is computed at the centre; the band from draws at nodes on a fixed grid of difficulties, which
+    # the shift moves by a knot, not by a whole number of grid points (bands 0.13-0.20 wide move by <= 0.008)
+    np.testing.assert_allclose(both["mean"].values, cur["mean"].values, atol=2e-3)
+    np.testing.assert_allclose(both["eti"].values, cur["eti"].values, atol=0.015)
+    assert float(np.abs(alone["mean"] - cur["mean"]).max()) > 0.05
