@@ -9,7 +9,7 @@ from scipy.optimize import approx_fprime
 from scipy.special import expit, logsumexp
 
 import bayespass as bp
-from bayespass.models.shared import KNOTS, _Data, _hat, _log_g, _log_prior, log_marginal
+from bayespass.models.shared import KNOTS, _Data, _hat, _log_g, _log_prior, _split, log_marginal
 from bayespass.simulate import true_passk
 from bayespass.stats.kernels import bb_logpmf
 
@@ -205,7 +205,7 @@ def test_pointwise_loglik_and_threads():
 @pytest.mark.slow
 def test_mcmc_by_hmc_matches_importance_sampling_of_the_same_posterior():
     """``method="mcmc"`` (whitened NumPy HMC) against self-normalised importance sampling, on a small case."""
-    from bayespass.models.shared import _basis, _Data, _log_prior, _split, log_marginal
+    from bayespass.models.shared import _basis
 
     counts, _ = _simulate(np.random.default_rng(11), J=2, T=40, m=3)
     idata = bp.fit(counts, "shared", "mcmc", draws=600, tune=300, seed=3, progressbar=False)
@@ -449,8 +449,6 @@ def test_a_fit_saved_before_the_centring_predicts_as_it_was_fitted():
     the abilities alone changes the curves.
     """
     import copy
-
-    from bayespass.models.shared import _split
 
     rng = np.random.default_rng(3)
     mu = expit(np.array([-2.5, -2.0, -1.0])[:, None] - rng.normal(0, 1.5, 150)[None, :])

@@ -674,12 +674,12 @@ class Shared(Model):
         """
         mode = post.attrs.get("laplace_mode")
         if mode is not None:
-            J = post.sizes["config"]
-            alpha, log_phi, beta, log_s = _split(np.asarray(mode, float), J)
+            mode, J = np.asarray(mode, float), post.sizes["config"]
+            alpha, log_phi, beta, log_s = _split(mode, J)
             if float(np.abs(post["alpha"].mean("config")).max()) > 1e-6:
                 # a fit saved before the abilities were centred (forty-ninth session): its draws and g place
                 # the raw abilities, and so must the centre (centred, it moved the mean and the nodes off g)
-                alpha = np.asarray(mode, float)[:J]
+                alpha = mode[:J]
             return alpha, np.exp(log_phi), beta, np.exp(log_s)
         alpha, phi, beta, slope = self._params(post)
         return (alpha.mean((0, 1)), np.exp(np.log(phi).mean((0, 1))), beta.mean((0, 1)),
