@@ -4,7 +4,8 @@
 
 Each replicate draws m of the 50 samples of every task (12 configs x 364 tasks of ``data/real_mbpp/counts.csv``,
 the configs of ``benchmarks/compare.py``) and fits ``bp.fit(sub, "shared", "mcmc")``; printed per m: the seconds
-per fit (median, max), how many passed the gate at the first run, after the chains went on, or not at all.
+per fit (median, max), how many passed the gate at the first run, after the chains went on (and how many of
+those restarted in a dense metric), or not at all.
 ``--tune``: warm-up iterations per chain (default: the fit's own).
 Run it with ``PYTHONPATH=<other checkout>/src`` to time other code on the same replicates.
 """
@@ -57,11 +58,16 @@ def main():
             conv = post.attrs["convergence"]  # divergences are counted apart: going on does not answer them
             ok = conv == "ok" or all(p.endswith("divergences") for p in conv.split("; "))
             status.append("missed" if not ok else ("again" if "rerun" in post.attrs else "first"))
-            print(f"m={m} rep {r + 1}: {secs[-1]:.1f} s, {status[-1]} ({post.attrs['convergence']})",
+            if "restarted" in post.attrs.get("rerun", ""):  # chains that restarted in a dense metric
+                status[-1] += ", restarted"
+            print(f"m={m} rep {r + 1}: {secs[-1]:.1f} s, {status[-1]} ({post.attrs['convergence']}; "
+                  f"{post.attrs.get('rerun', 'first run passed')})",
                   file=sys.stderr, flush=True)
         rows.append({"m": m, "secs": secs, "status": status})
-        print(f"| {m} | {args.reps} | {np.median(secs):.1f} | {max(secs):.1f} | {status.count('first')} | "
-              f"{status.count('again')} | {status.count('missed')} |", flush=True)
+        n_status = {k: sum(st.split(",")[0] == k for st in status) for k in ("first", "again", "missed")}
+        print(f"| {m} | {args.reps} | {np.median(secs):.1f} | {max(secs):.1f} | {n_status['first']} | "
+              f"{n_status['again']} ({sum('restarted' in st for st in status)} restarted) | "
+              f"{n_status['missed']} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -97,6 +97,39 @@ def test_chains_that_go_on_are_the_chains_of_one_longer_run():
     assert_allclose(capped.draws, long.draws)
 
 
+def test_a_direction_the_diagonal_metric_misses_restarts_the_chains_in_a_dense_one():
+    """Chains still missing after ``after_rounds`` restart in the draws' covariance, and sample the same target.
+
+    The target (10 dimensions, variance 10 along the diagonal, 1 across) has variances 1.9 on every axis, so the
+    diagonal metric sees 10 / 1.9 = 5.3 along the diagonal; a threshold above that keeps today's rounds.
+    """
+    v = np.ones(10) / np.sqrt(10)
+    cov = np.eye(10) + 9 * np.outer(v, v)
+    asked = []
+
+    def more(z):
+        asked.append(z.shape[1])
+        return len(asked) < 3  # the first two ends say go on, the third stops
+
+    kw = dict(chains=4, warmup=200, draws=300, rng=3, use_map=False, steps_choices=((2, 5), (6, 16)), more=more,
+              max_rounds=5, more_draws=100)
+    res = hmc.sample(_normal(cov), np.zeros((1, 10)), **kw,
+                     restart=hmc.DenseRestart(threshold=3.0, after_rounds=1, steps_choices=((2, 5),)))
+    assert res.restarted is not None and res.restarted[0] == 300 and 4.0 < res.restarted[1] < 7.0
+    assert asked == [300, 300, 400] and res.rounds == 3  # one round drawn afresh, then one more: the cap left 4
+    assert res.steps == (2, 5) and res.draws.shape == (4, 400, 1, 10)
+    x = res.draws.reshape(-1, 10)
+    assert abs(x @ v).mean() > 1.5  # the draws are the target's, mapped back: sd sqrt(10) along v, 1 across
+    assert_allclose(np.var(x @ v), 10.0, rtol=0.3)
+    assert_allclose(np.cov(x.T), cov, atol=0.6)
+    asked.clear()
+    kept = hmc.sample(_normal(cov), np.zeros((1, 10)), **kw, restart=hmc.DenseRestart(threshold=8.0, after_rounds=1))
+    asked.clear()
+    plain = hmc.sample(_normal(cov), np.zeros((1, 10)), **kw)
+    assert kept.restarted is None and plain.restarted is None
+    assert_allclose(kept.draws, plain.draws)  # below the threshold the rounds are today's, draw for draw
+
+
 def test_steps_trial_scores_the_change_of_distance_from_the_centre_not_the_jump():
     """ChEES: a move to the mirror image across the centre (half a period) leaves the spread unmixed and scores 0.
 

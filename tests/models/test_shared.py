@@ -337,6 +337,34 @@ def test_mcmc_chains_go_on_when_they_miss_the_gate(monkeypatch, misses, seen_dra
     np.testing.assert_allclose(post["alpha"].values, long["alpha"].values[:, kept])
 
 
+def test_mcmc_chains_that_still_miss_restart_in_a_dense_metric_and_sample_the_same_posterior(monkeypatch):
+    """Chains still missing after ``RESTART.after_rounds`` rounds, with a slow direction, draw afresh in the draws'
+    covariance; the draws mapped back are the posterior's (against a long run without the restart)."""
+    from bayespass.models import fit as fit_mod
+    from bayespass.models import hmc
+    from bayespass.models import shared as shared_mod
+
+    counts, _ = _simulate(np.random.default_rng(11), J=2, T=40, m=3)
+    real, seen = fit_mod.convergence_report, []
+
+    def bad_first(idata, model=None):  # the first check misses the gate, the others pass
+        seen.append(idata.posterior.sizes["draw"])
+        return real(idata, model) | ({"r_hat_max": 1.5} if len(seen) == 1 else {"r_hat_max": 1.0, "ess_bulk_min": 1e4})
+
+    monkeypatch.setattr(fit_mod, "convergence_report", bad_first)
+    monkeypatch.setattr(shared_mod, "RESTART", hmc.DenseRestart(threshold=0.0, after_rounds=1, steps_choices=((3, 8),)))
+    post = bp.fit(counts, "shared", "mcmc", draws=300, tune=150, seed=3, progressbar=False).posterior
+    assert "gate missed at 300 draws" in post.attrs["rerun"] and "restarted in a dense metric" in post.attrs["rerun"]
+    assert post.attrs["leapfrog_steps"] == [3, 8] and post.sizes["draw"] == 300 and seen == [300, 300, 300]
+    monkeypatch.setattr(fit_mod, "convergence_report", real)
+    long = shared_mod.Shared().fit_hmc(counts, draws=1500, warmup=200, chains=4, seed=4)
+    for v in ("alpha", "log_phi"):
+        sd = long[v].std(("chain", "draw")).values
+        np.testing.assert_allclose(post[v].mean(("chain", "draw")).values, long[v].mean(("chain", "draw")).values,
+                                   atol=0.25 * sd.max(), err_msg=v)
+        np.testing.assert_allclose(post[v].std(("chain", "draw")).values, sd, rtol=0.25, err_msg=v)
+
+
 def test_mcmc_takes_the_target_acceptance_asked(monkeypatch):
     """``bp.fit(..., target_accept=)`` reaches shared's sampler (the gate's warning suggests raising it)."""
     from bayespass.models.shared import Shared

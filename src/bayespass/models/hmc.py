@@ -6,7 +6,9 @@ Each config has its own step size (dual averaging to a target acceptance) and
 diagonal mass matrix (the draws' variance in a warm-up window); the number of
 leapfrog steps is drawn afresh each iteration, so the sampler does not lock
 into periodic orbits.  Starts from the maximum a posteriori point (L-BFGS on
-the same density), jittered per chain.
+the same density), jittered per chain.  Chains that still miss a convergence
+check after going on can restart in a dense metric, the covariance of their
+draws so far (:class:`DenseRestart`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-__all__ = ["HMCResult", "map_point", "sample"]
+__all__ = ["DenseRestart", "HMCResult", "map_point", "sample"]
+
+
+@dataclass(frozen=True)
+class DenseRestart:
+    """When chains that go on still miss, and along which trajectories to draw again (see :func:`sample`)."""
+
+    threshold: float = 5.0
+    after_rounds: int = 5
+    steps_choices: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass
@@ -30,6 +41,8 @@ class HMCResult:
     mode: np.ndarray
     steps: tuple[int, int] | None = None
     rounds: int = 1
+    #: where the chains restarted in a dense metric: (draws discarded, the largest variance that set it off)
+    restarted: tuple[int, float] | None = None
 
 
 def map_point(logp_grad, start: np.ndarray, *, maxiter: int = 500, bounds: np.ndarray | None = None) -> np.ndarray:
@@ -94,7 +107,9 @@ def _leapfrog(logp_grad, th, lp, grad, minv, eps, n_steps, rng):
     return acc, diverged, x, lpx, gx
 
 
-def _start_chains(logp_grad, mode, chains, jitter, rng):
+def _start_chains(logp_grad, mode, chains, jitter, rng, given=None):
+    if given is not None:  # the chains' positions, as they are
+        return (given,) + tuple(logp_grad(given))
     th = mode[None] + jitter * rng.standard_normal((chains,) + mode.shape)
     lp, grad = logp_grad(th)
     bad = ~np.isfinite(lp)
@@ -108,7 +123,8 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
            rng=None, target_accept: float = 0.8, steps: tuple[int, int] = (4, 16), jitter: float = 0.3,
            use_map: bool = True, bounds: np.ndarray | None = None, progress: str | None = None,
            steps_choices: tuple[tuple[int, int], ...] | None = None, more=None, max_rounds: int = 1,
-           more_draws: int | None = None) -> HMCResult:
+           more_draws: int | None = None, restart: DenseRestart | None = None,
+           start_chains: np.ndarray | None = None) -> HMCResult:
     """Sample every config's posterior; ``start`` (config, P) is refined to the MAP first.
 
     Warm-up adapts each config's step size throughout and its diagonal mass
@@ -122,11 +138,17 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     go on: they then run ``more_draws`` iterations more (default ``draws``), with the same step size, mass matrix
     and random stream, up to ``max_rounds`` rounds in all (so ``draws`` in 2 rounds of ``draws`` are the draws of
     one run of ``2 * draws``).
+    ``restart``: where the draws still miss after ``restart.after_rounds`` rounds (``more`` says go on) and their
+    covariance, in the adapted metric, has an eigenvalue above ``restart.threshold`` (a direction the diagonal
+    mass matrix does not see), the draws so far become warm-up: the chains restart where they are, in
+    coordinates whitened by that covariance (a dense metric), choosing among ``restart.steps_choices``, with a
+    warm-up and draws anew, and the go-on rounds left.  ``start_chains``: the chains' start
+    (chains, config, P), instead of ``start`` jittered.
     """
     rng = np.random.default_rng(rng)
     mode = map_point(logp_grad, start, bounds=bounds) if use_map else start
     n_cfg, dim = mode.shape
-    th, lp, grad = _start_chains(logp_grad, mode, chains, jitter, rng)
+    th, lp, grad = _start_chains(logp_grad, mode, chains, jitter, rng, start_chains)
     step = _StepSize(n_cfg, target_accept)
     minv = np.ones((n_cfg, dim))
     window, out = [], []
@@ -134,15 +156,14 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
     eps = step.eps
     bar = _bar(progress, warmup + draws, f"{chains} chains" + (f" x {n_cfg} configs" if n_cfg > 1 else ""))
     trial = _StepsTrial(steps_choices, warmup) if steps_choices else None
-    total, rounds, it = warmup + draws, 1, 0
+    total, rounds, it, dense = warmup + draws, 1, 0, None
     while True:
-        if it == total:  # the end of a round: go on where asked
-            if more is None or rounds >= max_rounds or not more(np.stack(out, axis=1)):
+        if it == total:  # the end of a round: go on where asked, or restart in a dense metric
+            go, dense = _round_end(more, out, rounds, max_rounds, restart, minv)
+            if not go:
                 break
             total, rounds = total + int(more_draws or draws), rounds + 1
-            if bar is not None:
-                bar.total = total
-                bar.refresh()
+            _grow(bar, total)
         if bar is not None and it % 10 == 0:
             bar.update(min(10, total - it))
         rng_steps = trial.steps(it) if trial is not None and it < warmup else steps
@@ -161,11 +182,7 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
             if it >= warmup // 4:
                 window.append(th)
             if it == (2 * warmup) // 3 and window:
-                window = np.stack(window)
-                if trial is not None:
-                    trial.centre = window.mean(axis=(0, 1))
-                minv, window = window.var(axis=(0, 1)) + 1e-4, []
-                step.restart()
+                minv, window = _adapt_metric(window, trial, step), []
             if it == warmup - 1:
                 eps = step.final()
         else:
@@ -175,8 +192,79 @@ def sample(logp_grad, start: np.ndarray, *, chains: int = 8, warmup: int = 300, 
         it += 1
     if bar is not None:
         bar.close()
+    if dense is not None:
+        return _restart_dense(logp_grad, dense, th, mode, rounds, len(out), chains=chains, warmup=warmup,
+                              draws=draws, rng=rng, target_accept=target_accept, steps=steps, progress=progress,
+                              steps_choices=restart.steps_choices, more=more, max_rounds=max_rounds - rounds,
+                              more_draws=more_draws)
     return HMCResult(draws=np.stack(out, axis=1), step_size=eps, acceptance=acc_sum / max(len(out), 1),
                      divergences=divergences, mode=mode, steps=tuple(steps), rounds=rounds)
+
+
+def _round_end(more, out, rounds: int, max_rounds: int, restart: DenseRestart | None, minv: np.ndarray):
+    """Return (whether the chains go on, the dense metric to restart in or None) at the end of a round."""
+    if more is None or rounds >= max_rounds or not more(np.stack(out, axis=1)):
+        return False, None
+    if restart is not None and rounds == restart.after_rounds:
+        dense = _dense_map(np.stack(out, axis=1), minv, restart.threshold)
+        return dense is None, dense
+    return True, None
+
+
+def _adapt_metric(window: list, trial, step: _StepSize) -> np.ndarray:
+    """Return the diagonal metric (the window's variances); centre the steps trial there, restart the step size."""
+    window = np.stack(window)
+    if trial is not None:
+        trial.centre = window.mean(axis=(0, 1))
+    step.restart()
+    return window.var(axis=(0, 1)) + 1e-4
+
+
+def _grow(bar, total: int) -> None:
+    if bar is not None:
+        bar.total = total
+        bar.refresh()
+
+
+def _dense_map(draws: np.ndarray, minv: np.ndarray, threshold: float):
+    """Return a dense metric from the draws (chains, draws, config, P) where the diagonal one ``minv`` misses.
+
+    That is their centre, the largest eigenvalue of their covariance in the metric ``minv`` and the covariance's
+    Cholesky factor per config, where that eigenvalue exceeds ``threshold`` in any config; None otherwise.
+    """
+    x = draws.reshape((-1,) + draws.shape[2:])  # (N, config, P)
+    centre = x.mean(0)
+    dev = x - centre
+    cov = np.einsum("ncp,ncq->cpq", dev, dev) / max(x.shape[0] - 1, 1)
+    scale = 1.0 / np.sqrt(minv)  # (config, P)
+    top = np.linalg.eigvalsh(cov * scale[:, :, None] * scale[:, None, :])[:, -1]
+    if not np.all(np.isfinite(top)) or top.max() <= threshold:
+        return None
+    dim = cov.shape[-1]
+    ridge = 1e-8 * np.trace(cov, axis1=1, axis2=2)[:, None, None] / dim * np.eye(dim)
+    return centre, float(top.max()), np.linalg.cholesky(cov + ridge)
+
+
+def _restart_dense(logp_grad, dense, th, mode, rounds_before: int, discarded: int, *, more, **kw) -> HMCResult:
+    """Sample again from ``th`` in the coordinates ``u`` with ``theta = centre + W u``.
+
+    ``dense``: (centre, the largest variance, W), after ``rounds_before`` rounds of ``discarded`` draws.
+    """
+    centre, top, W = dense
+
+    def to_theta(u):
+        return centre + np.einsum("cpq,...cq->...cp", W, u)
+
+    def lpg(u):
+        lp, g = logp_grad(to_theta(u))
+        return lp, np.einsum("cpq,...cp->...cq", W, g)
+
+    u0 = np.linalg.solve(W, (th - centre)[..., None])[..., 0]
+    more_u = None if more is None else (lambda u: more(to_theta(u)))
+    r = sample(lpg, u0.mean(0), use_map=False, start_chains=u0, more=more_u, **kw)
+    return HMCResult(draws=to_theta(r.draws), step_size=r.step_size, acceptance=r.acceptance,
+                     divergences=r.divergences, mode=mode, steps=r.steps, rounds=r.rounds + rounds_before,
+                     restarted=(discarded, top))
 
 
 class _StepsTrial:

@@ -37,6 +37,7 @@ from scipy.special import expit, logsumexp
 
 from .._threads import thread_map
 from ..stats.kernels import bb_loglik, bb_loglik_pair_rows, passk_bb_predictive, power_rows, rising_log_rows
+from . import hmc
 from .base import Model, pt_backend, register
 
 KNOTS = np.linspace(-10.0, 10.0, 13)
@@ -57,6 +58,14 @@ PHI_MARGIN = 2.0
 #: dispersions and the spread of g trade off along a ridge that only long trajectories cross (12 real configs x
 #: 364 tasks at m = 1: ESS 212 with 3-8, 1,344 with 4-16)
 STEPS = ((2, 5), (3, 8), (6, 16))
+#: chains that still miss the gate after going on to 3x the draws (5 rounds), with a direction along which the
+#: draws vary 5x what the diagonal metric expects, restart where they are in a dense metric (the draws'
+#: covariance) with long trajectories, and draw afresh.  On real MBPP at one sample per task (12 configs x 364
+#: tasks) the warm-up picks 2-8 steps and misses such a direction, which mixes slowly along a curved ridge.  Of
+#: 20 fits at m = 1 and 2 this fired on two: the fit whose chains had missed at 3,000 draws (52.9 s) passed in
+#: 62.6 s, and one that had passed by going on (43.6 s) took 62.2 s; the other 18 are unchanged, draw for draw
+#: (fifty-first session, benchmarks/RESULTS.md)
+RESTART = hmc.DenseRestart(threshold=5.0, after_rounds=5, steps_choices=((6, 16), (10, 24)))
 #: corrections L-BFGS keeps to find the posterior mode (scipy's default is 10).  Before the abilities were centred
 #: (:func:`_split`) they and the location of g traded off along a ridge the prior alone closed, and with the
 #: curvature of 50 steps the two modes of 34 configs x 378 tasks took 91 + 68 log-density evaluations instead of
@@ -535,8 +544,6 @@ class Shared(Model):
         thinned to 500; the gate is asked of what is returned).  ``target_accept``: the step size's target
         acceptance (higher: smaller steps, fewer divergences, longer runs).
         """
-        from . import hmc
-
         with_, without, weight, log_bf = self.modes(counts)  # the model of higher evidence is sampled
         slopes = weight >= 0.5
         res, neg, _, d, cov, _ = with_ if slopes else without
@@ -582,16 +589,15 @@ class Shared(Model):
         more = None if gate is None else (lambda z: not gate(posterior(z, {})))
         r = hmc.sample(logp_grad, np.zeros((1, P)), chains=chains, warmup=warmup, draws=draws, rng=seed,
                        steps_choices=STEPS, use_map=False, jitter=0.5, progress=progress, more=more,
-                       max_rounds=2 * max_rounds - 1, more_draws=max(draws // 2, 1), target_accept=target_accept)
+                       max_rounds=2 * max_rounds - 1, more_draws=max(draws // 2, 1), target_accept=target_accept,
+                       restart=RESTART)
         post = posterior(r.draws, {"optimizer": f"L-BFGS-B: {res.message}", "sampler": "bayespass-hmc",
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
                                           "divergences": int(r.divergences[0]),
                                           "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
         if r.rounds > 1:
-            every = r.draws.shape[1] // draws  # as posterior() thinned them
-            post.attrs["rerun"] = (f"gate missed at {draws} draws: the chains went on to {r.draws.shape[1]}"
-                                   + (f", thinned by {every}" if every > 1 else ", all kept"))
+            post.attrs["rerun"] = _rerun_note(r, draws)
         return post
 
     def build_pymc(self, counts):
@@ -817,6 +823,17 @@ class Shared(Model):
         step = 250
         thread_map(block, [(j, slice(i, i + step)) for j in range(J) for i in range(0, C * D, step)])
         return np.where(n > 0, out.reshape((C, D) + n.shape), 0.0)
+
+
+def _rerun_note(r, draws: int) -> str:
+    """Say how the chains of ``hmc.sample``'s result ``r`` went on after missing the gate at ``draws``."""
+    if r.restarted is not None:
+        return (f"gate missed at {r.restarted[0]} draws, with a direction the diagonal metric missed (variance "
+                f"{r.restarted[1]:.1f} in it): the chains restarted in a dense metric with {r.steps[0]}-{r.steps[1]} "
+                f"leapfrog steps, to {r.draws.shape[1]}")
+    every = r.draws.shape[1] // draws  # as fit_hmc's posterior() thinned them
+    return (f"gate missed at {draws} draws: the chains went on to {r.draws.shape[1]}"
+            + (f", thinned by {every}" if every > 1 else ", all kept"))
 
 
 def _logsumexp_last(x: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
