@@ -84,9 +84,13 @@ def targets(rows, default: str) -> str:
         cov = np.array([v["coverage"] for v in main.values()])
         low = sorted((c for c, v in main.items() if v["coverage"] < 0.80), key=lambda c: main[c]["coverage"])
         ok = 0.87 <= cov.mean() <= 0.95 and not low
+        inside = [v["coverage"] for c, v in main.items() if c[3] <= c[2]]
+        beyond = [v["coverage"] for c, v in main.items() if c[3] > c[2]]
+        split = ", ".join(f"{name} {np.mean(v):.3f} ({len(v)} cells)" for name, v in
+                          (("within the samples drawn (k <= m)", inside), ("beyond them", beyond)) if v)
         lines.append(f"- {data}, m >= 2, k <= 100 ({len(main)} cells): mean coverage {cov.mean():.3f} "
                      f"(target [0.87, 0.95]), min {cov.min():.2f} (target >= 0.80): "
-                     + ("**met**" if ok else "**missed**"))
+                     + ("**met**" if ok else "**missed**") + f"; {split}")
         for c in low:
             lines.append(f"  - below 0.80: {c[1]}, m = {c[2]}, k = {c[3]}: {main[c]['coverage']:.2f}"
                          + (f" (oracle {orc[c]['coverage']:.2f})" if c in orc else ""))
