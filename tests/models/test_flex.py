@@ -126,3 +126,37 @@ def test_compiled_density_and_gradient_equal_the_numpy_formulas(batch, monkeypat
             assert a.shape == b.shape
             assert_allclose(a, b, rtol=1e-10, atol=1e-10)
         assert np.isneginf(got[True][0].reshape(-1)[0])
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_concentration_saturates_and_its_gradient_is_the_derivative(compiled, monkeypatch):
+    """kappa = 1 / (exp(-log_kappa) + 1 / kappa_max): exp(log_kappa) well below kappa_max, kappa_max far above.
+
+    The gradient in log kappa carries the saturation's factor (1 - kappa / kappa_max), checked against central
+    differences where the factor is far from 1 (log kappa 5-10), by the compiled loop and the NumPy formulas.
+    """
+    from numpy.testing import assert_allclose
+
+    from bayespass.models import flex
+    from bayespass.models.base import Model, PairData
+
+    model = get_model("flex")
+    assert model.settings["kappa_max"] == 400.0
+    rng = np.random.default_rng(5)
+    data = PairData(np.array([[5.0, 5, 5, 5, 5, 5]]), np.array([[0.0, 1, 2, 3, 4, 5]]),
+                    np.array([[30.0, 8, 10, 12, 9, 25]]))
+    aux = model.prepare(data)
+    theta = model.start(data)[None] + 0.3 * rng.standard_normal((4, 1, model.n_params))
+    theta[:, 0, 1] = [0.0, 5.0, 7.0, 10.0]
+    kappa = model.named(theta)["kappa"][:, 0]
+    assert_allclose(kappa, 1.0 / (np.exp(-theta[:, 0, 1]) + 1 / 400.0))
+    assert kappa[0] == pytest.approx(1.0, rel=0.01) and kappa[3] == pytest.approx(400.0, rel=0.03)
+    unsaturated = flex.Flex(kappa_max=None)
+    assert_allclose(unsaturated.named(theta)["kappa"][:, 0], np.exp(theta[:, 0, 1]))
+    monkeypatch.setattr(flex, "COMPILED", compiled)
+    lp, grad = model.logp_grad(theta, aux, data.w)
+    lp_num, num = Model.logp_grad(model, theta, aux, data.w)
+    assert_allclose(lp, lp_num, rtol=1e-10)
+    assert_allclose(grad, num, rtol=1e-4, atol=1e-4 * np.abs(num).max())
+    factor = 1 - kappa / 400.0
+    assert factor[-1] < 0.05  # where the factor matters

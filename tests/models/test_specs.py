@@ -99,15 +99,22 @@ def test_flex_predictive_equals_brute_force_over_its_grid():
 
 
 def test_flex_nests_zoibb():
-    """With the spline at zero the flex population is the ZOIBB one (on its grid)."""
+    """With the spline at zero the flex population is the ZOIBB one (on its grid): at the same concentration
+    below flex's saturation (log kappa_flex = -log(1 / kappa - 1 / kappa_max)), or at the same log kappa
+    without it."""
+    from bayespass.models.flex import Flex
+
     flex, zoibb = get_model("flex"), get_model("zoibb")
     th_z = np.array([[0.3, 1.2, -1.5, -2.0]])
-    th_f = np.zeros((1, flex.n_params))
-    th_f[0, :4] = th_z[0]
     n, c = np.array([6.0, 6, 6]), np.array([0.0, 2, 6])
-    aux_f = flex.prepare(PairData(n[None], c[None], np.ones((1, 3))))
     aux_z = zoibb.prepare(PairData(n[None], c[None], np.ones((1, 3))))
-    assert_allclose(flex.loglik(th_f[:, None, :], aux_f, NP), zoibb.loglik(th_z[:, None, :], aux_z, NP), atol=2e-3)
+    want = zoibb.loglik(th_z[:, None, :], aux_z, NP)
+    for model, log_kappa in ((flex, -np.log(np.exp(-1.2) - 1 / 400)), (Flex(kappa_max=None), 1.2)):
+        th_f = np.zeros((1, model.n_params))
+        th_f[0, :4] = th_z[0]
+        th_f[0, 1] = log_kappa
+        aux_f = model.prepare(PairData(n[None], c[None], np.ones((1, 3))))
+        assert_allclose(model.loglik(th_f[:, None, :], aux_f, NP), want, atol=2e-3)
 
 
 def test_unknown_model_and_settings_are_clear_errors():

@@ -20,11 +20,11 @@ __all__ = ["logp_grad"]
 _JITTED = ("_shape", "_one", "_kernel")
 
 
-def _shape(th, f_rows, lam, ridge, h):
+def _shape(th, f_rows, lam, ridge, inv_kmax, h):
     """Fill ``h`` with the interior's weights (softmax of the log shape f); return mu, kappa, a, b, scale."""
     k_basis = lam.size
     mu = 1.0 / (1.0 + math.exp(-th[0]))
-    kappa = math.exp(th[1])
+    kappa = 1.0 / (math.exp(-th[1]) + inv_kmax)
     a, b = mu * kappa, (1.0 - mu) * kappa
     e = math.exp(-2.0 * th[4 + k_basis])
     scale = np.empty(k_basis)
@@ -48,9 +48,9 @@ def _shape(th, f_rows, lam, ridge, h):
 
 def _one(th, lik, w, f_rows, basis, vec, lam, alpha, consts, grad, g, s_sum, h):
     """Log density of one (draw, config) and its gradient into ``grad`` (flex's ``logp_grad``)."""
-    ridge, lk_mu, lk_sd, tau_mu, tau_sd = consts[0], consts[1], consts[2], consts[3], consts[4]
+    ridge, lk_mu, lk_sd, tau_mu, tau_sd, inv_kmax = consts[0], consts[1], consts[2], consts[3], consts[4], consts[5]
     k_basis, n_int = lam.size, h.size
-    mu, kappa, a, b, scale = _shape(th, f_rows, lam, ridge, h)
+    mu, kappa, a, b, scale = _shape(th, f_rows, lam, ridge, inv_kmax, h)
     top = max(max(0.0, th[2]), th[3])
     p_b, p_0, p_1 = math.exp(-top), math.exp(th[2] - top), math.exp(th[3] - top)
     tot = p_b + p_0 + p_1
@@ -92,7 +92,7 @@ def _one(th, lik, w, f_rows, basis, vec, lam, alpha, consts, grad, g, s_sum, h):
         sq_u += u * u
     grad[4 + k_basis] = g_lt
     grad[0] = (da - db) * kappa * mu * (1.0 - mu) + (1.0 - 2.0 * mu)
-    grad[1] = da * a + db * b - (th[1] - lk_mu) / lk_sd**2
+    grad[1] = (da * a + db * b) * (1.0 - kappa * inv_kmax) - (th[1] - lk_mu) / lk_sd**2
     sv_mean = pi[0] * sh + pi[1] * s_sum[0] + pi[2] * s_sum[n_int + 1]
     a_sum = alpha[0] + alpha[1] + alpha[2]
     grad[2] = pi[1] * (s_sum[0] - sv_mean) + alpha[1] - a_sum * pi[1]
@@ -124,7 +124,8 @@ def logp_grad(model, theta, aux, w):
     th = arg(theta, shape + (p,)).reshape(-1, shape[-1], p)
     ww = arg(w, lik.shape[:2])
     s = model.settings
-    consts = np.array([model.ridge, model.lk_mu, model.lk_sd, s["tau_mu"], s["tau_sd"]], dtype=np.float64)
+    consts = np.array([model.ridge, model.lk_mu, model.lk_sd, s["tau_mu"], s["tau_sd"], model.inv_kappa_max],
+                      dtype=np.float64)
     lp, grad = np.empty(th.shape[:2]), np.empty(th.shape)
     compiled(globals(), _JITTED, "_kernel")(th, arg(lik), ww, model._f_rows,
                                             model.basis, model.vec, model.lam, model.alpha, consts, lp, grad)

@@ -15,7 +15,13 @@ have a second-order random-walk prior with scale ``tau`` (learnt: ``log tau ~
 Normal``) plus a weak ridge, so the data decide how far the shape departs from
 a Beta, and where they cannot tell (near p = 0 with few samples per task) the
 posterior keeps the spread of plausible shapes instead of extrapolating one.
-``a = mu kappa``, ``b = (1 - mu) kappa`` with bb's priors on ``mu`` and ``kappa``.
+``a = mu kappa``, ``b = (1 - mu) kappa`` with bb's priors on ``mu`` and ``kappa``, except that the
+concentration saturates: ``kappa = 1 / (1 / exp(log_kappa) + 1 / kappa_max)`` (``kappa_max = 400``).  On the grid
+a Beta much narrower than the grid's spacing (0.35 in logit; a Beta(200, 200) is 0.1 wide) is a spike whose
+weights jump from point to point as ``mu`` moves, a curvature no step size follows: flex's chains diverged
+there, on 1-5 of 24 configs at two samples per task in five of the six simulated families.  Saturated, the
+likelihood stops changing with ``log_kappa`` beyond ``kappa_max`` (the prior alone decides there), and the
+shapes below that concentration are those of before (benchmarks/RESULTS.md, "flex's divergences").
 
 The likelihood of a task is ``sum_j G_j Binom(c | n, p_j)`` (p integrated
 out), computed per distinct (n, c) pair; the predictive of a task is its
@@ -39,7 +45,7 @@ COMPILED = True
 
 #: default settings of the flex prior (chosen on the calibration benchmark, see benchmarks/RESULTS.md)
 DEFAULTS = {"J": 80, "K": 16, "lo": -14.0, "hi": 14.0, "ridge_sd": 2.0, "tau_mu": 0.0, "tau_sd": 1.0,
-            "alpha": (3.0, 0.5, 0.5)}
+            "alpha": (3.0, 0.5, 0.5), "kappa_max": 400.0}
 
 
 def bspline_basis(x: np.ndarray, k_basis: int, lo: float, hi: float, deg: int = 3) -> np.ndarray:
@@ -87,6 +93,8 @@ class Flex(Model):
         self.lam, self.vec = np.maximum(lam, 0.0), np.ascontiguousarray(vec)
         self.ridge = 1.0 / s["ridge_sd"] ** 2
         self.alpha = np.asarray(s["alpha"], float)
+        #: 1 / the concentration's saturation (0: none, kappa = exp(log_kappa) as bb's)
+        self.inv_kappa_max = 0.0 if s["kappa_max"] is None else 1.0 / float(s["kappa_max"])
         #: f = (a, b, scale * u) @ this: the log shape on the grid in one matmul (NumPy path)
         self._f_rows = np.ascontiguousarray(np.vstack([self.log_p, self.log_1mp, (self.basis @ self.vec).T]))
         self.lk_mu, self.lk_sd = LOG_KAPPA_MU, LOG_KAPPA_SD  # bb's prior on log kappa (the compiled loop's)
@@ -104,7 +112,7 @@ class Flex(Model):
 
     def _parts(self, theta, xp):
         mu = xp.sigmoid(theta[..., 0])
-        kappa = xp.exp(theta[..., 1])
+        kappa = 1.0 / (xp.exp(-theta[..., 1]) + self.inv_kappa_max)
         a, b = mu * kappa, (1 - mu) * kappa
         z = xp.stack([xp.zeros_like(theta[..., 2]), theta[..., 2], theta[..., 3]], axis=-1)
         pi = xp.softmax(z, axis=-1)
@@ -184,7 +192,8 @@ class Flex(Model):
             g_lt = np.sum(d_su * (A ** -1.5 * self.lam * e) * u, -1) - (lt - s["tau_mu"]) / s["tau_sd"] ** 2
             da, db = df @ self.log_p, df @ self.log_1mp
             g_mu = (da - db) * kappa * mu * (1 - mu) + (1 - 2 * mu)
-            g_k = da * a + db * b - (theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD**2
+            g_k = ((da * a + db * b) * (1 - kappa * self.inv_kappa_max)
+                   - (theta[..., 1] - LOG_KAPPA_MU) / LOG_KAPPA_SD**2)
             sv = np.stack([sh[..., 0], S[..., 0], S[..., -1]], -1)
             g_z = (pi[..., 1:] * (sv[..., 1:] - np.sum(pi * sv, -1, keepdims=True))
                    + self.alpha[1:] - self.alpha.sum() * pi[..., 1:])
