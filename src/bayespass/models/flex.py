@@ -93,8 +93,11 @@ class Flex(Model):
         self.lam, self.vec = np.maximum(lam, 0.0), np.ascontiguousarray(vec)
         self.ridge = 1.0 / s["ridge_sd"] ** 2
         self.alpha = np.asarray(s["alpha"], float)
+        kmax = s["kappa_max"]
+        if kmax is not None and not (isinstance(kmax, (int, float)) and kmax > 0):
+            raise ValueError(f"kappa_max={kmax!r} must be a positive number or None (no saturation)")
         #: 1 / the concentration's saturation (0: none, kappa = exp(log_kappa) as bb's)
-        self.inv_kappa_max = 0.0 if s["kappa_max"] is None else 1.0 / float(s["kappa_max"])
+        self.inv_kappa_max = 0.0 if kmax is None else 1.0 / float(kmax)
         #: f = (a, b, scale * u) @ this: the log shape on the grid in one matmul (NumPy path)
         self._f_rows = np.ascontiguousarray(np.vstack([self.log_p, self.log_1mp, (self.basis @ self.vec).T]))
         self.lk_mu, self.lk_sd = LOG_KAPPA_MU, LOG_KAPPA_SD  # bb's prior on log kappa (the compiled loop's)
