@@ -35,13 +35,15 @@ def cell(fam: str, m: int, reps: int, real):
     import calibration as cal
 
     if fam == "real":
-        counts, truth, _ = cal.real_cell(real, m, max(1, reps // 12), seed=100 + m, ks=[1, 10, 50])
-        return counts, truth, [1, 10, 50]
+        counts, truth, _ = cal.real_cell(real, m, max(1, reps // 12), seed=100 + m, ks=cal.REAL_KS)
+        return counts, truth, list(cal.REAL_KS)
     counts, truth = cal.sim_cell(fam, m, reps, seed=1000 + m)
     return counts, truth[:, [cal.KS.index(k) for k in KS]], list(KS)
 
 
 def one(counts, truth, ks, kappa_max) -> dict:
+    import calibration as cal
+
     import bayespass as bp
     from bayespass.models.flex import Flex
 
@@ -51,15 +53,13 @@ def one(counts, truth, ks, kappa_max) -> dict:
         f = bp.fit(counts, Flex(kappa_max=kappa_max), "eb", progressbar=False, seed=0)
     secs = time.perf_counter() - t0
     attrs = f.posterior.attrs
-    cur = bp.passk_curve(f, ks, ci_prob=0.9)
-    lo, hi = cur["eti"].sel(ci_bound="lower").values, cur["eti"].sel(ci_bound="upper").values
+    scores = cal.score((*cal._mean_band(f, ks), secs), truth)  # the calibration benchmark's 90% band and scores
     div = np.asarray(attrs["divergences"])
     return dict(kappa_max=kappa_max, secs=round(secs, 1), div_configs=int((div > 0).sum()), divergences=int(div.sum()),
                 reruns=int((np.asarray(attrs["rerun"]) > 0).sum()), n_config=int(counts.sizes["config"]),
                 log_kappa_gt5=round(float((f.posterior["theta"].values[..., 1] > 5).mean()), 4),
-                coverage=np.round(((lo <= truth) & (truth <= hi)).mean(0), 3).tolist(),
-                width=np.round((hi - lo).mean(0), 4).tolist(),
-                mae=np.round(np.abs(cur["mean"].values - truth).mean(0), 4).tolist())
+                coverage=np.round(scores["coverage"], 3).tolist(), width=np.round(scores["width"], 4).tolist(),
+                mae=np.round(scores["mae"], 4).tolist())
 
 
 def main():
