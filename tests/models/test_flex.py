@@ -160,3 +160,7 @@ def test_the_concentration_saturates_and_its_gradient_is_the_derivative(compiled
     assert_allclose(grad, num, rtol=1e-4, atol=1e-4 * np.abs(num).max())
     with pytest.raises(ValueError, match="kappa_max=0 must be a positive number or None"):
         flex.Flex(kappa_max=0)
+    for bad in (True, "400", -1.0, float("nan")):
+        with pytest.raises(ValueError, match="must be a positive number or None"):
+            flex.Flex(kappa_max=bad)
+    assert flex.Flex(kappa_max=np.int64(400)).inv_kappa_max == 1 / 400  # NumPy numbers are numbers

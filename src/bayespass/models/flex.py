@@ -31,6 +31,7 @@ posterior over the support, so pass@k at any k is
 
 from __future__ import annotations
 
+import numbers
 from functools import cached_property
 
 import numpy as np
@@ -94,7 +95,7 @@ class Flex(Model):
         self.ridge = 1.0 / s["ridge_sd"] ** 2
         self.alpha = np.asarray(s["alpha"], float)
         kmax = s["kappa_max"]
-        if kmax is not None and not (isinstance(kmax, (int, float)) and kmax > 0):
+        if kmax is not None and not (isinstance(kmax, numbers.Real) and not isinstance(kmax, bool) and kmax > 0):
             raise ValueError(f"kappa_max={kmax!r} must be a positive number or None (no saturation)")
         #: 1 / the concentration's saturation (0: none, kappa = exp(log_kappa) as bb's)
         self.inv_kappa_max = 0.0 if kmax is None else 1.0 / float(kmax)
