@@ -164,3 +164,40 @@ def test_the_concentration_saturates_and_its_gradient_is_the_derivative(compiled
         with pytest.raises(ValueError, match="must be a positive number or None"):
             flex.Flex(kappa_max=bad)
     assert flex.Flex(kappa_max=np.int64(400)).inv_kappa_max == 1 / 400  # NumPy numbers are numbers
+
+
+def test_a_fit_is_read_with_the_settings_it_was_made_with(tmp_path):
+    """A fit of flex with other settings (fewer spline coefficients, no saturation) is post-processed with them,
+    after a round trip through netCDF and inside a stack whose label is not a model name."""
+    import arviz as az
+
+    from bayespass.models.base import fitted_model
+    from bayespass.models.flex import Flex
+    from bayespass.models.predictive import pair_data, passk_mean_draws
+
+    rng = np.random.default_rng(3)
+    counts = bp.make_counts(np.full((1, 80), 6), rng.binomial(6, rng.beta(0.5, 2.0, (1, 80))), config=["a"])
+    own = Flex(K=8, kappa_max=None)
+    fit = bp.fit(counts, own, progressbar=False)
+    path = tmp_path / "fit.nc"
+    fit.to_netcdf(path)
+    back = az.from_netcdf(path)
+    theta = fit.posterior["theta"].values
+    assert theta.shape[-1] == own.n_params == 13  # the default flex has 21: it cannot read these draws
+    k = [1, 10, 100]
+    expected = passk_mean_draws(own, theta, pair_data(fit), k).mean((0, 1))
+    for f in (fit, back):
+        got = bp.passk_draws(f, k)["passk_mean"].mean(("chain", "draw")).values
+        np.testing.assert_allclose(got, expected, rtol=1e-10)
+    stacked = bp.stack({"mine": back, "bb": bp.fit(counts, "bb", progressbar=False)})
+    assert np.isfinite(bp.passk_curve(stacked, k=k)["mean"].values).all()
+    mine = [m for m in bp.models.predictive._model(stacked).components if m.name == "flex"][0]
+    assert mine.settings == own.settings
+    # a fit recorded before kappa_max existed was made without saturation; the default's own settings give it
+    legacy = {key: v for key, v in Flex().settings.items() if key != "kappa_max"}
+    assert fitted_model("flex", repr(legacy)).inv_kappa_max == 0.0
+    assert fitted_model("flex", repr(Flex().settings)).inv_kappa_max == 1 / 400
+    with pytest.raises(ValueError, match="unknown flex settings"):
+        fitted_model("flex", "{'J': 80, 'wiggle': 2}")
+    with pytest.raises(ValueError, match="is not a dict literal"):
+        fitted_model("flex", "J=80")

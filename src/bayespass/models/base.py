@@ -28,8 +28,8 @@ import numpy as np
 
 from .._xp import NP, betaln, log_binom, pt_backend
 
-__all__ = ["Model", "PairData", "NP", "pt_backend", "register", "get_model", "MODELS", "betaln", "log_binom",
-           "BLOCK_CELLS"]
+__all__ = ["Model", "PairData", "NP", "pt_backend", "register", "get_model", "fitted_model", "MODELS", "betaln",
+           "log_binom", "BLOCK_CELLS"]
 
 #: The memory budget of the predictive, in float64 cells of one working array: the predictive calls
 #: :meth:`Model.q` on blocks of pairs of at most this many (draw x pair x k) cells, and a model whose
@@ -139,6 +139,14 @@ class Model:
         """Draws of ``theta`` from the prior, shape (size, P) (for simulation-based calibration)."""
         raise NotImplementedError
 
+    def as_fitted(self, settings: dict) -> Model:
+        """Return this model with the settings a fit of it recorded (``posterior.attrs["model_settings"]``).
+
+        A model without settings is always itself; a model with some (flex) returns itself when they are its
+        own and a new instance with them otherwise, so a fit is read with the model it was made with.
+        """
+        return self
+
     def warm(self) -> None:
         """Load what the model compiles (its compiled loops), so that forked workers inherit it; no-op by default.
 
@@ -228,6 +236,27 @@ def get_model(name) -> Model:
     if name not in _REGISTRY:
         raise ValueError(f"model={name!r} is not supported; choose one of {sorted(_REGISTRY) + ['auto']}")
     return _REGISTRY[name]()
+
+
+def fitted_model(name: str, settings=None) -> Model:
+    """Return the model a fit was made with: ``name`` with the settings recorded on the fit.
+
+    ``settings`` is a dict or its ``repr`` (as ``posterior.attrs["model_settings"]`` holds it), or None: the
+    model as registered.  A fit of ``Flex(kappa_max=None)`` is then read with that model, not the default.
+    """
+    import ast
+
+    m = get_model(name)
+    if settings is None:
+        return m
+    if isinstance(settings, str):
+        try:
+            settings = ast.literal_eval(settings)
+        except (ValueError, SyntaxError) as err:
+            raise ValueError(f"model_settings={settings!r} recorded on a {name!r} fit is not a dict literal") from err
+    if not isinstance(settings, dict):
+        raise ValueError(f"model_settings={settings!r} recorded on a {name!r} fit is not a dict")
+    return m.as_fitted(settings)
 
 
 def warm_data() -> PairData:

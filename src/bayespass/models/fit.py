@@ -17,11 +17,11 @@ from ..data.counts import validate_counts
 from ..defaults import rcParams
 from ..validate import check_choice, check_positive_int, check_prob, check_seed
 from . import hmc
-from .base import NP, PairData, get_model
+from .base import NP, PairData, fitted_model, get_model
 from .eb import FitWarning
 from .predictive import default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
 from .reweight import MAX_DIM, reweight
-from .stack import theta_of
+from .stack import model_from_posterior, theta_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import arviz as az
@@ -831,7 +831,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     ``stacking_weight`` (config x model) of the group ``stacking``.
     """
     from ..data.counts import make_counts
-    from .stack import StackModel, stack
+    from .stack import stack
 
     names = list(fits)
     if len(names) < 2:
@@ -846,7 +846,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     methods = {f.posterior.attrs.get("bayespass_method") for f in fits.values()}
     seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     idata, weights = stack(fits, seed=seed)
-    m = StackModel(names)
+    m = model_from_posterior(idata.posterior)
     out = _finish(idata, counts, m, "+".join(sorted(methods)), seed, k)
     # JSON text: netCDF attributes cannot hold a dict (the variable ``stacking_weight`` has the numbers)
     out.posterior.attrs["stacking_weights"] = json.dumps(
@@ -912,7 +912,10 @@ def convergence_report(idata, model=None) -> dict:
     """Return r_hat max, ESS-bulk min and divergence count over the free parameters."""
     import arviz as az
 
-    m = get_model(model or idata.posterior.attrs.get("bayespass_model"))
+    post = idata.posterior
+    m = get_model(model) if model is not None else (
+        model_from_posterior(post) if post.attrs.get("bayespass_model") == "auto"
+        else fitted_model(post.attrs.get("bayespass_model"), post.attrs.get("model_settings")))
     if hasattr(m, "gated_quantities"):  # a joint model whose parameters are identified only jointly
         target = m.gated_quantities(idata.posterior)
     elif m.joint:

@@ -76,6 +76,9 @@ class Flex(Model):
     description = ("atoms at 0 and 1 + a Beta(a, b) shape times exp(spline) on a logit grid; the spline's "
                    "smoothness tau is learnt (nests zoibb and bb)")
 
+    #: the value a setting had before it existed: a fit whose recorded settings lack it was made with this
+    LEGACY = {"kappa_max": None}
+
     def __init__(self, **settings):
         unknown = set(settings) - set(DEFAULTS)
         if unknown:
@@ -107,6 +110,11 @@ class Flex(Model):
         b = np.tile([-10.0, 10.0], (self.n_params, 1))
         b[0], b[1], b[2], b[3], b[-1] = [-15, 15], [-7, 12], [-25, 25], [-25, 25], [-7, 5]
         return b
+
+    def as_fitted(self, settings: dict) -> Flex:
+        """Return flex with a fit's recorded settings (those it lacks: their :attr:`LEGACY` value, or the default)."""
+        full = DEFAULTS | self.LEGACY | {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+        return self if full == self.settings else Flex(**full)
 
     # -- pieces ------------------------------------------------------------------------------
     def _scale(self, log_tau, xp):

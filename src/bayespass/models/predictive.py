@@ -14,7 +14,7 @@ import xarray as xr
 from .._threads import thread_map
 from ..stats.pairs import pair_table
 from ..validate import as_k
-from .base import BLOCK_CELLS, PairData, get_model
+from .base import BLOCK_CELLS, PairData, fitted_model
 from .stack import theta_of
 
 __all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "pair_data", "thin"]
@@ -40,7 +40,9 @@ def model_of(idata) -> str:
 def _model(idata):
     from .stack import model_from_posterior
 
-    return model_from_posterior(idata.posterior) if model_of(idata) == "auto" else get_model(model_of(idata))
+    name = model_of(idata)  # first: a clear error for an InferenceData that bp.fit did not make
+    post = idata.posterior
+    return model_from_posterior(post) if name == "auto" else fitted_model(name, post.attrs.get("model_settings"))
 
 
 def pair_data(idata) -> PairData:

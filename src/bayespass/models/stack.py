@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .base import Model, get_model
+from .base import Model, fitted_model, get_model
 
 __all__ = ["StackModel", "stack", "stacking_weights", "single_sample_weights", "model_from_posterior", "theta_of"]
 
@@ -94,7 +94,7 @@ def theta_of(post: xr.Dataset) -> xr.DataArray:
     if "theta" in post:
         return post["theta"]
     names = str(post.attrs["stack_components"]).split(",")
-    model = StackModel(names)
+    model = model_from_posterior(post)
     comp = post["component"].transpose("chain", "draw", "config").values
     theta = np.full(comp.shape + (1 + model.width,), np.nan)
     theta[..., 0] = comp
@@ -108,8 +108,16 @@ def theta_of(post: xr.Dataset) -> xr.DataArray:
 
 
 def model_from_posterior(post: xr.Dataset) -> StackModel:
-    """Return the :class:`StackModel` recorded in a stacked posterior's attrs."""
-    return StackModel(str(post.attrs["stack_components"]).split(","))
+    """Return the :class:`StackModel` recorded in a stacked posterior's attrs.
+
+    Each candidate is the model its fit was made with (``attrs["stack_models"]``: name and settings per
+    candidate); stacks saved before that record read each candidate as the model registered under its label.
+    """
+    import ast
+
+    labels = str(post.attrs["stack_components"]).split(",")
+    made = ast.literal_eval(post.attrs["stack_models"]) if "stack_models" in post.attrs else {}
+    return StackModel([fitted_model(*made[label]) if label in made else label for label in labels])
 
 
 def stacking_weights(fits: dict) -> xr.DataArray:
@@ -182,7 +190,11 @@ def stack(fits: dict, *, seed=0):
         for v in own.data_vars:
             if v != "theta":
                 posterior[f"{name}_{v}"] = own[v]
-    posterior.attrs.update(stack_components=",".join(names),
+    # which model (and settings) each candidate was fitted with: a label need not be a registered name, and a
+    # candidate fitted with other settings (Flex(kappa_max=None)) is read back with them
+    made = {name: (str(fits[name].posterior.attrs.get("bayespass_model", name)),
+                   fits[name].posterior.attrs.get("model_settings")) for name in names}
+    posterior.attrs.update(stack_components=",".join(names), stack_models=repr(made),
                            stack_single_configs=json.dumps([str(c) for c in posterior.config.values[single]]))
     # the weights have no (chain, draw): a group of their own, so that arviz.summary and friends read the posterior
     stacking = xr.Dataset({"stacking_weight": weights.reset_coords(drop=True)})
