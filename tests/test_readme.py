@@ -68,3 +68,43 @@ def test_readme_python_blocks_run_as_written(tmp_path):
     assert not failed, f"README python block {failed[0]['block']} failed:\n{failed[0]['error']}"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["block"] for r in reports] == list(range(len(blocks)))
+
+
+def cli_lines(text: str) -> list[str]:
+    """The ``bayespass ...`` command lines of a Markdown text's console and bash blocks (continuations joined)."""
+    lines = []
+    for block in re.findall(r"^```(?:console|bash)\n(.*?)^```", text, flags=re.S | re.M):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip().removeprefix("$ ")
+            if line.startswith("bayespass "):
+                lines.append(line)
+    return lines
+
+
+def test_readme_command_lines_parse():
+    """Every ``bayespass`` command of the README names a subcommand that exists, with options it takes and values
+    of the right type (parsed by the CLI's own parser; nothing is run)."""
+    import shlex
+
+    import typer
+
+    from bayespass.cli import app
+
+    try:  # typer vendors its own click from 0.16 on
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover
+        from click import UsageError
+
+    cmd = typer.main.get_command(app)
+    lines = cli_lines(README.read_text())
+    assert len(lines) >= 15
+    bad = []
+    for line in lines + ["bayespass fit counts.csv --no-such-option 3"]:
+        args = shlex.split(line, comments=True)[1:]
+        ctx = cmd.context_class(cmd, info_name="bayespass")
+        try:
+            name, sub, rest = cmd.resolve_command(ctx, args)
+            sub.make_context(name, rest, parent=ctx)
+        except UsageError as err:
+            bad.append(f"{line}\n    {err.format_message()}")
+    assert len(bad) == 1 and "--no-such-option" in bad[0], "\n".join(bad)  # the one made up here, only
