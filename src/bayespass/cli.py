@@ -182,7 +182,7 @@ def fit_cmd(
             check_prob(ci_prob, name="--ci-prob")
         ds = read_counts(counts, correctness=correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
     idata.to_netcdf(str(out))
     post = idata.posterior.attrs

@@ -271,6 +271,30 @@ def test_bad_arguments(data400):
         bp.fit(data400, "bb", sampler="stan")
     with pytest.raises(TypeError, match="draws must be a positive integer"):
         bp.fit(data400, "bb", "eb", draws=1.5)
+
+
+def test_a_nuts_sampler_not_installed_is_a_clear_error_before_any_work(data400, monkeypatch):
+    import importlib.util
+    import time
+
+    from bayespass.models import fit as fit_module
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("jax", "nutpie") else real(name, *a))
+    for sampler, missing in (("numpyro", "jax"), ("blackjax", "jax"), ("nutpie", "nutpie")):
+        start = time.process_time()
+        with pytest.raises(ImportError, match=f"sampler='{sampler}' needs {missing}.*pip install.*sampler='hmc'"):
+            bp.fit(data400, "bb", "mcmc", sampler=sampler)
+        assert time.process_time() - start < 1.0  # raised before any model was built or sampled
+    class Reached(Exception):
+        pass
+
+    def reached(*a, **k):
+        raise Reached
+
+    monkeypatch.setattr(fit_module, "_fit_model", reached)
+    with pytest.raises(Reached):  # method eb never asks for the sampler's packages: the fit goes on
+        bp.fit(data400, "bb", "eb", sampler="numpyro")
     with pytest.raises(ValueError, match="not produced by bayespass.fit"):
         import arviz as az
 

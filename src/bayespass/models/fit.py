@@ -32,6 +32,18 @@ __all__ = ["fit", "stack_fits", "convergence_report", "loglik_draws"]
 
 METHODS = ("mcmc", "eb")
 SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax", "hmc")
+#: what each NUTS implementation beyond PyMC's own needs installed (PyMC imports them only when it samples)
+SAMPLER_PACKAGES = {"nutpie": ("nutpie",), "numpyro": ("jax", "numpyro"), "blackjax": ("jax", "blackjax")}
+
+
+def _check_sampler_installed(sampler: str) -> None:
+    """Raise a clear ImportError, before any work, if the packages ``sampler`` needs are not installed."""
+    import importlib.util
+
+    missing = [p for p in SAMPLER_PACKAGES.get(sampler, ()) if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ImportError(f"sampler={sampler!r} needs {' and '.join(missing)}, not installed here: pip install "
+                          f"{' '.join(missing)}, or choose sampler='hmc' (bayespass's own, the default) or 'pymc'")
 
 
 def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None, *, draws: int | None = None,
@@ -117,6 +129,8 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     check_choice(method, METHODS, name="method")
     if sampler is not None:
         check_choice(sampler, SAMPLERS, name="sampler")
+        if method == "mcmc":
+            _check_sampler_installed(sampler)
     if sampler == "hmc" and m is not None and not _has_hmc(m):
         raise ValueError(f"sampler='hmc' needs a model whose task-level parameters are integrated out; got "
                          f"model={model!r}, whose task difficulties are latent (use one of {SAMPLERS[1:]}: "
