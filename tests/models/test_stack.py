@@ -469,3 +469,21 @@ def test_a_stack_saved_with_its_packed_theta_reads_as_before():
         np.testing.assert_array_equal(a["eti"].values, b["eti"].values)
         np.testing.assert_array_equal(a["mean"].values, b["mean"].values)
     assert isinstance(old, az.InferenceData)
+
+
+def test_stack_takes_fits_of_one_per_config_model_each_and_reads_stacks_saved_without_their_models():
+    import arviz as az
+
+    counts = bp.make_counts(np.full((1, 40), 5), np.tile(np.arange(6), 7)[:40][None])
+    fits = {m: bp.fit(counts, m, "eb", progressbar=False) for m in ("bb", "zoibb")}
+    auto = bp.stack(fits, counts, k=[1, 10])
+    assert "stack_models" in auto.posterior.attrs
+    for bad, match in ((auto, "is itself a stack"), (az.from_dict({"a": np.zeros((1, 5))}), "was not produced by"),
+                       (3, "was not produced by")):
+        with pytest.raises(ValueError, match=f"fits\\['x'\\] {match}"):
+            bp.stack({"x": bad, "bb": fits["bb"]})
+    # a stack saved before it recorded its candidates' models reads each label as the registered model
+    old = auto.copy()
+    old.posterior.attrs = {k: v for k, v in auto.posterior.attrs.items() if k != "stack_models"}
+    a, b = bp.passk_curve(auto, [3, 100]), bp.passk_curve(old, [3, 100])
+    np.testing.assert_array_equal(a["eti"].values, b["eti"].values)

@@ -17,7 +17,7 @@ from ..data.counts import validate_counts
 from ..defaults import rcParams
 from ..validate import check_choice, check_positive_int, check_prob, check_seed
 from . import hmc
-from .base import NP, PairData, fitted_model, get_model
+from .base import MODELS, NP, PairData, fitted_model, get_model
 from .eb import FitWarning
 from .predictive import default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
 from .reweight import MAX_DIM, reweight
@@ -852,6 +852,16 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
         raise ValueError(f"stacking needs at least two fits; got {names!r}")
     from ..data.counts import check_same_counts
 
+    for name, f in fits.items():  # each a fit of one per-config model, made by bp.fit
+        made = getattr(getattr(f, "posterior", None), "attrs", {}).get("bayespass_model")
+        if made is None:
+            raise ValueError(f"fits[{name!r}] was not produced by bayespass.fit; stack fits of one model each")
+        if made == "auto":
+            raise ValueError(f"fits[{name!r}] is itself a stack (model='auto'); stack the candidates' own fits, or "
+                             "choose them with bp.fit(counts, candidates=[...])")
+        if get_model(made).joint:
+            raise ValueError(f"fits[{name!r}] is a fit of the joint model {made!r}; stacking mixes per-config models "
+                             f"({', '.join(m for m in MODELS if not get_model(m).joint)})")
     check_same_counts(fits, what="stacking")
     first = fits[names[0]]
     if counts is None:
