@@ -273,6 +273,34 @@ def test_bad_arguments(data400):
         bp.fit(data400, "bb", "eb", draws=1.5)
 
 
+def test_bad_candidates_are_clear_errors_before_any_work(data400, monkeypatch):
+    from bayespass.models import fit as fit_module
+
+    class Reached(Exception):
+        pass
+
+    def reached(*a, **k):
+        raise Reached
+
+    monkeypatch.setattr(fit_module, "_fit_auto", reached)  # any work at all would reach it
+    monkeypatch.setattr(fit_module, "_fit_model", reached)
+    for candidates, match in ((["bb"], "at least two distinct candidates; got candidates=\\['bb'\\]"),
+                              (["bb", "bb"], "at least two distinct"),
+                              (["shared", "bb"], "holds the joint model 'shared'"),
+                              (["hier", "bb"], "holds the joint model 'hier'"),
+                              (["bb", "gp"], "model='gp' is not supported")):
+        with pytest.raises(ValueError, match=match):
+            bp.fit(data400, candidates=candidates)
+    with pytest.raises(ValueError, match="candidates=.* are the models that model='auto' stacks; got model='bb'"):
+        bp.fit(data400, "bb", candidates=["bb", "zoibb"])  # was silently ignored
+    with bp.rc_context({"stats.candidates": ("bb", "shared")}), pytest.raises(ValueError, match="joint model"):
+        bp.fit(data400)
+    with pytest.raises(Reached):  # a comma-separated string, as the CLI's lists, is a list of names
+        bp.fit(data400, candidates="bb, zoibb")
+    with pytest.raises(Reached):
+        bp.fit(data400, "bb")
+
+
 def test_a_nuts_sampler_not_installed_is_a_clear_error_before_any_work(data400, monkeypatch):
     import importlib.util
     import time

@@ -15,7 +15,7 @@ from .._threads import thread_map
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..validate import check_choice, check_positive_int, check_prob, check_seed
+from ..validate import check_choice, check_positive_int, check_prob, check_seed, parse_list
 from . import hmc
 from .base import MODELS, NP, PairData, fitted_model, get_model
 from .eb import FitWarning
@@ -141,6 +141,7 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         target_accept = check_prob(target_accept, name="target_accept")
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
+    candidates = _check_candidates(candidates, model)
     _warn_unobserved(counts)
     if model == "auto":
         return _fit_auto(counts, method, candidates, k, kw)
@@ -648,11 +649,29 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
     return idata
 
 
-def _fit_auto(counts, method, candidates, k, kw):
-    names = list(rcParams["stats.candidates"] if candidates is None else candidates)
-    if len(names) < 2:
-        raise ValueError(f"model='auto' stacks at least two candidates; got candidates={names!r}")
-    models = [get_model(name) for name in names]  # every name checked before any work
+def _check_candidates(candidates, model) -> list[str] | None:
+    """Return the models ``model="auto"`` stacks (None for another model), checked before any work.
+
+    Two or more distinct per-config models: ``candidates``, else ``rcParams["stats.candidates"]``.
+    """
+    if candidates is not None and model != "auto":
+        raise ValueError(f"candidates={candidates!r} are the models that model='auto' stacks; got model={model!r} "
+                         "(leave candidates out, or fit with model='auto')")
+    if model != "auto":
+        return None
+    given = rcParams["stats.candidates"] if candidates is None else candidates
+    names = parse_list(given, name="candidates")  # "bb,zoibb" too, as the CLI's lists
+    joint = [n for n in names if get_model(n).joint]
+    if joint:
+        raise ValueError(f"candidates={names!r} holds the joint model {joint[0]!r}; model='auto' stacks per-config "
+                         f"models ({', '.join(m for m in MODELS if not get_model(m).joint)})")
+    if len(set(names)) < len(names) or len(names) < 2:
+        raise ValueError(f"model='auto' stacks at least two distinct candidates; got candidates={names!r}")
+    return names
+
+
+def _fit_auto(counts, method, names: list[str], k, kw):
+    models = [get_model(name) for name in names]  # checked by _check_candidates
     # the candidates skip their own replicates and pass@k draws: the stack computes its own
     parallel = method == "eb" or kw["sampler"] == "hmc"  # NumPy samplers: one process per candidate
     forked = parallel and _can_fork(kw, models)
