@@ -336,6 +336,11 @@ def test_curve_any_k_and_plot(tmp_path, data400):
     assert np.all(cur.eti.sel(ci_bound="lower") <= cur["mean"]) and np.all(cur["mean"] <= cur.eti.sel(ci_bound="upper"))
     ax = bp.plot_passk_curve(bp.passk_curve(idata), counts=data400)
     ax.figure.savefig(tmp_path / "c.png")
+    for fn in (bp.curve_table, bp.plot_passk_curve):  # a fit where its curve belongs: the call to make (was KeyError)
+        with pytest.raises(TypeError, match="needs a curve from bp.passk_curve.*this is a fit: make its curve first"):
+            fn(idata)
+        with pytest.raises(TypeError, match="needs a curve from bp.passk_curve\\(...\\); got Dataset$"):
+            fn(data400)
     axes = bp.plot_ppc(idata)
     axes[0].figure.savefig(tmp_path / "p.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000

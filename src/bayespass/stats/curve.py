@@ -210,6 +210,15 @@ def _hull(bands: list[xr.DataArray]) -> xr.DataArray:
                      "ci_bound").transpose("config", "k", "ci_bound")
 
 
+def _check_curve(curve, *, what: str) -> None:
+    """Raise a clear TypeError unless ``curve`` is a curve of :func:`passk_curve` (a fit gets the call to make)."""
+    if isinstance(curve, xr.Dataset) and {"mean", "eti"} <= set(curve.data_vars):
+        return
+    hint = ("; this is a fit: make its curve first, bp.passk_curve(idata, k=[1, 10, 100])"
+            if hasattr(curve, "posterior") else "")
+    raise TypeError(f"{what} needs a curve from bp.passk_curve(...); got {type(curve).__name__}{hint}")
+
+
 def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False) -> Table:
     """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
 
@@ -218,6 +227,7 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
     band beyond the samples per task rests on, and (unless ``bounds_shown``) where the range under any
     shape of p is.
     """
+    _check_curve(curve, what="curve_table")
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
     df = curve["mean"].to_dataframe()
     for band in ("eti", "hdi") if hdi else ("eti",):
@@ -258,6 +268,7 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
 
     from .passk import passk
 
+    _check_curve(curve, what="plot_passk_curve")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     k = curve.k.values
