@@ -260,7 +260,8 @@ def test_a_fit_where_counts_are_passed_and_fits_of_other_counts_are_named():
     for call, what in ((lambda: bp.passk_curve(counts, [1]), "passk_curve"),
                        (lambda: bp.plan(counts, k=10, target_width=0.1), "plan"),
                        (lambda: bp.allocate(counts, k=10, budget=5), "allocate"),
-                       (lambda: bp.ppc(counts), "ppc"), (lambda: bp.improvability(counts), "improvability")):
+                       (lambda: bp.ppc(counts), "ppc"), (lambda: bp.improvability(counts), "improvability"),
+                       (lambda: bp.plot_ppc(counts), "plot_ppc")):
         with pytest.raises(TypeError, match=rf"^{what} needs a fit .*got Dataset; these are counts: fit them first"):
             call()
     with warnings.catch_warnings():
@@ -273,3 +274,11 @@ def test_a_fit_where_counts_are_passed_and_fits_of_other_counts_are_named():
         bp.stack({"a": a, "b": b})
     with pytest.raises(ValueError, match=r"compare needs fits of the same counts; 'c' .* other n or c"):
         bp.compare({"a": a, "c": c})
+
+
+def test_to_counts_of_counts_says_they_are_counts_already():
+    counts = bp.make_counts([4, 4], [1, 3])
+    with pytest.raises(TypeError, match=r"^to_counts needs executed samples .*got Dataset; these are counts already"):
+        bp.to_counts(counts)  # was KeyError 'exists'
+    with pytest.raises(TypeError, match=r"to_counts needs executed samples .*got list$"):
+        bp.to_counts([1, 2])

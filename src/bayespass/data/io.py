@@ -141,6 +141,11 @@ def samples_to_counts(ds: xr.Dataset, correctness: str = "plus") -> xr.Dataset:
     from .counts import make_counts
 
     var = "correct" if correctness == "plus" else "base_correct"
+    if not isinstance(ds, xr.Dataset) or not {"exists", var} <= set(ds.data_vars):
+        hint = ("; these are counts already (n, c per config x task)"
+                if isinstance(ds, xr.Dataset) and {"n", "c"} <= set(ds.data_vars) else "")
+        raise TypeError(f"to_counts needs executed samples (an xarray.Dataset with 'exists' and {var!r} over config x "
+                        f"task x sample, from bp.execute); got {type(ds).__name__}{hint}")
     cfg = ds.config.values
     return make_counts(ds["exists"].sum("sample").values, ds[var].sum("sample").values, task=ds.task.values,
                        config=cfg, model=ds["model"].values if "model" in ds.coords else cfg,

@@ -109,7 +109,12 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     import matplotlib.pyplot as plt
 
     from ..defaults import rcParams
+    from ..validate import check_fit
 
+    check_fit(idata, what="plot_ppc")
+    if "posterior_predictive" not in idata.groups():
+        raise ValueError("plot_ppc needs the fit's replicated counts (group posterior_predictive), which bp.fit makes "
+                         f"and this fit lacks (groups {list(idata.groups())})")
     prob = rcParams["stats.ci_prob"]
     n = idata.constant_data["n"].values
     c = idata.observed_data["c"].values
