@@ -58,6 +58,17 @@ def test_plan_refuses_bad_input():
                    ).attrs["target_width"] == 0.5
 
 
+def test_plan_and_allocate_of_a_joint_fit_say_so_before_any_work(capsys):
+    n = np.full((2, 30), 3)
+    counts = bp.make_counts(n, np.random.default_rng(0).binomial(n, 0.4))
+    fit = bp.fit(counts, "shared", "eb", progressbar=False)
+    for call, what in ((lambda: bp.plan(fit, k=10, target_width=0.1, progressbar=True), "plan"),
+                       (lambda: bp.allocate(fit, k=10, budget=5), "allocate")):
+        with pytest.raises(ValueError, match=f"{what}\\(\\) supports the per-config .*'shared' is joint: fit the counts"):
+            call()
+    assert "refits" not in capsys.readouterr().err  # no progress bar was started
+
+
 def test_plan_shows_its_progress_over_the_refits(capsys):
     counts = simulate_counts(np.full(30, 0.4), 3, seed=0)
     fit = bp.fit(counts, "bb", "eb", progressbar=False)

@@ -22,13 +22,20 @@ from ..validate import as_k, check_fit, check_positive_int, check_prob, split_pa
 __all__ = ["allocate", "plan"]
 
 
-def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
-    """One draw of every task's p (config, task) from the fit: hyperparameters, then p given the counts."""
+def _per_config_model(idata, *, what: str):
+    """Return the fit's model, with a clear error for a joint model (whose tasks' p are not per config)."""
     from ..models.predictive import _model
 
     model = _model(idata)
     if model.joint:
-        raise ValueError(f"plan() supports the per-config models and their stack; model {model.name!r} is joint")
+        raise ValueError(f"{what}() supports the per-config models and their stack; model {model.name!r} is joint: "
+                         f"fit the counts with a per-config model first (bp.fit(counts), 'bayespass fit COUNTS')")
+    return model
+
+
+def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
+    """One draw of every task's p (config, task) from the fit: hyperparameters, then p given the counts."""
+    model = _per_config_model(idata, what="plan")
     post = idata.posterior
     ch, dr = rng.integers(post.sizes["chain"]), rng.integers(post.sizes["draw"])
     packed = theta_of(post)
@@ -106,6 +113,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from .curve import passk_curve
 
     check_fit(fit, what="plan")
+    _per_config_model(fit, what="plan")  # before the bar and the refits
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for plan(); got {k!r}")
@@ -244,16 +252,12 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
         configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
         hyperparameters (their share is not counted).
     """
-    from ..models.predictive import _model
-
     check_fit(fit, what="allocate")
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for allocate(); got {k!r}")
     budget, step = check_positive_int(budget, name="budget"), check_positive_int(step, name="step")
-    model = _model(fit)
-    if model.joint:
-        raise ValueError(f"allocate() supports the per-config models and their stack; model {model.name!r} is joint")
+    model = _per_config_model(fit, what="allocate")
     configs = [str(x) for x in fit.observed_data.config.values]
     chosen = _check_pair(pair, configs)
     n = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)
