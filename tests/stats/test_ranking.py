@@ -298,6 +298,26 @@ def test_configs_on_different_task_sets_are_warned_about(three):
     assert cmp.sizes["config"] == 3
 
 
+def test_a_config_with_no_observed_task_is_left_out_of_the_comparison(three):
+    """The joint model gave it pass@k 0 with a band of width 0 and the last rank with probability 1."""
+    counts = three[0].copy(deep=True)
+    counts["n"][2] = 0
+    counts["c"][2] = 0
+    left = str(counts.config.values[2])
+    kept = [str(x) for x in counts.config.values[:2]]
+    with pytest.warns(UserWarning, match=rf"config\(s\) \['{left}'\] have no observed task .*left out of the comparison"):
+        cmp = bp.compare_configs(counts, k=(1, 10), progressbar=False)
+    assert list(cmp.config.values) == kept and cmp.sizes["rank"] == 2
+    with pytest.warns(UserWarning, match="no observed task"):  # the same from a fit as from counts
+        fit = bp.fit(counts, "bb", "eb", progressbar=False)  # (its own FitWarning: pass@k NaN there)
+        again = bp.compare_configs(fit, k=(1, 10))
+    assert list(again.config.values) == kept
+    np.testing.assert_allclose(again["rank_prob"].sum("rank"), 1.0)
+    with pytest.warns(UserWarning, match="no observed task"), \
+            pytest.raises(ValueError, match="at least two configs with observed tasks"):
+        bp.compare_configs(counts.isel(config=[0, 2]), k=(1,), model="bb", method="eb")
+
+
 def test_cli_compare_on_the_common_tasks(tmp_path, three):
     counts = three[0].drop_vars("p_true").copy(deep=True)
     counts["n"][2, :30] = 0  # "weak" ran 90 of the 120 tasks

@@ -70,8 +70,13 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
                              f"{counts.sizes['config']} ({list(map(str, counts.config.values))})")
+        observed = _observed_configs(counts.n, stacklevel=4)  # left out before the fit (the fit lacks them)
+        if len(observed) < 2:
+            raise ValueError(f"compare_configs needs at least two configs with observed tasks; the counts have "
+                             f"{observed}")
         if check is not None:
-            check([str(c) for c in counts.config.values])
+            check(observed)
+        counts = counts.sel(config=observed)  # fitted without the configs that have no observed task
         # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
         return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=progressbar)
     raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
@@ -186,11 +191,11 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     if extend_inferencedata:
         check_target(data)
     idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs), progressbar=progressbar)
-    configs = [str(c) for c in idata.observed_data.config.values]
+    configs = _observed_configs(idata.constant_data["n"])  # a config with no observed task has no pass@k
     if len(configs) < 2:
-        raise ValueError(f"compare_configs needs at least two configs; the fit has {configs}")
+        raise ValueError(f"compare_configs needs at least two configs with observed tasks; the fit has {configs}")
     first, second = _pairs(pairs, configs)
-    dr = passk_draws(idata, k, max_draws=max_draws, seed=seed)
+    dr = passk_draws(idata, k, max_draws=max_draws, seed=seed).sel(config=configs)
     full = dr["passk"].stack(sample=("chain", "draw")).transpose("sample", "config", "k").values  # (S, J, K)
     mean = dr["passk_mean"].mean(("chain", "draw")).transpose("config", "k").values
     rng = _rng(seed)
@@ -199,8 +204,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     ranks = _ranks(full, rng)
     J = len(configs)
     rank_prob = np.stack([(ranks == r).mean(0) for r in range(1, J + 1)], axis=1)  # (J, R, K)
-    n = idata.constant_data["n"].transpose("config", "task").values.astype(np.int64)
-    c = idata.observed_data["c"].transpose("config", "task").values.astype(np.int64)
+    n = idata.constant_data["n"].sel(config=configs).transpose("config", "task").values.astype(np.int64)
+    c = idata.observed_data["c"].sel(config=configs).transpose("config", "task").values.astype(np.int64)
     _warn_task_sets(n, configs)
     _warn_single_against_more(idata.constant_data["n"], configs, k)
     base = _baselines(n, c, k, full.shape[0], rng)
@@ -247,6 +252,23 @@ def _single_sample_band(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: f
     ident = identified_band(rate, trials, eti["k"], prob)
     wide = _hull([eti.transpose("config", "k", "ci_bound"), ident])
     return xr.where(xr.DataArray(single, coords={"config": cfg}), wide, eti).transpose("config", "k", "ci_bound")
+
+
+def _observed_configs(n: xr.DataArray, *, stacklevel: int = 3) -> list[str]:
+    """Return the configs of ``n`` (config x task) with an observed task; a warning names those left out.
+
+    A config without one has no pass@k (its posterior is the prior): ranked, it would take a place it did not
+    earn (the joint model gave it pass@k 0 with a band of width 0), so it is left out of the comparison.
+    """
+    import warnings
+
+    seen = (n > 0).any("task").values
+    names = [str(x) for x in n.config.values]
+    if not seen.all():
+        out = [cfg for cfg, s in zip(names, seen, strict=True) if not s]
+        warnings.warn(f"config(s) {out} have no observed task (every n is 0): no pass@k to compare, left out of the "
+                      "comparison", UserWarning, stacklevel=stacklevel)
+    return [cfg for cfg, s in zip(names, seen, strict=True) if s]
 
 
 def _warn_task_sets(n: np.ndarray, configs: list) -> None:
