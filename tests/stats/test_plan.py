@@ -69,6 +69,33 @@ def test_plan_and_allocate_of_a_joint_fit_say_so_before_any_work(capsys):
     assert "refits" not in capsys.readouterr().err  # no progress bar was started
 
 
+def test_plan_refits_futures_with_the_model_and_candidates_the_fit_was_made_with(monkeypatch):
+    """A Flex(K=8) fit was refitted as the default flex, and a stack of bb and zoibb with all four candidates."""
+    from bayespass.models import fit as fit_module
+    from bayespass.models.flex import Flex
+
+    counts = simulate_counts(np.full(40, 0.4), 3, seed=0)
+    own = Flex(K=8)
+    with bp.rc_context({"eb.draws": 100, "eb.warmup": 100}):
+        fits = [bp.fit(counts, own, "eb", progressbar=False),
+                bp.fit(counts, candidates=["bb", "zoibb"], progressbar=False)]
+    real, seen = fit_module.fit, []
+
+    def recording(counts, model=None, method=None, **kw):
+        seen.append((model, kw.get("candidates")))
+        with bp.rc_context({"eb.draws": 100, "eb.warmup": 100}):
+            return real(counts, model, method, **kw)
+
+    monkeypatch.setattr(fit_module, "fit", recording)
+    for f in fits:
+        bp.plan(f, k=10, target_width=0.1, n_grid=[3], n_sims=1, progressbar=False)
+    (m0, c0), (m1, c1) = seen
+    assert m0.settings == own.settings and c0 is None
+    assert m1 == "auto" and c1 == ["bb", "zoibb"]
+    with pytest.raises(ValueError, match="plan\\(\\) refits a stack .*settings of their own"):
+        bp.plan(bp.stack({"mine": fits[0], "bb": bp.fit(counts, "bb", progressbar=False)}), k=10, target_width=0.1)
+
+
 def test_plan_shows_its_progress_over_the_refits(capsys):
     counts = simulate_counts(np.full(30, 0.4), 3, seed=0)
     fit = bp.fit(counts, "bb", "eb", progressbar=False)

@@ -33,6 +33,27 @@ def _per_config_model(idata, *, what: str):
     return model
 
 
+def _refit_spec(fit) -> tuple:
+    """Return ``(model, candidates)`` that refit simulated futures as ``fit`` was made (its settings, its candidates).
+
+    A stack is refitted with its own candidates (not ``rcParams["stats.candidates"]``); a candidate fitted with
+    settings of its own cannot be refitted by name, and is a clear error.
+    """
+    from ..models.base import get_model
+
+    model = _per_config_model(fit, what="plan")
+    if not hasattr(model, "components"):
+        return model, None  # the model instance: a Flex(K=8) fit is refitted as Flex(K=8)
+    custom = [m.name for m in model.components if getattr(m, "settings", None) != getattr(get_model(m.name),
+                                                                                          "settings", None)]
+    names = [m.name for m in model.components]
+    if custom or len(set(names)) < len(names):
+        raise ValueError(f"plan() refits a stack with its candidates by name; this stack's candidates {names} "
+                         f"include {'settings of their own' if custom else 'one model twice'}: plan a fit of one "
+                         "model, or a stack of registered models")
+    return "auto", names
+
+
 def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
     """One draw of every task's p (config, task) from the fit: hyperparameters, then p given the counts."""
     model = _per_config_model(idata, what="plan")
@@ -128,7 +149,8 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         n_grid = np.unique(np.round(int(n_now.max()) * np.array([1, 1.5, 2, 3, 5, 8])).astype(int))
     n_grid = np.asarray(sorted(int(check_positive_int(int(x), name="n_grid")) for x in n_grid))
     post = fit.posterior.attrs
-    model, method = post.get("bayespass_model"), post.get("bayespass_method", "eb").split("+")[0]
+    model, candidates = _refit_spec(fit)
+    method = post.get("bayespass_method", "eb").split("+")[0]
     configs, tasks = fit.observed_data.config.values, fit.observed_data.task.values
     rng = np.random.default_rng(seed)
 
@@ -137,7 +159,8 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values
 
     widths = np.full((n_sims, configs.size, n_grid.size), np.nan)
-    bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({model})", unit="fit",
+    bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({post.get('bayespass_model')})",
+               unit="fit",
                file=sys.stderr, disable=not progressbar, mininterval=0.5)
     for s in range(n_sims):
         p = _posterior_p(fit, rng)
@@ -148,7 +171,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 widths[s, :, g_i] = width(fit_model(counts, model, method, seed=int(rng.integers(1 << 30)),
-                                                    progressbar=False))
+                                                    progressbar=False, candidates=candidates))
             bar.update()
     bar.close()
     mean = widths.mean(0)
