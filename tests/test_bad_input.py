@@ -282,3 +282,10 @@ def test_to_counts_of_counts_says_they_are_counts_already():
         bp.to_counts(counts)  # was KeyError 'exists'
     with pytest.raises(TypeError, match=r"to_counts needs executed samples .*got list$"):
         bp.to_counts([1, 2])
+
+
+def test_plot_ppc_of_an_inferencedata_without_replicates_names_the_groups_it_lacks():
+    import arviz as az
+
+    with pytest.raises(ValueError, match=r"plot_ppc needs .* lacks \['constant_data', 'observed_data', 'posterior_predictive'\]"):
+        bp.plot_ppc(az.from_dict(posterior={"a": np.zeros((1, 5))}))

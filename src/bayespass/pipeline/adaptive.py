@@ -176,8 +176,9 @@ def generate_until_width(ctx) -> None:
         r = len(state["rounds"]) + 1
         say(ctx.echo, f"  round {r}: {len(recs)} samples; executing and fitting {ctx.main}")
         samples = execute(recs, ctx.suite, out=out, workers=cfg.workers, progress=ctx.progress, reuse=ctx.reuse)
-        idata = fit(samples_to_counts(samples), ctx.main.rsplit("-", 1)[0], "eb", seed=cfg.seed, progressbar=False,
-                    candidates=cfg.models)
+        model = ctx.main.rsplit("-", 1)[0]
+        idata = fit(samples_to_counts(samples), model, "eb", seed=cfg.seed, progressbar=False,
+                    candidates=cfg.models if model == "auto" else None)
         width = band_width(idata, cfg.width_k)
         stop = _stop_reason(width, cfg.until_width, len(recs), max_samples)
         nxt = None if stop else _next_targets(idata, state["targets"], source, cfg, max_samples - len(recs))

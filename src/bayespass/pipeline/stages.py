@@ -160,7 +160,7 @@ def _fit_stage(model: str, method: str) -> Stage:
             else:
                 kw = dict(draws=cfg.draws, tune=cfg.tune, chains=cfg.chains) if method == "mcmc" else {}
                 idata = fit(ctx.counts, model, method, seed=cfg.seed, progressbar=ctx.progress,
-                            candidates=cfg.models, **kw)
+                            candidates=cfg.models if model == "auto" else None, **kw)
         for w in caught:
             if issubclass(w.category, UserWarning):
                 say(ctx.echo, f"  warning ({name}): {w.message}")

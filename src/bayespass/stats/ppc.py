@@ -111,10 +111,12 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     from ..defaults import rcParams
     from ..validate import check_fit
 
-    check_fit(idata, what="plot_ppc")
-    if "posterior_predictive" not in idata.groups():
-        raise ValueError("plot_ppc needs the fit's replicated counts (group posterior_predictive), which bp.fit makes "
-                         f"and this fit lacks (groups {list(idata.groups())})")
+    if not (hasattr(idata, "groups") and callable(idata.groups)):
+        check_fit(idata, what="plot_ppc")  # not an InferenceData: a TypeError naming what it is
+    lacking = sorted({"posterior_predictive", "observed_data", "constant_data"} - set(idata.groups()))
+    if lacking:
+        raise ValueError(f"plot_ppc needs a fit's replicated and observed counts (groups posterior_predictive, "
+                         f"observed_data, constant_data, which bp.fit makes); this one lacks {lacking}")
     prob = rcParams["stats.ci_prob"]
     n = idata.constant_data["n"].values
     c = idata.observed_data["c"].values
