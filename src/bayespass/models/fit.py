@@ -17,9 +17,9 @@ from ..data.counts import validate_counts
 from ..defaults import rcParams
 from ..validate import check_choice, check_positive_int, check_prob, check_seed, parse_list
 from . import hmc
-from .base import MODELS, NP, PairData, fitted_model, get_model
+from .base import MODELS, NP, PairData, get_model
 from .eb import FitWarning
-from .predictive import default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
+from .predictive import _model, default_k_grid, pair_data, passk_draws, passk_mean_draws, replicate_counts
 from .reweight import MAX_DIM, reweight
 from .stack import model_from_posterior, theta_of
 
@@ -649,6 +649,11 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
     return idata
 
 
+def _per_config_models() -> list[str]:
+    """Return the registered models that ``model="auto"`` and ``bp.stack`` can mix (not the joint ones)."""
+    return [m for m in MODELS if not get_model(m).joint]
+
+
 def _check_candidates(candidates, model) -> list[str] | None:
     """Return the models ``model="auto"`` stacks (None for another model), checked before any work.
 
@@ -664,7 +669,7 @@ def _check_candidates(candidates, model) -> list[str] | None:
     joint = [n for n in names if get_model(n).joint]
     if joint:
         raise ValueError(f"candidates={names!r} holds the joint model {joint[0]!r}; model='auto' stacks per-config "
-                         f"models ({', '.join(m for m in MODELS if not get_model(m).joint)})")
+                         f"models ({', '.join(_per_config_models())})")
     if len(set(names)) < len(names) or len(names) < 2:
         raise ValueError(f"model='auto' stacks at least two distinct candidates; got candidates={names!r}")
     return names
@@ -880,7 +885,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
                              "choose them with bp.fit(counts, candidates=[...])")
         if get_model(made).joint:
             raise ValueError(f"fits[{name!r}] is a fit of the joint model {made!r}; stacking mixes per-config models "
-                             f"({', '.join(m for m in MODELS if not get_model(m).joint)})")
+                             f"({', '.join(_per_config_models())})")
     check_same_counts(fits, what="stacking")
     first = fits[names[0]]
     if counts is None:
@@ -955,10 +960,7 @@ def convergence_report(idata, model=None) -> dict:
     """Return r_hat max, ESS-bulk min and divergence count over the free parameters."""
     import arviz as az
 
-    post = idata.posterior
-    m = get_model(model) if model is not None else (
-        model_from_posterior(post) if post.attrs.get("bayespass_model") == "auto"
-        else fitted_model(post.attrs.get("bayespass_model"), post.attrs.get("model_settings")))
+    m = get_model(model) if model is not None else _model(idata)  # the model it was made with (settings, candidates)
     if hasattr(m, "gated_quantities"):  # a joint model whose parameters are identified only jointly
         target = m.gated_quantities(idata.posterior)
     elif m.joint:

@@ -33,15 +33,14 @@ def _per_config_model(idata, *, what: str):
     return model
 
 
-def _refit_spec(fit) -> tuple:
-    """Return ``(model, candidates)`` that refit simulated futures as ``fit`` was made (its settings, its candidates).
+def _refit_spec(model) -> tuple:
+    """Return ``(model, candidates)`` that refit simulated futures as the fit of ``model`` (a fit's) was made.
 
     A stack is refitted with its own candidates (not ``rcParams["stats.candidates"]``); a candidate fitted with
     settings of its own cannot be refitted by name, and is a clear error.
     """
     from ..models.base import get_model
 
-    model = _per_config_model(fit, what="plan")
     if not hasattr(model, "components"):
         return model, None  # the model instance: a Flex(K=8) fit is refitted as Flex(K=8)
     custom = [m.name for m in model.components if getattr(m, "settings", None) != getattr(get_model(m.name),
@@ -54,9 +53,8 @@ def _refit_spec(fit) -> tuple:
     return "auto", names
 
 
-def _posterior_p(idata, rng, pool: int = 4000) -> np.ndarray:
-    """One draw of every task's p (config, task) from the fit: hyperparameters, then p given the counts."""
-    model = _per_config_model(idata, what="plan")
+def _posterior_p(idata, model, rng, pool: int = 4000) -> np.ndarray:
+    """One draw of every task's p (config, task) from the fit of ``model``: hyperparameters, then p given the counts."""
     post = idata.posterior
     ch, dr = rng.integers(post.sizes["chain"]), rng.integers(post.sizes["draw"])
     packed = theta_of(post)
@@ -134,7 +132,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from .curve import passk_curve
 
     check_fit(fit, what="plan")
-    _per_config_model(fit, what="plan")  # before the bar and the refits
+    fitted = _per_config_model(fit, what="plan")  # before the bar and the refits
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for plan(); got {k!r}")
@@ -149,7 +147,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         n_grid = np.unique(np.round(int(n_now.max()) * np.array([1, 1.5, 2, 3, 5, 8])).astype(int))
     n_grid = np.asarray(sorted(int(check_positive_int(int(x), name="n_grid")) for x in n_grid))
     post = fit.posterior.attrs
-    model, candidates = _refit_spec(fit)
+    model, candidates = _refit_spec(fitted)
     method = post.get("bayespass_method", "eb").split("+")[0]
     configs, tasks = fit.observed_data.config.values, fit.observed_data.task.values
     rng = np.random.default_rng(seed)
@@ -163,7 +161,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                unit="fit",
                file=sys.stderr, disable=not progressbar, mininterval=0.5)
     for s in range(n_sims):
-        p = _posterior_p(fit, rng)
+        p = _posterior_p(fit, fitted, rng)
         for g_i, n_target in enumerate(n_grid):
             extra = np.where(n_now > 0, np.maximum(n_target - n_now, 0), 0)
             c_new = c_now + rng.binomial(extra, p)
