@@ -802,8 +802,7 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
     draws are the same as in one process (its seed is its own), and the warnings of its fit are raised
     here, in the caller's process, once each.  ``bar`` counts the candidates as they end.
     """
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     if not _can_fork(kw, models):
         return {}
@@ -814,7 +813,7 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
     bar = bar or _StageBar(0, "", False)
     with warnings.catch_warnings():  # Python >= 3.12 warns on fork in a threaded process (as PyMC's cores=2)
         warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
-        with ProcessPoolExecutor(min(cores, len(todo)), mp_context=mp.get_context("fork")) as pool:
+        with _worker_pool(min(cores, len(todo))) as pool:
             # the workers' bars would overwrite each other: one bar here, over the candidates sampled
             # the costliest candidate ends last: it is finished here, the others in the workers' idle time
             futures = {m.name: pool.submit(_sample_by_name, counts, m.name, method, kw | {"progressbar": False}, k,
@@ -837,6 +836,48 @@ def _sample_candidates(counts, models, method, kw, k=None, *, bar: _StageBar | N
                 out[m.name] = idata if m is not todo[0] else _finish(idata, counts, m, method, kw["seed"], k,
                                                                      extras=False)
             return out
+
+
+@contextlib.contextmanager
+def _worker_pool(workers: int):
+    """Yield a pool of ``workers`` forked processes that ends with its caller, also when interrupted.
+
+    Left normally, the pool is shut down as usual.  Left by an exception (Ctrl-C's KeyboardInterrupt, an error),
+    the candidates not started are cancelled and the workers terminated: their sampling is lost work, and waiting
+    for it made Ctrl-C take as long as the whole fit (``kill -INT`` of this process alone: for ever, the workers
+    idle and never told to end).  The workers ignore SIGINT (a terminal's Ctrl-C reaches them too; this process
+    ends them) and end when this process dies (``kill``, SIGKILL: Linux's parent-death signal).
+    """
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_end_with_parent,
+                               initargs=(os.getpid(),))
+    try:
+        yield pool
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            p.terminate()
+        for p in processes:
+            p.join(timeout=10)
+        raise
+    pool.shutdown()
+
+
+def _end_with_parent(parent: int) -> None:
+    """Initialise a forked worker: ignore SIGINT, and end when ``parent`` dies (``PR_SET_PDEATHSIG``, Linux)."""
+    import ctypes
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
 
 
 #: warnings hidden by default outside ``__main__``: raised from a worker at their own module, not the caller's line
