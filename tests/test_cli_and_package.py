@@ -88,6 +88,15 @@ def test_fit_and_curve_cli(tmp_path):
     assert res.stdout.count("\n") == 1 + 3 * 3 and png.stat().st_size > 10_000
     res = runner.invoke(app, ["curve", str(tmp_path / "missing.nc")])
     assert res.exit_code == 2 and "does not exist" in res.output
+    # the figure's format is the file's suffix (none: PNG); one matplotlib cannot write is refused first
+    res = runner.invoke(app, ["curve", str(out), "--k", "1,10", "--plot", str(tmp_path / "curve.pdf")])
+    assert res.exit_code == 0 and (tmp_path / "curve.pdf").read_bytes()[:5] == b"%PDF-", res.output
+    res = runner.invoke(app, ["curve", str(out), "--k", "1,10", "--plot", str(tmp_path / "bare")])
+    assert res.exit_code == 0 and (tmp_path / "bare.png").read_bytes()[:4] == b"\x89PNG", res.output
+    assert f"wrote {tmp_path / 'bare.png'}" in res.output
+    res = runner.invoke(app, ["curve", str(tmp_path / "missing.nc"), "--plot", str(tmp_path / "c.pdfx")])
+    assert res.exit_code == 2 and "--plot" in res.output and "cannot write '.pdfx' figures" in res.output
+    assert ".svg" in res.output and "Traceback" not in res.output
     # --bounds: the assumption-free bounds beside the band, equal to bp.passk_bounds of the fit's counts
     res = runner.invoke(app, ["curve", str(out), "--k", "1,1000", "--format", "csv", "--bounds"])
     assert res.exit_code == 0, res.output

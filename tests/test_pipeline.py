@@ -157,6 +157,7 @@ def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     (["reliability", "--plot", "{missing}/p.png"], "directory '{missing}' does not exist"),
     (["incoherence", "--plot", "{tmp}"], "is a directory; give a file path in it"),
     (["curve", "--plot", "{missing}/p.png"], "does not exist"),
+    (["gate", "--plot", "{tmp}/risk.pngg"], "--plot '{tmp}/risk.pngg': cannot write '.pngg' figures"),
     (["compare", "--plot", "{tmp}"], "e.g. '{tmp}/compare'"),
     (["gate", "--splits", "0"], "--splits must be a positive integer; got 0"),
     (["gate", "--calib-fraction", "1.5"], "--calib-fraction must be a probability in (0, 1); got 1.5"),

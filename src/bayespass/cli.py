@@ -64,14 +64,34 @@ def _check_format(format: str) -> None:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
 
 
-def _check_plot(plot: Path | None, example: str = "figure.png") -> None:
-    """Refuse a PNG path (or path prefix) that cannot be written, before any work."""
+def _check_plot(plot: Path | None, example: str = "figure.png", *, prefix: bool = False) -> None:
+    """Refuse a figure path (or, with ``prefix``, path prefix) that cannot be written, before any work.
+
+    The file's suffix picks the format (any that matplotlib writes: .png, .pdf, .svg, ...; none: PNG).
+    """
     if plot is None:
         return
     if plot.is_dir():
         fail(f"--plot {str(plot)!r} is a directory; give a file path in it, e.g. {str(plot / example)!r}")
     if not plot.parent.is_dir():
         fail(f"--plot {str(plot)!r}: directory {str(plot.parent)!r} does not exist")
+    if plot.suffix and not prefix and plot.suffix[1:].lower() not in _figure_formats():
+        fail(f"--plot {str(plot)!r}: cannot write {plot.suffix!r} figures; end the name with one of "
+             + ", ".join("." + f for f in _figure_formats()) + " (or no suffix: PNG)")
+
+
+def _figure_formats() -> list[str]:
+    """Return the file formats matplotlib writes here (their suffixes, without the dot)."""
+    from matplotlib.figure import Figure
+
+    return sorted(Figure().canvas.get_supported_filetypes())
+
+
+def _plot_prefix(prefix: Path) -> tuple[Path, str]:
+    """Split ``--plot`` of compare into (prefix, suffix): a figure format's suffix is kept for every file."""
+    if prefix.suffix and prefix.suffix[1:].lower() in _figure_formats():
+        return prefix.with_suffix(""), prefix.suffix  # cmp.pdf writes cmp-forest.pdf, not cmp.pdf-forest.png
+    return prefix, ".png"
 
 
 def _check_exists(path: Path, metavar: str) -> None:
@@ -210,7 +230,8 @@ def curve(
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     ci_prob: Annotated[float | None, typer.Option(
         help="Credible interval probability (default rcParams['stats.ci_prob']).")] = None,
-    plot: Annotated[Path | None, typer.Option(help="Write a PNG of the curves with bands.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the curves with bands: a PNG, or PDF, SVG, ... by the "
+                                                   "file's suffix.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
     fit: Annotated[str | None, typer.Option("--fit", help="With a run directory: which of its fits (fits/NAME.nc, "
                                             "e.g. auto-mcmc); default its main fit.")] = None,
@@ -259,8 +280,9 @@ def curve(
     emit(table, format)
     if plot is not None:
         full = passk_curve(idata, grid, ci_prob=ci_prob)
-        _save_png(plot_passk_curve(full, counts=counts, bounds=None if free is None else free.sel(k=grid)), plot)
-        typer.echo(f"wrote {plot}", err=True)
+        written = _save_png(plot_passk_curve(full, counts=counts, bounds=None if free is None else free.sel(k=grid)),
+                            plot)
+        typer.echo(f"wrote {written}", err=True)
 
 
 @app.command("compare")
@@ -274,9 +296,10 @@ def compare_cmd(
     method: Annotated[str | None, typer.Option(help="eb or mcmc when fitting counts.")] = None,
     ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
     = None,
-    plot: Annotated[Path | None, typer.Option(help="PNG path prefix: writes PREFIX-forest.png, "
+    plot: Annotated[Path | None, typer.Option(help="Path prefix: writes PREFIX-forest.png, "
                                                    "PREFIX-prob_better.png and PREFIX-diff.png (the top two, or "
-                                                   "the first of --pairs, over k up to the largest --k).")] = None,
+                                                   "the first of --pairs, over k up to the largest --k); "
+                                                   "PREFIX.pdf (.svg, ...) writes PDFs (SVGs, ...).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
                                             "every pair up to 4 configs; above, in --format table, each config "
@@ -290,7 +313,7 @@ def compare_cmd(
     from .validate import split_pair
 
     _check_format(format)
-    _check_plot(plot, example="compare")  # a prefix: compare-forest.png, ...
+    _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
     _check_exists(data, "RUN_OR_COUNTS")
     try:
         raw = None if pairs is None else pairs.split(",")
@@ -481,9 +504,11 @@ def _is_fit(path: Path) -> bool:
 
 
 def _save_png(ax, path: Path, dpi: int = 120) -> Path:
-    """Write the figure of ``ax`` as a PNG and close it."""
+    """Write the figure of ``ax`` (a PNG, or the format of the path's suffix: .pdf, .svg, ...) and close it."""
     import matplotlib.pyplot as plt
 
+    if not path.suffix:  # matplotlib writes PATH.png
+        path = path.with_name(path.name + ".png")
     ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(ax.figure)
     return path
@@ -494,12 +519,11 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
 
     from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better, ranking_order
 
-    if prefix.suffix.lower() == ".png":  # --plot cmp.png writes cmp-forest.png, not cmp.png-forest.png
-        prefix = prefix.with_suffix("")
+    prefix, ext = _plot_prefix(prefix)
     written = []
     if pair_list is None:
         for name, plot in (("forest", plot_forest), ("prob_better", plot_prob_better)):
-            written.append(_save_png(plot(cmp), prefix.parent / f"{prefix.name}-{name}.png"))
+            written.append(_save_png(plot(cmp), prefix.parent / f"{prefix.name}-{name}{ext}"))
         order = ranking_order(cmp.isel(k=0))
         a, b = (str(cmp.config.values[i]) for i in order[:2])
     else:
@@ -507,7 +531,7 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
     kmax = max(int(cmp.k.max()), 10)
     grid = np.union1d(cmp.k.values, np.unique(np.round(np.geomspace(1, kmax, 12))).astype(int))
     curve = compare_configs(idata, k=grid, pairs=[(a, b)], ci_prob=cmp.attrs["ci_prob"])  # a curve, not 2 points
-    written.append(_save_png(plot_diff_curve(curve, a, b), prefix.parent / f"{prefix.name}-diff.png"))
+    written.append(_save_png(plot_diff_curve(curve, a, b), prefix.parent / f"{prefix.name}-diff{ext}"))
     typer.echo("wrote " + ", ".join(map(str, written)), err=True)
 
 
@@ -708,7 +732,8 @@ def gate_cmd(
     variant: Annotated[str, typer.Option(help="crc or conservative.")] = "crc",
     diversity_floor: Annotated[float, typer.Option(help="Min share of distinct programs to answer.")] = 0.0,
     seed: Annotated[int | None, typer.Option(help="Split seed (default rcParams['stats.seed']).")] = None,
-    plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage PNG here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage figure here (PNG; .pdf, .svg, ...: "
+                                                   "by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """CRC gating from behavioural clusters vs pass@1, best-of-K and logprob-CRC."""
@@ -729,8 +754,7 @@ def gate_cmd(
         _print_table(gate_diagnostics(samples, signature=signature))
     if plot is not None:
         ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
-        _save_png(ax, plot, dpi=110)
-        typer.echo(f"wrote {plot}", err=True)
+        typer.echo(f"wrote {_save_png(ax, plot, dpi=110)}", err=True)
 
 
 @app.command("reliability")
@@ -742,7 +766,8 @@ def reliability_cmd(
     delta: Annotated[float | None, typer.Option(
         help="Failure probability of Hoeffding stopping (default rcParams['reliability.delta']).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
-    plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy PNG here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy figure here (PNG; .pdf, "
+                                                   ".svg, ...: by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
@@ -758,8 +783,7 @@ def reliability_cmd(
     emit(reliability_table(r), format)
     if plot is not None:
         ax = plot_set_size(r)
-        _save_png(ax, plot, dpi=110)
-        typer.echo(f"wrote {plot}", err=True)
+        typer.echo(f"wrote {_save_png(ax, plot, dpi=110)}", err=True)
 
 
 @app.command("incoherence")
@@ -770,7 +794,8 @@ def incoherence_cmd(
     delta: Annotated[float | None, typer.Option(
         help="Confidence parameter of the PAC half-width (default rcParams['incoherence.delta']).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
-    plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error PNG here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error figure here (PNG; .pdf, "
+                                                   ".svg, ...: by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """Incoherence and error on fuzzed inputs (exact and Monte-Carlo), with the I <= 2E bound."""
@@ -797,8 +822,7 @@ def incoherence_cmd(
                    f"draws for eps=0.05: {pac_n_estimate(0.05, delta)}")
     if plot is not None:
         ax = plot_incoherence(inc)
-        _save_png(ax, plot, dpi=110)
-        typer.echo(f"wrote {plot}", err=True)
+        typer.echo(f"wrote {_save_png(ax, plot, dpi=110)}", err=True)
 
 
 @app.command("generate")

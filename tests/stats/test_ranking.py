@@ -248,6 +248,13 @@ def test_cli_compare(tmp_path, three):
     assert "leaderboard (model bb; 90% bands" in res.stdout and "P(rank=1)" in res.stdout and "strong" in res.stdout
     for name in ("forest", "prob_better", "diff"):
         assert (tmp_path / f"cmp-{name}.png").stat().st_size > 5000
+    svg = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--model", "bb", "--method",
+                          "eb", "--k", "1,5", "--plot", str(tmp_path / "fig.svg")], capture_output=True, text=True,
+                         timeout=600)  # a figure format's suffix: every file in it
+    assert svg.returncode == 0, svg.stderr[-2000:]
+    for name in ("forest", "prob_better", "diff"):
+        assert (tmp_path / f"fig-{name}.svg").read_text().lstrip().startswith("<?xml")
+    assert not list(tmp_path.glob("fig.svg*"))
     bad = subprocess.run([sys.executable, "-m", "bayespass.cli", "compare", str(path), "--pairs", "strong"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--pairs" in bad.stderr
