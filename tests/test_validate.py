@@ -34,6 +34,12 @@ def test_as_k_and_parse_list():
     assert list(as_k([1, 10**12])) == [1, 10**12]
     with pytest.raises(ValueError, match=r"k must be at most 10\*\*12 .*got \[1000000000000000000\]"):
         as_k([1, 1e18])  # float64 cannot resolve pass@1e18: it came out negative (-43.8, bb) or 0.52
+    with pytest.raises(ValueError, match=r"k must be at most 10\*\*12 .*got \[1180591620717411303424\]"):
+        as_k(2**70)  # beyond int64: was "must hold positive integers"
+    with pytest.raises(ValueError, match=r"flat list of them; got an array of shape \(1, 2\)"):
+        as_k(np.array([[1, 2]]))  # was "k has repeated values"
+    assert list(as_k(np.array([3, 7], dtype=np.uint8))) == [3, 7]
+    assert list(as_k(np.array(5))) == [5]  # a 0-d array: was "iteration over a 0-d array"
     assert parse_list("a, b,c", name="configs") == ["a", "b", "c"]
     assert parse_list([1, 2], name="k", cast=int) == [1, 2]
 

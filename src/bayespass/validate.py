@@ -14,6 +14,8 @@ def parse_list(value: Any, *, name: str, cast=str) -> list:
     """Accept ``"1,10,100"``, a scalar or an iterable and return a list of ``cast`` values."""
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, np.ndarray) and value.ndim == 0:  # iterable by type, not by value
+        items = [value.item()]
     elif isinstance(value, Iterable):
         items = list(value)
     else:
@@ -34,7 +36,12 @@ MAX_K = 10**12
 def as_k(k: Any, *, name: str = "k") -> np.ndarray:
     """Return ``k`` as a sorted-as-given 1-D int array of positive integers."""
     vals = parse_list(k, name=name, cast=lambda v: v)
+    huge = [v for v in vals if isinstance(v, int | np.integer) and not isinstance(v, bool) and v > MAX_K]
+    if huge:  # also those beyond int64
+        raise ValueError(f"{name} must be at most 10**12 (beyond it float64 loses the k-th powers); got {huge}")
     arr = np.asarray(vals)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one integer or a flat list of them; got an array of shape {arr.shape}")
     if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
         arr = arr.astype(int)
     if arr.dtype.kind not in "iu" and arr.dtype.kind != "U":
