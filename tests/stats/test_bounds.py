@@ -129,6 +129,20 @@ def test_bad_arguments_are_named():
         bp.passk_bounds(counts, [1], ci_prob=1.5)
     with pytest.raises(ValueError, match="k must hold positive integers"):
         bp.passk_bounds(counts, [0])
+    with pytest.raises(TypeError, match="counts must be a counts Dataset, a fit .* got DataArray"):
+        bp.passk_bounds(counts.n, [1])
+
+
+def test_a_fit_and_a_run_give_the_bounds_of_their_counts(tmp_path):
+    rng = np.random.default_rng(3)
+    counts = bp.make_counts(np.full((2, 40), 4), rng.binomial(4, rng.beta(0.5, 0.7, (2, 40))), config=["A", "B"])
+    want = bp.passk_bounds(counts, [1, 10])
+    fit = bp.fit(counts, "bb", "eb", draws=100, progressbar=False)
+    np.testing.assert_array_equal(bp.passk_bounds(fit, [1, 10]).values, want.values)
+    import xarray as xr
+
+    tree = xr.DataTree.from_dict({"counts": counts})  # what bp.load_run gives
+    np.testing.assert_array_equal(bp.passk_bounds(tree, [1, 10]).values, want.values)
 
 
 def test_many_samples_per_task_are_thinned_to_max_m_without_overflow():

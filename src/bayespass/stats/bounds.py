@@ -18,7 +18,6 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from ..data.counts import validate_counts
 from ..defaults import rcParams
 from ..validate import as_k, check_prob
 
@@ -251,8 +250,8 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
 
     Parameters
     ----------
-    counts : xarray.Dataset
-        Counts (``n``, ``c`` over config x task).
+    counts : xarray.Dataset, az.InferenceData or xarray.DataTree
+        Counts (``n``, ``c`` over config x task), a fit (its counts) or a run (``bp.load_run``: its counts).
     k : int or sequence of int
         Any positive k.
     ci_prob : float, optional
@@ -265,7 +264,9 @@ def passk_bounds(counts: xr.Dataset, k=(1, 10, 100), *, ci_prob: float | None = 
         (per config, the fewest samples per task the bounds use) and ``m_levels`` (per config, the groups'
         samples per task).
     """
-    counts = validate_counts(counts)
+    from .compare import _counts_of
+
+    counts = _counts_of(counts)
     ks = as_k(k)
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     n_all, c_all = counts["n"].values, counts["c"].values
