@@ -304,6 +304,36 @@ def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
             fn(samples, extend_inferencedata=True)
 
 
+def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
+    import bayespass as bp
+    from bayespass.pipeline import fits_of
+
+    out, _, _ = rundir
+    tree = bp.load_run(out)
+    main = fits_of(tree)[tree.attrs["main_fit"]]
+    counts = tree["counts"].to_dataset()
+    # those of a fit: the run's main fit
+    cur = bp.passk_curve(tree, [1, 10, 100], extend_inferencedata=True)
+    xr.testing.assert_identical(cur, bp.passk_curve(main, [1, 10, 100]))
+    assert "passk_curve" in tree["fits"][tree.attrs["main_fit"]].children  # stored with the main fit
+    xr.testing.assert_identical(bp.ppc(tree), bp.ppc(main))
+    np.testing.assert_array_equal(bp.allocate(tree, k=10, budget=20)["n_more"].values,
+                                  bp.allocate(main, k=10, budget=20)["n_more"].values)
+    # those of counts: the run's counts
+    xr.testing.assert_identical(bp.passk(tree, [1, 5]), bp.passk(counts, [1, 5]))
+    xr.testing.assert_identical(bp.passk_bounds(tree, [1, 50]), bp.passk_bounds(counts, [1, 50]))
+    kw = dict(k=[1, 10], model="bb", method="eb", seed=3)
+    xr.testing.assert_identical(bp.compare_configs(tree, **kw), bp.compare_configs(counts, **kw))
+    # a run without its main fit says which fits it has
+    del tree["fits"][tree.attrs["main_fit"]]
+    with pytest.raises(ValueError, match=r"passk_curve: the run has no main fit '\S+' \(its fits: \['auto-mcmc', 'bb-eb'"):
+        bp.passk_curve(tree, [1])
+    del tree["fits"]  # as 'bayespass execute' leaves it
+    with pytest.raises(TypeError, match=r"plan needs a fit .* got DataTree; this run has no fits: fit its counts"):
+        bp.plan(tree, k=10, target_width=0.1)
+    assert bp.fit(tree, "bb", "eb", progressbar=False).posterior.sizes["config"] == counts.sizes["config"]
+
+
 def test_the_run_figure_draws_the_no_prior_bounds_for_a_few_configs():
     """figures/passk_curves.png: bp.passk_bounds at log-spaced k up to the figure's, for at most 6 configs."""
     import bayespass as bp

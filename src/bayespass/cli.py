@@ -117,8 +117,8 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
 @app.command()
 def estimate(
     counts: Annotated[Path, typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
-                                           "temperature,benchmark]), evalplus .json, .nc, or a run "
-                                           "directory.")],
+                                           "temperature,benchmark]), evalplus .json, .nc (counts, or a "
+                                           "fit: its counts), or a run directory.")],
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",
     method: Annotated[str, typer.Option(help="Comma-separated: naive,unbiased,bb,zoibb,linmix.")]
     = "naive,unbiased,bb,zoibb,linmix",
@@ -242,7 +242,7 @@ def curve(
     """pass@k with credible intervals from a saved fit or a run's fit; optional plot."""
     import arviz as az
 
-    from .data.counts import make_counts
+    from .data.counts import counts_of_fit
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     _check_format(format)
@@ -259,8 +259,7 @@ def curve(
         typer.echo(str(weights), err=True)
     import numpy as np
 
-    counts = make_counts(idata.constant_data["n"].values, idata.observed_data["c"].values,
-                         task=idata.observed_data.task.values, config=idata.observed_data.config.values)
+    counts = counts_of_fit(idata)
     grid = None
     if plot is not None:
         k_max = max(int(x) for x in k.split(","))
@@ -287,8 +286,8 @@ def curve(
 
 @app.command("compare")
 def compare_cmd(
-    data: Annotated[Path, typer.Argument(metavar="RUN_OR_COUNTS", help="Run directory (its main fit), a fit "
-                                         "(.nc from 'bayespass fit') or a counts file (fitted here).")],
+    data: Annotated[Path, typer.Argument(metavar="RUN_OR_COUNTS", help="Run directory or counts file (its counts, "
+                                         "fitted here), or a fit (.nc from 'bayespass fit').")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     pairs: Annotated[str | None, typer.Option(help="Only these pairs: 'A:B,C:D' (config names).")] = None,
     model: Annotated[str | None, typer.Option(help="Model when fitting counts (default: the joint model "

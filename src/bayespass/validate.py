@@ -132,6 +132,23 @@ def split_pair(pair: Any, configs: Sequence[str], *, name: str = "pair") -> Any:
     return known[0] if known else (pair[:cuts[0]], pair[cuts[0] + 1:])
 
 
+def as_fit(idata: Any, *, what: str):
+    """Return the fit of ``idata``: a fit itself, or a run's main fit (the tree of ``bp.load_run``).
+
+    Anything else gets :func:`check_fit`'s TypeError.
+    """
+    if hasattr(idata, "children") and "fits" in idata.children and "main_fit" in idata.attrs:
+        import arviz as az
+
+        fits, name = idata["fits"].children, idata.attrs["main_fit"]
+        if name not in fits:
+            raise ValueError(f"{what}: the run has no main fit {name!r} (its fits: {sorted(fits)}); pass one of "
+                             "them: bp.pipeline.fits_of(run)[NAME]")
+        return az.InferenceData(**{g: node.to_dataset() for g, node in fits[name].children.items()})
+    check_fit(idata, what=what)
+    return idata
+
+
 def check_fit(idata: Any, *, what: str) -> None:
     """Raise a TypeError unless ``idata`` is a fit (an InferenceData with a posterior), saying what was passed."""
     if hasattr(idata, "groups") and callable(idata.groups) and "posterior" in idata.groups():
@@ -139,6 +156,8 @@ def check_fit(idata: Any, *, what: str) -> None:
     hint = ""
     if hasattr(idata, "data_vars") and {"n", "c"} <= set(idata.data_vars):
         hint = "; these are counts: fit them first, bp.fit(counts)"
+    elif hasattr(idata, "children") and "counts" in idata.children:
+        hint = "; this run has no fits: fit its counts first, bp.fit(run)"
     elif hasattr(idata, "groups") and callable(idata.groups):
         hint = f"; it has no posterior group (groups {list(idata.groups())})"
     raise TypeError(f"{what} needs a fit (arviz.InferenceData from bayespass.fit); got {type(idata).__name__}{hint}")

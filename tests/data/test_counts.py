@@ -161,3 +161,18 @@ def test_gzipped_counts_read_as_their_plain_text(tmp_path):
     (tmp_path / "cut.jsonl.gz").write_bytes(cut[: len(cut) // 2])  # an interrupted download
     with pytest.raises(ValueError, match=r"cut\.jsonl\.gz: a damaged or incomplete gzip file after line \d+"):
         bp.read_counts(tmp_path / "cut.jsonl.gz")
+
+
+def test_a_fit_file_reads_as_the_counts_it_was_made_on(tmp_path):
+    rng = np.random.default_rng(0)
+    counts = bp.make_counts(rng.integers(3, 6, (2, 30)), np.zeros((2, 30), int), config=["A", "B"])
+    counts["c"] = xr.DataArray(rng.binomial(counts.n.values, 0.4), dims=("config", "task"))
+    path = tmp_path / "fit.nc"
+    bp.fit(counts, "bb", "eb", draws=100, progressbar=False).to_netcdf(str(path))
+    got = bp.read_counts(path)  # 'bayespass estimate FIT.nc' said "counts dataset has no variable 'n'"
+    np.testing.assert_array_equal(got.n.values, counts.n.values)
+    np.testing.assert_array_equal(got.c.values, counts.c.values)
+    assert list(got.config.values) == ["A", "B"] and list(got.task.values) == list(counts.task.values)
+    xr.Dataset({"x": 1}).to_netcdf(tmp_path / "other.nc")  # any other netCDF: the counts' own error
+    with pytest.raises(ValueError, match="counts dataset has no variable 'n'"):
+        bp.read_counts(tmp_path / "other.nc")

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .._version import __version__
 
-__all__ = ["make_counts", "counts_from_frame", "validate_counts", "config_label"]
+__all__ = ["make_counts", "counts_from_frame", "counts_of_fit", "validate_counts", "config_label"]
 
 _FRAME_KEYS = ("model", "temperature", "benchmark")
 
@@ -119,25 +119,36 @@ def _at(seq, j):
     return list(seq)[j]
 
 
+def counts_of_fit(idata) -> xr.Dataset:
+    """Return the counts a fit was made on: its ``observed_data`` ``c`` and ``constant_data`` ``n``."""
+    n = idata.constant_data["n"].transpose("config", "task")
+    c = idata.observed_data["c"].transpose("config", "task")
+    return make_counts(n.values, c.sel(config=n.config, task=n.task).values, task=n.task.values,
+                       config=n.config.values)
+
+
 def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     """Check a counts dataset and return it with ``n``/``c`` as int64.
 
     A pandas DataFrame in the long layout of :func:`counts_from_frame` (columns ``task, n, c`` and
-    optionally ``config`` or ``model, temperature, benchmark``) is converted first.
+    optionally ``config`` or ``model, temperature, benchmark``) is converted first; a run (the tree of
+    ``bp.load_run``) gives its counts.
 
     Raises
     ------
     TypeError
-        If ``ds`` is neither an ``xarray.Dataset`` nor a pandas DataFrame.
+        If ``ds`` is neither an ``xarray.Dataset``, a pandas DataFrame nor a run with counts.
     ValueError
         On missing variables or dims, empty input, NaN, negative or non-integer
         counts, or ``c > n``; the message names the offending config and task.
     """
     if isinstance(ds, pd.DataFrame):
         return counts_from_frame(ds, where="counts (a DataFrame)")
+    if isinstance(ds, xr.DataTree) and "counts" in ds.children:  # a run (bp.load_run)
+        ds = ds["counts"].to_dataset()
     if not isinstance(ds, xr.Dataset):
-        raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts) or a DataFrame with "
-                        f"columns task, n, c (and config); got {type(ds).__name__}")
+        raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts), a DataFrame with "
+                        f"columns task, n, c (and config) or a run (bp.load_run); got {type(ds).__name__}")
     for var in ("n", "c"):
         if var not in ds:
             raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")

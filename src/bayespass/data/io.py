@@ -53,7 +53,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     ----------
     path : path-like
         The file to read, or a run directory of ``execute`` or ``run`` (its counts.nc; samples.nc
-        for ``correctness="base"``).
+        for ``correctness="base"``).  A fit (.nc of ``bayespass fit``) gives the counts it was made on.
     format : {"csv", "jsonl", "evalplus", "netcdf"}, optional
         Overrides detection from the suffix.
     correctness : {"base", "plus"}
@@ -112,7 +112,22 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
         raise ValueError(f"{src}: not a readable netCDF file ({err})") from err
     if "correct" in ds and "exists" in ds:  # an executed samples dataset (bayespass.execute)
         return samples_to_counts(ds, correctness)
+    if not ds.data_vars and (fitted := _fit_counts(path)) is not None:  # a fit (InferenceData): its counts
+        return fitted
     return validate_counts(ds)
+
+
+def _fit_counts(path: Path) -> xr.Dataset | None:
+    """Return the counts a fit file (an InferenceData netCDF of ``bayespass fit``) was made on; None if not a fit."""
+    from types import SimpleNamespace
+
+    from .counts import counts_of_fit
+
+    try:
+        groups = {g: xr.load_dataset(path, group=g) for g in ("observed_data", "constant_data")}
+        return counts_of_fit(SimpleNamespace(**groups))
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def _read_run_counts(path: Path, correctness: str) -> xr.Dataset:

@@ -909,7 +909,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     recorded in ``posterior.attrs["stacking_weights"]`` and as the variable
     ``stacking_weight`` (config x model) of the group ``stacking``.
     """
-    from ..data.counts import make_counts
+    from ..data.counts import counts_of_fit
     from .stack import stack
 
     names = list(fits)
@@ -930,8 +930,7 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     check_same_counts(fits, what="stacking")
     first = fits[names[0]]
     if counts is None:
-        counts = make_counts(first.constant_data["n"].values, first.observed_data["c"].values,
-                             task=first.observed_data.task.values, config=first.observed_data.config.values)
+        counts = counts_of_fit(first)
     methods = {f.posterior.attrs.get("bayespass_method") for f in fits.values()}
     seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     idata, weights = stack(fits, seed=seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-__all__ = ["attach", "check_target"]
+__all__ = ["attach", "attach_fit", "check_target"]
 
 
 def attach(target, name: str, ds: xr.Dataset) -> None:
@@ -20,6 +20,13 @@ def attach(target, name: str, ds: xr.Dataset) -> None:
         target.add_groups({name: ds}, warn_on_custom_groups=False)
     else:
         target[name] = xr.DataTree(ds)
+
+
+def attach_fit(target, name: str, ds: xr.Dataset) -> None:
+    """:func:`attach` to a fit, or to a run tree's main fit (its node ``fits/<main_fit>``)."""
+    if isinstance(target, xr.DataTree) and "fits" in target.children and "main_fit" in target.attrs:
+        target = target["fits"][target.attrs["main_fit"]]
+    attach(target, name, ds)
 
 
 def check_target(target) -> None:

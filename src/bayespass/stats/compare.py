@@ -198,9 +198,7 @@ def _counts_of(data) -> xr.Dataset:
     if isinstance(data, xr.DataTree) and "counts" in data.children:
         return validate_counts(data["counts"].to_dataset())
     if hasattr(data, "groups") and "observed_data" in data.groups() and "constant_data" in data.groups():
-        from ..data.counts import make_counts
+        from ..data.counts import counts_of_fit
 
-        n = data.constant_data["n"].transpose("config", "task")
-        return make_counts(n.values, data.observed_data["c"].transpose("config", "task").values,
-                           task=n.task.values, config=n.config.values)
+        return counts_of_fit(data)
     raise TypeError(f"counts must be a counts Dataset, a fit (InferenceData) or a run tree; got {type(data).__name__}")

@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from ..defaults import rcParams
 from ..results import Table
-from ..validate import as_k, check_fit, check_prob
-from .attach import attach
+from ..validate import as_fit, as_k, check_prob
+from .attach import attach_fit
 
 __all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
 
@@ -24,8 +24,8 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
 
     Parameters
     ----------
-    idata : arviz.InferenceData
-        From :func:`bayespass.fit` (any model and method).
+    idata : arviz.InferenceData or xarray.DataTree
+        From :func:`bayespass.fit` (any model and method), or a run (``bp.load_run``: its main fit).
     k : int or sequence of int, optional
         Defaults to the k grid stored in the ``passk`` group; any other k is
         computed from the posterior (Rao-Blackwellised, also k > n).
@@ -48,7 +48,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     """
     from ..models.predictive import passk_draws
 
-    check_fit(idata, what="passk_curve")
+    target, idata = idata, as_fit(idata, what="passk_curve")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     if k is None:
         draws = idata.passk
@@ -67,7 +67,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     if "stacking_weights" in post:
         out.attrs["stacking_weights"] = str(post["stacking_weights"])
     if extend_inferencedata:
-        attach(idata, "passk_curve", out)
+        attach_fit(target, "passk_curve", out)
     return out
 
 
@@ -309,7 +309,7 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
     Returns ``dpass`` and ``pass1`` means and their equal-tailed intervals
     (``dpass_eti``, ``pass1_eti`` over ``ci_bound``).
     """
-    check_fit(idata, what="improvability")
+    target, idata = idata, as_fit(idata, what="improvability")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     post = idata.posterior
     if "kappa" in post:
@@ -327,5 +327,5 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
         "pass1": p1["mean"], "pass1_eti": p1["eti"],
     }, attrs={"ci_prob": prob})
     if extend_inferencedata:
-        attach(idata, "improvability", out)
+        attach_fit(target, "improvability", out)
     return out

@@ -17,7 +17,7 @@ import xarray as xr
 
 from ..defaults import rcParams
 from ..models.stack import theta_of
-from ..validate import as_k, check_fit, check_positive_int, check_prob, split_pair
+from ..validate import as_fit, as_k, check_positive_int, check_prob, split_pair
 
 __all__ = ["allocate", "plan"]
 
@@ -97,8 +97,9 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
 
     Parameters
     ----------
-    fit : arviz.InferenceData
-        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`); it is refitted, with the same
+    fit : arviz.InferenceData or xarray.DataTree
+        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`), or a run (``bp.load_run``: its
+        main fit); it is refitted, with the same
         model and method, once per simulation and candidate n.
     k : int
         The pass@k whose band is planned.
@@ -131,7 +132,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from ..models.fit import fit as fit_model
     from .curve import passk_curve
 
-    check_fit(fit, what="plan")
+    fit = as_fit(fit, what="plan")
     fitted = _per_config_model(fit, what="plan")  # before the bar and the refits
     kk = as_k(k)
     if kk.size != 1:
@@ -244,8 +245,9 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
 
     Parameters
     ----------
-    fit : arviz.InferenceData
-        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`).
+    fit : arviz.InferenceData or xarray.DataTree
+        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`), or a run (``bp.load_run``: its
+        main fit).
     k : int
         The pass@k whose band should shrink.
     budget : int
@@ -273,7 +275,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
         configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
         hyperparameters (their share is not counted).
     """
-    check_fit(fit, what="allocate")
+    fit = as_fit(fit, what="allocate")
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for allocate(); got {k!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .attach import attach
+from .attach import attach_fit
 
 __all__ = ["ppc", "plot_ppc", "STATISTICS"]
 
@@ -51,8 +51,9 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
 
     Parameters
     ----------
-    idata : arviz.InferenceData
-        A fit from :func:`bayespass.fit` (with ``posterior_predictive``).
+    idata : arviz.InferenceData or xarray.DataTree
+        A fit from :func:`bayespass.fit` (with ``posterior_predictive``), or a run (``bp.load_run``: its
+        main fit).
     extend_inferencedata : bool
         Also attach the result as group ``ppc`` of ``idata``.
 
@@ -63,9 +64,9 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
         ``p_value``, and ``extreme`` (p < 0.025 or p > 0.975; p < 0.05 for
         the histogram distance).
     """
-    from ..validate import check_fit
+    from ..validate import as_fit
 
-    check_fit(idata, what="ppc")
+    target, idata = idata, as_fit(idata, what="ppc")  # a run: its main fit
     if "posterior_predictive" not in idata.groups():
         raise ValueError("idata has no posterior_predictive group; fit it with bayespass.fit")
     n = idata.constant_data["n"].values
@@ -91,7 +92,7 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
                      coords={"config": idata.observed_data.config.values, "statistic": list(STATISTICS)},
                      attrs={"model": idata.posterior.attrs.get("bayespass_model", "")})
     if extend_inferencedata:
-        attach(idata, "ppc", out)
+        attach_fit(target, "ppc", out)
     return out
 
 
@@ -109,10 +110,10 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     import matplotlib.pyplot as plt
 
     from ..defaults import rcParams
-    from ..validate import check_fit
+    from ..validate import as_fit
 
     if not (hasattr(idata, "groups") and callable(idata.groups)):
-        check_fit(idata, what="plot_ppc")  # not an InferenceData: a TypeError naming what it is
+        idata = as_fit(idata, what="plot_ppc")  # not an InferenceData: a TypeError naming what it is
     lacking = sorted({"posterior_predictive", "observed_data", "constant_data"} - set(idata.groups()))
     if lacking:
         raise ValueError(f"plot_ppc needs a fit's replicated and observed counts (groups posterior_predictive, "

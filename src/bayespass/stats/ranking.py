@@ -65,8 +65,8 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         if not Path(data).exists():
             raise FileNotFoundError(f"data={str(data)!r} does not exist")
         data = read_counts(data)
-    if isinstance(data, xr.Dataset | pd.DataFrame):
-        counts = validate_counts(data)
+    if isinstance(data, xr.Dataset | pd.DataFrame) or (isinstance(data, xr.DataTree) and "counts" in data.children):
+        counts = validate_counts(data)  # a run (bp.load_run): its counts, as for a run directory
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
                              f"{counts.sizes['config']} ({list(map(str, counts.config.values))})")
@@ -79,8 +79,8 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         counts = counts.sel(config=observed)  # fitted without the configs that have no observed task
         # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
         return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=progressbar)
-    raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file or a run directory; "
-                    f"got {type(data).__name__}")
+    raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file, a run directory or a run "
+                    f"(bp.load_run); got {type(data).__name__}")
 
 
 def _ranks(draws: np.ndarray, rng) -> np.ndarray:
@@ -147,7 +147,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     data : arviz.InferenceData, xarray.Dataset, or path
         A fit of several configs (:func:`bayespass.fit`), counts (fitted here with ``model``/``method``,
         default the joint model ``"shared"`` by EB: the best-calibrated P(better) on real data), a counts
-        file, or a run directory (its counts).
+        file, or a run directory or run (``bp.load_run``; its counts).
     k : int or sequence of int
         Any positive k, also beyond the samples drawn.
     pairs : sequence of (str, str), optional
