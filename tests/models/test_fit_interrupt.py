@@ -86,3 +86,20 @@ def test_an_interrupted_default_fit_ends_with_its_workers(tmp_path, how):
         for pid in (int(p) for p in os.listdir(marks)):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_pymc_fit_cut_short_by_ctrl_c_is_not_returned_as_a_fit(monkeypatch):
+    """PyMC catches KeyboardInterrupt and returns the draws so far: bp.fit returned them as the fit."""
+    import pymc as pm
+
+    import bayespass as bp
+
+    real = pm.sample
+
+    def cut_short(*args, draws, **kwargs):  # what PyMC returns after Ctrl-C: fewer draws than asked for
+        return real(*args, draws=draws // 2, **kwargs)
+
+    monkeypatch.setattr(pm, "sample", cut_short)
+    counts = bp.read_counts(EXAMPLE)
+    with pytest.raises(KeyboardInterrupt, match=r"interrupted: PyMC returned 2 chains of 50 draws, not 2 of 100"):
+        bp.fit(counts, "bb", "mcmc", sampler="pymc", draws=100, tune=100, chains=2, cores=1, progressbar=False)

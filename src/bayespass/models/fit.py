@@ -526,6 +526,10 @@ def _fit_mcmc(counts, m, *, draws, tune, chains, cores, seed, sampler, target_ac
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
                           target_accept=target_accept, nuts_sampler=sampler, progressbar=progressbar,
                           compute_convergence_checks=False, idata_kwargs={"log_likelihood": m.joint})
+    got = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
+    if got != (chains, draws):  # PyMC catches Ctrl-C and returns the draws made so far, as if it had ended
+        raise KeyboardInterrupt(f"sampling was interrupted: PyMC returned {got[0]} chains of {got[1]} draws, not "
+                                f"{chains} of {draws}; the fit is not returned")
     # NUTS's mass-matrix eigenvalue stats are NaN unless a low-rank adaptation ran: drop them, or every
     # ArviZ summary of the fit warns "Array contains NaN-value"
     idata.posterior.attrs["sampler"] = f"{sampler}-nuts"
