@@ -138,15 +138,20 @@ def as_fit(idata: Any, *, what: str):
     Anything else gets :func:`check_fit`'s TypeError.
     """
     if hasattr(idata, "children") and "fits" in idata.children and "main_fit" in idata.attrs:
-        import arviz as az
-
         fits, name = idata["fits"].children, idata.attrs["main_fit"]
         if name not in fits:
             raise ValueError(f"{what}: the run has no main fit {name!r} (its fits: {sorted(fits)}); pass one of "
                              "them: bp.pipeline.fits_of(run)[NAME]")
-        return az.InferenceData(**{g: node.to_dataset() for g, node in fits[name].children.items()})
+        return fit_of_node(fits[name])
     check_fit(idata, what=what)
     return idata
+
+
+def fit_of_node(node):
+    """Return the ``arviz.InferenceData`` of a fit's node in a run tree (``fits/<name>``: one child per group)."""
+    import arviz as az
+
+    return az.InferenceData(**{g: child.to_dataset() for g, child in node.children.items()})
 
 
 def check_fit(idata: Any, *, what: str) -> None:

@@ -148,12 +148,11 @@ def _main_fit(meta: dict) -> str:
 
 def fits_of(tree) -> dict:
     """Return the fits of a run tree as ``{name: arviz.InferenceData}``."""
-    import arviz as az
+    from ..validate import fit_of_node
 
     if "fits" not in tree.children:
         return {}
-    return {name: az.InferenceData(**{g: node.to_dataset() for g, node in fit.children.items()})
-            for name, fit in tree["fits"].children.items()}
+    return {name: fit_of_node(fit) for name, fit in tree["fits"].children.items()}
 
 
 del fit_plan  # re-exported through stages only
