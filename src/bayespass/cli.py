@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import warnings
@@ -80,6 +81,7 @@ def _check_plot(plot: Path | None, example: str = "figure.png", *, prefix: bool 
              + ", ".join("." + f for f in _figure_formats()) + " (or no suffix: PNG)")
 
 
+@functools.cache
 def _figure_formats() -> list[str]:
     """Return the file formats matplotlib writes here (their suffixes, without the dot)."""
     from matplotlib.figure import Figure

@@ -137,7 +137,7 @@ def as_fit(idata: Any, *, what: str):
 
     Anything else gets :func:`check_fit`'s TypeError.
     """
-    if hasattr(idata, "children") and "fits" in idata.children and "main_fit" in idata.attrs:
+    if is_run_with_fits(idata):
         fits, name = idata["fits"].children, idata.attrs["main_fit"]
         if name not in fits:
             raise ValueError(f"{what}: the run has no main fit {name!r} (its fits: {sorted(fits)}); pass one of "
@@ -145,6 +145,11 @@ def as_fit(idata: Any, *, what: str):
         return fit_of_node(fits[name])
     check_fit(idata, what=what)
     return idata
+
+
+def is_run_with_fits(obj: Any) -> bool:
+    """Tell whether ``obj`` is a run tree (``bp.load_run``) with fits and the name of its main fit."""
+    return hasattr(obj, "children") and "fits" in obj.children and "main_fit" in obj.attrs
 
 
 def fit_of_node(node):

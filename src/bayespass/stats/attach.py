@@ -24,7 +24,9 @@ def attach(target, name: str, ds: xr.Dataset) -> None:
 
 def attach_fit(target, name: str, ds: xr.Dataset) -> None:
     """:func:`attach` to a fit, or to a run tree's main fit (its node ``fits/<main_fit>``)."""
-    if isinstance(target, xr.DataTree) and "fits" in target.children and "main_fit" in target.attrs:
+    from ..validate import is_run_with_fits
+
+    if is_run_with_fits(target):
         target = target["fits"][target.attrs["main_fit"]]
     attach(target, name, ds)
 

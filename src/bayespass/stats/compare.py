@@ -193,10 +193,8 @@ def cv_elpd(counts, models=("bb", "zoibb"), *, folds: int = 10, seed=0,
 
 def _counts_of(data) -> xr.Dataset:
     """Return the counts of a counts Dataset, a fit (observed c, constant n) or a run tree."""
-    if isinstance(data, xr.Dataset | pd.DataFrame):
-        return validate_counts(data)
-    if isinstance(data, xr.DataTree) and "counts" in data.children:
-        return validate_counts(data["counts"].to_dataset())
+    if isinstance(data, xr.Dataset | pd.DataFrame | xr.DataTree):
+        return validate_counts(data)  # a run tree (bp.load_run): its counts
     if hasattr(data, "groups") and "observed_data" in data.groups() and "constant_data" in data.groups():
         from ..data.counts import counts_of_fit
 

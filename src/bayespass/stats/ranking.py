@@ -65,7 +65,7 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         if not Path(data).exists():
             raise FileNotFoundError(f"data={str(data)!r} does not exist")
         data = read_counts(data)
-    if isinstance(data, xr.Dataset | pd.DataFrame) or (isinstance(data, xr.DataTree) and "counts" in data.children):
+    if isinstance(data, xr.Dataset | pd.DataFrame | xr.DataTree):
         counts = validate_counts(data)  # a run (bp.load_run): its counts, as for a run directory
         if counts.sizes["config"] < 2:
             raise ValueError(f"compare_configs needs at least two configs; the counts have "
