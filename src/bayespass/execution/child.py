@@ -44,7 +44,7 @@ BOOTSTRAP = ("import marshal,os,sys\n"
              "g={'__name__':'__bayespass_zygote__','__builtins__':__builtins__}\n"
              "exec(code,g);g['zygote'](cfg,int(sys.argv[2]))\n")
 
-_write, _perf, _cpu = os.write, time.perf_counter, time.process_time
+_write, _perf = os.write, time.perf_counter
 MAX_DEPTH = 200
 # Imported once by the zygote (benchmark prompts import these); children inherit them.
 PRELOAD = ("math", "cmath", "re", "collections", "collections.abc", "itertools", "functools", "heapq",
@@ -621,7 +621,7 @@ def run_tests(job, out_fd):
     except BaseException as err:  # noqa: BLE001 - anything the program does is a verdict
         emit_raw(_dumps({"load_error": type(err).__name__, "t": _perf() - t0}) + "\n")
         return
-    emit_raw(_dumps({"loaded": True, "t": _perf() - t0, "c": _cpu()}) + "\n")
+    emit_raw(_dumps({"loaded": True, "t": _perf() - t0}) + "\n")
     job = None
     for j, raw in enumerate(raw_inputs):
         i = first + j
@@ -638,14 +638,14 @@ def run_tests(job, out_fd):
                 if enc is None or len(enc) > cap:  # too large to send: send its digest
                     h, n = canonical_digest(out)
                     enc = _dumps({"H": h, "n": n})
-                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "c": {_cpu()!r}, "v": {enc}}}\n'
+                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n'
             except (TypeError, ValueError, RecursionError) as err:
-                line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt, "c": _cpu()}) + "\n"
+                line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt}) + "\n"
             out = args = enc = None
             emit_raw(line)
             line = None
         except BaseException as err:  # noqa: BLE001
-            emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0, "c": _cpu()}) + "\n")
+            emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
 
 
 def _child(cfg, job, res_fd):

@@ -14,9 +14,12 @@ Timing: the wall-clock limit of a test runs from the moment the supervisor
 has received and judged the previous result (or the "loaded" line) to the
 last byte of this test's result, whatever the child writes in between, so
 encoding and sending the value are charged to the test (judging is not: it
-is the supervisor's work).  A timeout during which the child got less than half
-a CPU (machine load, or sleeping) is re-run once with ``retry_factor`` times
-the limit before it is recorded (load must not fail a correct program);
+is the supervisor's work).  A timeout during which the child was starved (it
+got less than half a CPU and never slept: a busy machine) is re-run once with
+``retry_factor`` times the limit before it is recorded (load must not fail a
+correct program).  The supervisor measures that itself, from the kernel's
+counters of the child's threads (:func:`_threads_sample`); nothing the child
+writes enters the decision, and a program that sleeps is not re-run;
 after ``max_timeouts`` timeouts the remaining tests of the program share one
 budget of ``timeout_budget`` seconds, each test at most ``budget_step`` of it
 (one that loops is cut there and the next starts in a fresh child), and
@@ -70,6 +73,9 @@ _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 
 #: a timed-out test whose child used at least this share of its limit in CPU time timed out on its own
 CPU_SHARE_GENUINE = 0.5
+#: the share of a test's limit after which the supervisor first reads the child's CPU counters (the
+#: starvation of a timeout is measured from there to the deadline; quicker tests are never read)
+PROBE_AT = 0.25
 
 
 class SandboxError(RuntimeError):
@@ -116,8 +122,8 @@ class Limits:
     recursion : int
         Python recursion limit in the child.
     retry_factor : float
-        A timed-out test whose child got less than half a CPU during it (a
-        busy machine, or a program that sleeps) is re-run once with this many
+        A timed-out test whose child was starved during it (less than half a
+        CPU, and it never slept: a busy machine) is re-run once with this many
         times its limit before the timeout is recorded (0 disables re-runs).
     timeout_budget : float
         Seconds shared by the remaining tests of a program once it reached
@@ -429,6 +435,15 @@ class Zygote:
         self.programs += 1
         return int.from_bytes(msg[1:], "little"), res_r
 
+    def host_pid(self, pid: int) -> int | None:
+        """``pid`` (as the zygote reported it) if it is the zygote's child in this pid namespace, else None."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            return pid if int(fields[1]) == self.proc.pid else None
+        except (OSError, ValueError, IndexError):
+            return None
+
     def finish(self, kill: bool) -> tuple[int, float]:
         """Kill the running child (if ``kill``); return its wait status and CPU seconds once it is reaped."""
         if kill:
@@ -465,6 +480,64 @@ def _returncode(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
 
 
+# ----------------------------------------------------------------------------- starvation
+@dataclass(frozen=True)
+class _Sample:
+    """The kernel's counters of one child's threads at one moment (see :func:`_threads_sample`)."""
+
+    t: float  # monotonic seconds
+    cpu: float  # CPU seconds of all threads
+    voluntary: dict  # thread id -> voluntary context switches (each time it slept or waited)
+    asleep: bool  # some thread was sleeping or stopped when read
+
+
+def _threads_sample(pid: int | None) -> _Sample | None:
+    """Read CPU time, voluntary context switches and state of every thread of ``pid`` from /proc.
+
+    The child cannot change these counters (it could forge anything it writes on its pipe). None when
+    they cannot be read: no pid, no /proc, or the child has ended.
+    """
+    if pid is None:
+        return None
+    t = time.monotonic()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    cpu_ns, voluntary, asleep = 0, {}, False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                ns = int(fh.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/status", "rb") as fh:
+                status = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        for line in status.splitlines():
+            if line.startswith(b"State:"):
+                state = line.split()[1:2]
+                if state in ([b"Z"], [b"X"]):
+                    return None
+                asleep |= state in ([b"S"], [b"T"], [b"t"])
+            elif line.startswith(b"voluntary_ctxt_switches:"):
+                voluntary[tid] = int(line.split()[1])
+        cpu_ns += ns
+    return _Sample(t, cpu_ns / 1e9, voluntary, asleep) if voluntary else None
+
+
+def _starved(a: _Sample | None, b: _Sample | None) -> bool | None:
+    """Whether the child was starved from ``a`` to ``b``: less than half a CPU, and no thread slept.
+
+    A program that sleeps gets little CPU on an idle machine too, so it is never starved; one that is
+    kept off the CPU by other processes stays runnable (no voluntary switch). None: not measured.
+    """
+    if a is None or b is None or b.t <= a.t:
+        return None
+    both = a.voluntary.keys() & b.voluntary.keys()
+    slept = a.asleep or b.asleep or any(b.voluntary[t] > a.voluntary[t] for t in both)
+    return not slept and (b.cpu - a.cpu) / (b.t - a.t) < CPU_SHARE_GENUINE
+
+
 # ----------------------------------------------------------------------------- the supervisor
 @dataclass
 class _Attempt:
@@ -475,9 +548,8 @@ class _Attempt:
     at: int = -1
     loaded: bool = False  # the child said it had loaded the program
     error: str = ""
-    cpu_before: float = 0.0  # the child's CPU seconds when the last result (or "loaded") arrived
     limit: float = 0.0  # the limit of the test that timed out
-    cpu_share: float = 1.0
+    starved: bool | None = None  # a timeout: the child was kept off the CPU (measured by the supervisor)
 
     def put(self, i: int, o: Outcome) -> bool:
         self.n_done += 1
@@ -620,9 +692,9 @@ class Sandbox:
             o = Outcome("timeout" if "SIGXCPU" in att.error else "crash", error=att.error)
         else:
             o = Outcome("timeout", duration=time_limits[k])
-            # re-run only when the child got less than half a CPU during its limit (a busy machine,
-            # or a program that sleeps); one that had the CPU needed more than the limit
-            starved = att.cpu_share < CPU_SHARE_GENUINE
+            # re-run only when the machine kept the child off the CPU during its limit; one that had the
+            # CPU needed more than the limit, and one that slept chose to wait
+            starved = bool(att.starved)
             if state["retry"] and starved and not state["confirmed"] and state["budget_end"] is None:
                 again = self._attempt(base, inputs, caps, k, k + 1, time_limits, None,
                                       factor=self.limits.retry_factor, sink=None)
@@ -652,21 +724,27 @@ class Sandbox:
         """
         job = dict(base, inputs=inputs[start:end], caps=caps[start:end], start=start,
                    limits=self.limits.child(self.uid))
+        t_begin = time.monotonic()
         try:
-            _, fd = self._zyg().start(job)
+            pid, fd = self._zyg().start(job)
         except SandboxError:  # a zygote that died (not the program's doing: it never runs candidates)
             self._zygote.close()
             self._zygote = None
-            _, fd = self._zyg().start(job)
+            pid, fd = self._zyg().start(job)
         z = self._zygote
         att = _Attempt(sink=sink)
+        host_pid = z.host_pid(pid)
         try:
-            killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor)
+            killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor,
+                                meter=lambda: _threads_sample(host_pid))
         finally:
             os.close(fd)
         status, cpu = z.finish(kill=killed)
-        if att.event == "timeout":  # CPU the child got during the test that timed out, per second of its limit
-            att.cpu_share = (cpu - att.cpu_before) / max(att.limit, 1e-9)
+        if att.event == "timeout" and att.starved is None:
+            # the child's counters could not be read (bwrap: another pid namespace): its CPU over the whole
+            # attempt, as the zygote measured it, per second of the attempt (a sleeping program passes as
+            # starved here)
+            att.starved = cpu / max(time.monotonic() - t_begin, 1e-9) < CPU_SHARE_GENUINE
         if not killed and att.event == "done" and att.n_done < end - start:
             if att.error.startswith("setup:"):
                 raise SandboxError(f"the sandbox could not isolate a child ({self.layer}): {att.error[6:]}")
@@ -675,17 +753,20 @@ class Sandbox:
             att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
         return att
 
-    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor) -> bool:
+    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
         rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
-                     self.limits.load_time_limit, self.limits.budget_step)
+                     self.limits.load_time_limit, self.limits.budget_step, meter=meter)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf, scanned = bytearray(), 0
         try:
             while rd.nxt < end:
-                timeout = rd.deadline - time.monotonic()
+                timeout = rd.wake() - time.monotonic()
                 if timeout <= 0 or not sel.select(timeout):
+                    if time.monotonic() < rd.deadline:  # a slow test: its first reading of the child's CPU
+                        rd.probe()
+                        continue
                     rd.expire()
                     return True
                 chunk = os.read(fd, 1 << 16)
@@ -712,12 +793,22 @@ class Sandbox:
 class _Reader:
     """Deadlines and the order of results while one child's result pipe is read."""
 
-    def __init__(self, att, start, end, time_limits, factor, cap, load_limit, step=math.inf):
+    def __init__(self, att, start, end, time_limits, factor, cap, load_limit, step=math.inf, meter=None):
         self.att, self.nxt, self.end = att, start, end
         self.limits, self.factor, self.cap = time_limits, factor, cap
         self.step = step if math.isfinite(cap) else math.inf  # a test's share of the budget, once in it
+        self.meter = meter or (lambda: None)
         self.t_start = time.monotonic()
         self.deadline = min(self.t_start + load_limit, cap)
+        self.probe_at, self.first = math.inf, None  # when to read the child's counters first, and what they said
+
+    def wake(self) -> float:
+        """When to look next without a result: the first reading of a slow test, or its deadline."""
+        return min(self.deadline, self.probe_at)
+
+    def probe(self) -> None:
+        """First reading of the child's counters, a share ``PROBE_AT`` into a test that is still running."""
+        self.probe_at, self.first = math.inf, self.meter()
 
     def expire(self) -> None:
         """Record which deadline passed (the budget, the load limit or the test's own limit)."""
@@ -730,11 +821,13 @@ class _Reader:
             att.event, att.at = "step", self.nxt
         else:
             att.event, att.at, att.limit = "timeout", self.nxt, self.factor * self.limits[self.nxt]
+            att.starved = _starved(self.first, self.meter())
 
     def _arm(self, now: float) -> None:
         self.t_start = now
         if self.nxt < self.end:
             self.deadline = min(now + min(self.factor * self.limits[self.nxt], self.step), self.cap)
+            self.probe_at, self.first = now + PROBE_AT * (self.deadline - now), None
 
     def message(self, msg: dict) -> bool | None:
         """Handle one line: True = kill the child, False = stop reading, None = go on."""
@@ -748,7 +841,6 @@ class _Reader:
                 return True
             if "loaded" in msg:
                 att.loaded = True
-                att.cpu_before = _num(msg.get("c"))
                 self._arm(time.monotonic())
             return None
         if msg.get("i") != self.nxt or msg.get("ok") not in (True, False):
@@ -760,7 +852,6 @@ class _Reader:
         # truth times, which set the candidates' limits, must never be underestimated that way.
         child_t = min(_num(msg.get("t")), self.factor * self.limits[self.nxt])
         dur = max(now - self.t_start, child_t)
-        att.cpu_before = _num(msg.get("c"))
         if msg.get("ok") is True:
             o = Outcome("value", value=msg.get("v"), duration=dur)
         else:
