@@ -87,6 +87,52 @@ def test_encoding_never_runs_candidate_code(layer):
     assert time.monotonic() - t0 < 60  # a sanity bound, not a timing assertion: 2.5 s sleeps never ran
 
 
+SLOW_ANSWER = """
+import sys, time
+def _slow(x):
+    t = time.process_time()
+    while time.process_time() - t < 1.5:
+        pass
+    return x + 1
+"""
+
+# module-level code that finds the tests' inputs in the harness (its caller's frame) and answers them all
+# while loading, 1.5 s of CPU each: 3 passes against 1 s limits in round 2 (the load limit is 10 s)
+PRECOMPUTE_FROM_FRAME = SLOW_ANSWER + """
+_fr = sys._getframe(0).f_back
+_raw = _fr.f_locals.get("raw_inputs") or (_fr.f_locals.get("job") or {}).get("inputs") or []
+_answers = {x: _slow(x) for (x,) in map(_fr.f_globals["decode"], _raw)}
+def f(x):
+    return _answers[x] if x in _answers else _slow(x)
+"""
+
+# the same after forging the "loaded" line and reading the inputs the supervisor then hands over; it
+# answers on the result pipe itself (the harness would wait for the go byte it took)
+PRECOMPUTE_AFTER_FORGED_LOAD = SLOW_ANSWER + """
+import marshal, os
+_loc = sys._getframe(0).f_back.f_locals
+os.write(_loc["out_fd"], b'{"loaded": true, "t": 0.0}\\n')
+os.read(_loc["go_fd"], 1)
+_raw = marshal.loads(os.pread(_loc["inputs_fd"], 1 << 20, 0))
+_answers = [_slow(x) for (x,) in map(sys._getframe(0).f_back.f_globals["decode"], _raw)]
+for _i, _v in enumerate(_answers):
+    os.write(_loc["out_fd"], b'{"i": %d, "ok": true, "t": 0.0, "v": %d}\\n' % (_i, _v))
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("code", [PRECOMPUTE_FROM_FRAME, PRECOMPUTE_AFTER_FORGED_LOAD], ids=["frame", "forged-load"])
+def test_loading_cannot_compute_the_answers(layer, code):
+    """The child gets the tests' inputs only after it has said "loaded", and the first test's clock starts
+    then: what module-level code computes from them is charged to a test."""
+    sb = Sandbox(layer=layer)
+    try:
+        outs = sb.run(code, "f", [encode((1,)), encode((2,)), encode((3,))], [1.0] * 3, retry=False)
+    finally:
+        sb.close()
+    assert [o.status for o in outs] == ["timeout"] * 3, outs
+
+
 def test_judging_time_is_not_charged_to_the_next_test(layer):
     # the supervisor may take seconds to judge a value (a digest of a million-element expected list
     # did on HumanEval/130); the next test's 1 s clock starts after that, so a quick test still passes

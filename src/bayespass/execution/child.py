@@ -20,10 +20,16 @@
 # The child never sees expected outputs and never judges.  A fork leaves the zygote's own
 # state untouched, so nothing a candidate does reaches the next program.
 #
-# Control protocol (zygote side): job = 8-byte length + marshal(job dict) with one fd;
+# Control protocol (zygote side): job = 8-byte length + marshal(job dict) with three fds: the write end of
+# the result pipe, an empty memfd for the tests' inputs and the read end of a "go" pipe;
 # replies b"S" + pid (started) and b"E" + wait status + CPU microseconds used by the child
 # (ended, after the uid sweep);
 # the supervisor sends b"K" to have the running child killed.
+#
+# Inputs: the job carries none.  Once the child has said "loaded", the supervisor writes the marshalled
+# inputs into the memfd and one byte into the go pipe; only then does the child read them.  So the
+# candidate's module-level code cannot see the tests' inputs: all it could compute from them is charged to
+# the first test's limit, which runs from the "loaded" line, forged or not.
 #
 # Results (JSON lines): {"loaded": true, "t"} or {"load_error": name}; then per test
 # {"i", "ok": true, "v": tagged, "t"} or {"i", "ok": false, "e": "ExceptionType", "t"}.
@@ -605,11 +611,26 @@ def isolate(cfg, job):
             raise SetupError("libseccomp is not available")
 
 
-def run_tests(job, out_fd):
+def _read_inputs(inputs_fd, go_fd):
+    """Wait for the supervisor's go, then read the marshalled inputs it wrote into the memfd."""
+    import marshal
+
+    if os.read(go_fd, 1) != b"G":
+        os._exit(5)  # the supervisor is gone
+    chunks, at = [], 0
+    while chunk := os.pread(inputs_fd, 1 << 20, at):
+        chunks.append(chunk)
+        at += len(chunk)
+    os.close(inputs_fd)
+    os.close(go_fd)
+    return marshal.loads(b"".join(chunks))
+
+
+def run_tests(job, out_fd, inputs_fd, go_fd):
     """Load the candidate and run tests ``start`` .. ``end`` (called in the isolated child)."""
     _dumps = _json_dumps()
     emit_raw = _emitter(out_fd)
-    raw_inputs, caps = job["inputs"], job["caps"]
+    caps = job["caps"]
     entry, first = job["entry_point"], job["start"]
     not_none = job.get("output_not_none", False)
     sys.setrecursionlimit(job.get("recursion", 3000))
@@ -623,6 +644,7 @@ def run_tests(job, out_fd):
         return
     emit_raw(_dumps({"loaded": True, "t": _perf() - t0}) + "\n")
     job = None
+    raw_inputs = _read_inputs(inputs_fd, go_fd)
     for j, raw in enumerate(raw_inputs):
         i = first + j
         args = decode(raw)  # fresh objects for every test: a mutated input never leaks
@@ -648,7 +670,7 @@ def run_tests(job, out_fd):
             emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
 
 
-def _child(cfg, job, res_fd):
+def _child(cfg, job, res_fd, inputs_fd, go_fd):
     try:
         isolate(cfg, job)
     except BaseException as err:  # noqa: BLE001 - reported, never run unisolated
@@ -657,7 +679,7 @@ def _child(cfg, job, res_fd):
         finally:
             os._exit(3)
     try:
-        run_tests(job, res_fd)
+        run_tests(job, res_fd, inputs_fd, go_fd)
     except BaseException:  # noqa: BLE001 - a bug here must not look like a verdict
         if cfg.get("debug"):
             import traceback
@@ -727,7 +749,7 @@ def _zygote_setup(cfg, ctrl_fd):
 
 
 def _recv_job(sock):
-    """Return the next job and its result descriptor, or None when the supervisor is gone.
+    """Return the next job and its three descriptors (see the control protocol), or None when the supervisor is gone.
 
     A job starts with ``J``. Any ``K`` before it is a kill request that crossed the zygote's "E" (the child had
     ended on its own, e.g. after a load error, as the supervisor decided to kill it): it is dropped here. Read as
@@ -738,17 +760,17 @@ def _recv_job(sock):
 
     head, fds = b"", []
     while len(head) < 9:
-        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 1)
+        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 3)
         fds += got
         if not msg:
             break
         head += msg.lstrip(b"K") if not head else msg
     body = _recv_exact(sock, int.from_bytes(head[1:], "little")) if len(head) == 9 and head[:1] == b"J" else None
-    if body is None or len(fds) != 1:
+    if body is None or len(fds) != 3:
         for fd in fds:
             os.close(fd)
         return None
-    return marshal.loads(body), fds[0]
+    return marshal.loads(body), fds
 
 
 def _supervise(sock, pid, cfg):
@@ -782,12 +804,13 @@ def zygote(cfg, ctrl_fd):
         got = _recv_job(sock)
         if got is None:
             return
-        job, res_fd = got
+        job, fds = got
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _child(cfg, job, res_fd)
-        os.close(res_fd)
+            _child(cfg, job, *fds)
+        for fd in fds:
+            os.close(fd)
         job = got = None
         sock.sendall(b"S" + pid.to_bytes(4, "little"))
         ended = _supervise(sock, pid, cfg)

@@ -7,8 +7,10 @@ enters new mount/network/IPC/UTS namespaces, pivots into a minimal tmpfs root
 (read-only stdlib and shared libraries, a size-capped scratch /tmp, nothing
 else of the host), sets rlimits, drops to the slot's own unprivileged uid (or
 all capabilities in a user namespace), installs a seccomp filter, and only
-then loads the candidate (see :mod:`bayespass.execution.child`).  Results come
-back as tagged JSON on a private pipe; this supervisor judges them.
+then loads the candidate (see :mod:`bayespass.execution.child`).  The tests'
+inputs are handed over only once the child says it has loaded the program, so
+module-level code cannot compute answers outside the tests' limits.  Results
+come back as tagged JSON on a private pipe; this supervisor judges them.
 
 Timing: the wall-clock limit of a test runs from the moment the supervisor
 has received and judged the previous result (or the "loaded" line) to the
@@ -369,6 +371,40 @@ def check_layer(layer: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the zygote
+class _Feed:
+    """The tests' inputs, handed to a child only once it has loaded the program (see child.py).
+
+    A memfd (empty until then; writing to it never blocks) and a "go" pipe: the child waits for one byte on
+    the pipe, then reads the memfd.
+    """
+
+    def __init__(self):
+        self.mem = os.memfd_create("bp-inputs", os.MFD_CLOEXEC)
+        self.go_r, self.go_w = os.pipe()
+
+    def handed_over(self) -> None:
+        """Drop our copy of the pipe's read end once the zygote has its own (so a dead child breaks the pipe)."""
+        if self.go_r is not None:
+            os.close(self.go_r)
+            self.go_r = None
+
+    def send(self, blob: bytes) -> None:
+        view, at = memoryview(blob), 0
+        try:
+            while at < len(view):
+                at += os.pwrite(self.mem, view[at:], at)
+            os.write(self.go_w, b"G")
+        except OSError:  # the child has ended: its pipe says so
+            pass
+
+    def close(self) -> None:
+        for name in ("mem", "go_r", "go_w"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+
+
 class Zygote:
     """One pre-initialised process that forks an isolated child per program (see module doc)."""
 
@@ -416,24 +452,28 @@ class Zygote:
             pass
         return buf
 
-    def start(self, job: dict) -> tuple[int, int]:
-        """Send a job; return (child pid, read end of its result pipe)."""
+    def start(self, job: dict) -> tuple[int, int, _Feed]:
+        """Send a job; return (child pid, read end of its result pipe, the feed of its inputs)."""
         res_r, res_w = os.pipe()
+        feed = _Feed()
         body = marshal.dumps(job)
         try:
-            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")], [res_w])
+            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")], [res_w, feed.mem, feed.go_r])
             self.sock.sendall(body)
         except OSError as err:
             os.close(res_r)
+            feed.close()
             raise SandboxError(f"the sandbox zygote died ({err})") from err
         finally:
             os.close(res_w)
+            feed.handed_over()
         msg = self._recv(5, timeout=30.0)
         if len(msg) != 5 or msg[:1] != b"S":
             os.close(res_r)
+            feed.close()
             raise SandboxError("the sandbox zygote did not start a child")
         self.programs += 1
-        return int.from_bytes(msg[1:], "little"), res_r
+        return int.from_bytes(msg[1:], "little"), res_r, feed
 
     def host_pid(self, pid: int) -> int | None:
         """``pid`` (as the zygote reported it) if it is the zygote's child in this pid namespace, else None."""
@@ -722,23 +762,24 @@ class Sandbox:
         Each result goes to ``sink(i, outcome) -> stop?`` as it arrives (or is kept in
         ``outcomes`` when there is no sink).
         """
-        job = dict(base, inputs=inputs[start:end], caps=caps[start:end], start=start,
-                   limits=self.limits.child(self.uid))
+        job = dict(base, caps=caps[start:end], start=start, limits=self.limits.child(self.uid))
+        blob = marshal.dumps(inputs[start:end])  # sent once the program has loaded (see child.py)
         t_begin = time.monotonic()
         try:
-            pid, fd = self._zyg().start(job)
+            pid, fd, feed = self._zyg().start(job)
         except SandboxError:  # a zygote that died (not the program's doing: it never runs candidates)
             self._zygote.close()
             self._zygote = None
-            pid, fd = self._zyg().start(job)
+            pid, fd, feed = self._zyg().start(job)
         z = self._zygote
         att = _Attempt(sink=sink)
         host_pid = z.host_pid(pid)
         try:
             killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor,
-                                meter=lambda: _threads_sample(host_pid))
+                                meter=lambda: _threads_sample(host_pid), on_loaded=lambda: feed.send(blob))
         finally:
             os.close(fd)
+            feed.close()
         status, cpu = z.finish(kill=killed)
         if att.event == "timeout" and att.starved is None:
             # the child's counters could not be read (bwrap: another pid namespace): its CPU over the whole
@@ -753,10 +794,10 @@ class Sandbox:
             att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
         return att
 
-    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None) -> bool:
+    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None, on_loaded=None) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
         rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
-                     self.limits.load_time_limit, self.limits.budget_step, meter=meter)
+                     self.limits.load_time_limit, self.limits.budget_step, meter=meter, on_loaded=on_loaded)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf, scanned = bytearray(), 0
@@ -793,8 +834,10 @@ class Sandbox:
 class _Reader:
     """Deadlines and the order of results while one child's result pipe is read."""
 
-    def __init__(self, att, start, end, time_limits, factor, cap, load_limit, step=math.inf, meter=None):
+    def __init__(self, att, start, end, time_limits, factor, cap, load_limit, step=math.inf, meter=None,
+                 on_loaded=None):
         self.att, self.nxt, self.end = att, start, end
+        self.on_loaded = on_loaded or (lambda: None)
         self.limits, self.factor, self.cap = time_limits, factor, cap
         self.step = step if math.isfinite(cap) else math.inf  # a test's share of the budget, once in it
         self.meter = meter or (lambda: None)
@@ -841,6 +884,7 @@ class _Reader:
                 return True
             if "loaded" in msg:
                 att.loaded = True
+                self.on_loaded()  # the inputs, now that module-level code has run (not charged to a test)
                 self._arm(time.monotonic())
             return None
         if msg.get("i") != self.nxt or msg.get("ok") not in (True, False):
