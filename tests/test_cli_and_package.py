@@ -157,6 +157,50 @@ def test_cli_keeps_arviz_refactor_notice_off_the_terminal(tmp_path, capsys):
         assert capsys.readouterr().err == "warning: pass@k of an unrelated future\n"
 
 
+@pytest.mark.parametrize("command, said", [("fit", "fit did not finish; a file it writes is written whole"),
+                                             ("execute", "the verdicts recorded so far are kept")])
+def test_an_interrupted_command_says_so(tmp_path, monkeypatch, capsys, command, said):
+    """Ctrl-C ended a command with status 130 and not a word (Typer's handling); now it says what is left."""
+    from bayespass import cli
+    from bayespass.execution import engine
+    from bayespass.models import fit as fit_mod
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fit_mod, "fit", interrupted)
+    monkeypatch.setattr(engine, "execute", interrupted)
+    f = tmp_path / "c.csv"
+    f.write_text("task,n,c\nt1,3,2\nt2,3,1\n")
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "HumanEval/0", "solution": "def f(): pass"}) + "\n")
+    args = {"fit": [str(f), "--out", str(tmp_path / "fit.nc")], "execute": [str(samples), "--out", str(tmp_path / "run")]}
+    monkeypatch.setattr(sys, "argv", ["bayespass", command, *args[command]])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 130
+    assert f"interrupted: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "fit.nc").exists()
+
+
+def test_written_files_are_whole_or_absent(tmp_path):
+    """An interrupted write keeps the previous file: it goes to a temporary file that replaces it when done."""
+    from bayespass.data.io import atomic_netcdf
+
+    out = tmp_path / "fit.nc"
+    out.write_bytes(b"the previous fit")
+
+    class Half:
+        def to_netcdf(self, path, **kw):
+            with open(path, "wb") as fh:
+                fh.write(b"half of a ")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_netcdf(Half(), out)
+    assert out.read_bytes() == b"the previous fit"
+
+
 def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     """Ollama-style names ('llama3:8b') hold the separator of --pairs: the split that names two configs wins."""
     rng = np.random.default_rng(0)

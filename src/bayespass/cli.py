@@ -206,7 +206,9 @@ def fit_cmd(
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
-    idata.to_netcdf(str(out))
+    from .data.io import atomic_netcdf
+
+    atomic_netcdf(idata, out)
     post = idata.posterior.attrs
     typer.echo(f"wrote {out} (model={post['bayespass_model']}, method={post['bayespass_method']}, "
                f"sampler={post.get('sampler', '?')}, convergence: {post.get('convergence', '')})")
@@ -680,6 +682,7 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
                    "run the same command again to resume", err=True)
+        _INTERRUPT["said"] = True
         raise typer.Exit(130) from None
 
 
@@ -913,9 +916,23 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
         fail(_as_option(str(err), _GENERATE_OPTIONS))
 
 
+#: what an interrupted command leaves (Typer ends a command on Ctrl-C with exit status 130 and no message)
+_INTERRUPT = {"said": False,
+              "execute": "the verdicts recorded so far are kept in the run directory; the same command resumes",
+              "generate": "the samples written so far are kept in the JSONL file; the same command resumes"}
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
-    app(prog_name="bayespass")
+    try:
+        app(prog_name="bayespass")
+    except SystemExit as exc:
+        if exc.code == 130 and not _INTERRUPT["said"]:  # 'run' says what it keeps itself
+            cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "the command")
+            left = _INTERRUPT.get(cmd) if cmd in ("execute", "generate") else (
+                f"{cmd} did not finish; a file it writes is written whole or not at all")
+            typer.echo(f"\ninterrupted: {left}", err=True)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,7 +24,7 @@ import xarray as xr
 from ..validate import check_choice
 from .counts import counts_from_frame, validate_counts
 
-__all__ = ["read_counts", "write_counts", "counts_from_evalplus", "samples_to_counts"]
+__all__ = ["read_counts", "write_counts", "atomic_netcdf", "counts_from_evalplus", "samples_to_counts"]
 
 _FORMATS = ("csv", "jsonl", "evalplus", "netcdf")
 
@@ -248,17 +248,33 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
                              attrs={"correctness": correctness, "evalplus_hash": str(doc.get("hash", ""))})
 
 
+def atomic_netcdf(obj, path: str | os.PathLike) -> None:
+    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
+        obj.to_netcdf(str(tmp))
+    else:
+        obj.to_netcdf(tmp, engine="h5netcdf")
+    os.replace(tmp, path)
+
+
 def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write a counts dataset to ``.nc`` (netCDF) or ``.csv`` (long format; n = 0 rows dropped)."""
+    """Write a counts dataset to ``.nc`` (netCDF) or ``.csv`` (long format; n = 0 rows dropped).
+
+    Written through a temporary file: an interrupted write leaves the previous file (or none), never half of one.
+    """
     ds = validate_counts(ds)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".nc", ".netcdf"):
-        ds.to_netcdf(path, engine="h5netcdf")
+        atomic_netcdf(ds, path)
     elif suffix == ".csv":
         df = ds[["n", "c"]].to_dataframe().reset_index()
         df = df[df["n"] > 0][["config", "model", "temperature", "benchmark", "task", "n", "c"]]
-        df.to_csv(path, index=False)
+        tmp = path.with_name(path.name + ".tmp")
+        df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
     else:
         raise ValueError(f"path {str(path)!r}: write_counts supports '.nc' and '.csv' suffixes")
     return path

@@ -9,6 +9,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..data.io import atomic_netcdf
+
 __all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED", "make_coder", "write_truth"]
 
 
@@ -147,16 +149,6 @@ class State:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=2, default=str))
         os.replace(tmp, self.path)
-
-
-def atomic_netcdf(obj, path: Path) -> None:
-    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
-    tmp = path.with_name(path.name + ".tmp")
-    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
-        obj.to_netcdf(str(tmp))
-    else:
-        obj.to_netcdf(tmp, engine="h5netcdf")
-    os.replace(tmp, path)
 
 
 def say(echo, msg: str) -> None:
