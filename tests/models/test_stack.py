@@ -251,7 +251,9 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     auto = bp.stack(fits, counts, k=[1, 10])
     summary = az.summary(auto, kind="stats")  # the weights (no chain, draw) used to break it
     names = {row.split("[")[0] for row in summary.index}  # "bb_mu[config-0]": each candidate's draws by name
-    assert np.isfinite(summary["mean"]).all() and {"bb_mu", "zoibb_pi0", "component"} <= names
+    assert np.isfinite(summary["mean"]).all() and {"bb_mu", "zoibb_pi0"} <= names
+    assert "component" not in names  # which candidate a draw takes is an index (a coordinate): no mean or R-hat
+    assert auto.posterior["component"].dims == ("chain", "draw", "config")
     assert np.isfinite(az.loo(auto).elpd_loo)
     path = tmp_path / "auto.nc"
     auto.to_netcdf(str(path))

@@ -181,8 +181,9 @@ def stack(fits: dict, *, seed=0):
     comp = np.stack([rng.choice(len(names), size=(chains, draws), p=weights.values[j])
                      for j in range(posts[0].sizes["config"])], axis=-1)
     # every candidate's own draws under its name (NaN-free: arviz's summaries and plots read them), and which
-    # candidate each draw of the mixture takes; theta_of packs them into the mixture's theta
-    posterior = xr.Dataset({"component": (("chain", "draw", "config"), comp.astype(np.int64))}, coords=coords)
+    # candidate each draw of the mixture takes; theta_of packs them into the mixture's theta. The latter is a
+    # coordinate, not a variable: an index has no mean or R-hat, and arviz.summary lists variables only
+    posterior = xr.Dataset(coords=coords | {"component": (("chain", "draw", "config"), comp.astype(np.int64))})
     for name, post in zip(names, posts, strict=True):
         own = post.isel(chain=slice(chains), draw=slice(draws)).assign_coords(chain=coords["chain"],
                                                                               draw=coords["draw"])
