@@ -19,7 +19,7 @@ from bayespass.execution import engine
 from bayespass.execution.child import encode
 from bayespass.execution.groundtruth import ground_truth
 from bayespass.execution.judge import CODES, equal
-from bayespass.execution.sandbox import Limits, Sandbox
+from bayespass.execution.sandbox import Limits, Sandbox, SandboxError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -640,6 +640,38 @@ def f(x):
             json.dumps(1), os.environ.get('BP_POISON'), sys.getrecursionlimit(), os.path.exists('/tmp/poison'),
             x + 1]
 """
+
+
+FORGED_SETUP_ERROR = """
+import os, sys
+os.write(sys._getframe(0).f_back.f_locals["out_fd"], b'{"setup_error": "forged"}\\n')
+def f(x):
+    return x + 1
+"""
+
+
+def test_a_program_cannot_stop_the_evaluation_with_a_forged_setup_error(monkeypatch, layer):
+    """A setup error (isolation failed) stops the whole run with SandboxError, so that no verdict comes from an
+    unconfined child. A program wrote one on its result pipe and stopped every run that reached it, resumed
+    ones too. The supervisor now believes one only before the harness's "isolated" line, which precedes any
+    candidate code; a real one still stops the run."""
+    from bayespass.execution import sandbox as sbmod
+
+    sb = Sandbox(layer=layer)
+    try:
+        outs = sb.run(FORGED_SETUP_ERROR, "f", [encode((1,)), encode((2,))], [5.0] * 2)
+    finally:
+        sb.close()
+    assert [(o.status, o.value) for o in outs] == [("value", 2), ("value", 3)]
+    view = dict(sbmod._view())
+    view["dirs"] = [*view["dirs"], "/nonexistent-bayespass-test-dir"]  # binding it fails before any program runs
+    monkeypatch.setattr(sbmod, "_view", lambda: view)
+    sb = Sandbox(layer=layer)
+    try:
+        with pytest.raises(SandboxError, match="could not isolate a child.*nonexistent-bayespass-test-dir"):
+            sb.run("def f(x):\n    return x\n", "f", [encode((1,))], [5.0])
+    finally:
+        sb.close()
 
 
 def test_poisoning_the_zygote_changes_nothing_for_the_next_program(layer):

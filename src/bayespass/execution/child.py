@@ -31,7 +31,8 @@
 # candidate's module-level code cannot see the tests' inputs: all it could compute from them is charged to
 # the first test's limit, which runs from the "loaded" line, forged or not.
 #
-# Results (JSON lines): {"loaded": true, "t"} or {"load_error": name}; then per test
+# Results (JSON lines): {"setup_error": text} if isolation failed, else {"isolated": true} before the
+# candidate is loaded; then {"loaded": true, "t"} or {"load_error": name}; then per test
 # {"i", "ok": true, "v": tagged, "t"} or {"i", "ok": false, "e": "ExceptionType", "t"}.
 # A value whose encoding would exceed the test's byte cap is sent as its canonical digest
 # instead, v = {"H": hex, "n": stream length} (see canonical_digest).
@@ -679,6 +680,9 @@ def _child(cfg, job, res_fd, inputs_fd, go_fd):
         finally:
             os._exit(3)
     try:
+        # before any candidate code: the supervisor believes a setup error only before this line (a program
+        # could write one on its pipe to stop the whole evaluation)
+        _emitter(res_fd)('{"isolated": true}\n')
         run_tests(job, res_fd, inputs_fd, go_fd)
     except BaseException:  # noqa: BLE001 - a bug here must not look like a verdict
         if cfg.get("debug"):

@@ -586,6 +586,7 @@ class _Attempt:
     n_done: int = 0
     event: str = "done"  # done/stopped/skip/timeout/crash/load_error/load_timeout/load_crash/budget/step
     at: int = -1
+    isolated: bool = False  # the child's harness said isolation is in place (before any candidate code ran)
     loaded: bool = False  # the child said it had loaded the program
     error: str = ""
     limit: float = 0.0  # the limit of the test that timed out
@@ -875,9 +876,12 @@ class _Reader:
     def message(self, msg: dict) -> bool | None:
         """Handle one line: True = kill the child, False = stop reading, None = go on."""
         att = self.att
-        if "setup_error" in msg:
-            att.error = "setup:" + str(msg["setup_error"])
-            return False
+        if not att.isolated:  # the harness's own first line: before it, no candidate code has run
+            if "setup_error" in msg:
+                att.error = "setup:" + str(msg["setup_error"])
+                return False
+            att.isolated = msg.get("isolated") is True
+            return None
         if not att.loaded:
             if "load_error" in msg:
                 att.event, att.at, att.error = "load_error", self.nxt, f"load:{msg['load_error']}"[:100]
