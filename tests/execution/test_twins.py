@@ -215,6 +215,23 @@ def test_observers_of_a_docstring_without_its_name_in_the_text_keep_their_own_ke
     assert behaviour_key(code) is None
 
 
+def test_a_module_found_by_a_computed_name_keeps_its_own_key():
+    """``sys.modules`` hands out a module by a name built at run time; in the sandbox inspect is already loaded,
+    so these twins returned their own docstrings while sharing one key (one ran, the other took its verdicts)."""
+    from bayespass.execution.child import decode, encode
+    from bayespass.execution.sandbox import Sandbox
+
+    code = 'import sys\ndef f(x):\n    """one"""\n    return sys.modules.get("ins" + "pect").getdoc(f)\n'
+    twin = code.replace('"""one"""', '"""two"""')
+    sb = Sandbox()
+    try:
+        got = [decode(sb.run(c, "f", [encode((1,))], [10.0])[0].value) for c in (code, twin)]
+    finally:
+        sb.close()
+    assert got == ["one", "two"]  # they do behave differently
+    assert behaviour_key(code) is None and behaviour_key(twin) is None
+
+
 @pytest.mark.parametrize("code", [
     'import pickle\ndef f(x):\n    """d"""\n    return pickle.dumps(x)\n',
     'def f(x):\n    """d"""\n    setattr(f, "a", 1)\n    return x\n',

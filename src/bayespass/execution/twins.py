@@ -23,10 +23,10 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
 - what can run names anything that could observe a docstring, ``__name__``, line numbers or the source: see
   ``_OBSERVERS`` (``__doc__``, ``getattr``/``setattr``, ``vars``, ``dir``, ``inspect``, ``doctest``, frames,
   tracebacks, code objects, tracers, warning records, ``logging``, metaclasses (a class body's namespace holds
-  its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ...), or it calls ``.format``
-  on a string that is not a literal or whose fields read attributes. "What can run" is the program unparsed
-  without its comments, string statements and main blocks, so adjacent literals are joined (``"__d" "oc__"``
-  reads as ``'__doc__'``) and a word in a comment or a docstring costs nothing.
+  its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ``sys.modules``, ...), or it
+  calls ``.format`` on a string that is not a literal or whose fields read attributes. "What can run" is the
+  program unparsed without its comments, string statements and main blocks, so adjacent literals are joined
+  (``"__d" "oc__"`` reads as ``'__doc__'``) and a word in a comment or a docstring costs nothing.
 
 Verdicts never carry line numbers: the child reports an exception by its type only.
 """
@@ -57,7 +57,10 @@ _OBSERVERS = re.compile(
     r"metaclass|__prepare__|__init_subclass__|setattr|delattr|__subclasses__|__reduce|pickle|marshal|shelve|"
     r"copyreg|"
     # memory and object identity of the constants themselves
-    r"\bgc\b|getrefcount|ctypes")
+    r"\bgc\b|getrefcount|ctypes|"
+    # a module by a computed name: the sandbox's zygote has already imported inspect, so
+    # ``sys.modules["ins" + "pect"].getdoc(f)`` reads a docstring with neither word in the text
+    r"\bmodules\b")
 
 
 def _is_main_block(node) -> bool:
