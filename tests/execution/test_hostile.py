@@ -32,6 +32,17 @@ def run1(layer, code, args=(1,), limit=1.0, **kw):
         sb.close()
 
 
+# a correct program that needs 0.3 s of CPU per test
+CPU_BOUND = """
+def f(x):
+    import time
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    return x + 1
+"""
+
+
 # -- 1. the candidate cannot extend its own deadline -------------------------------------------
 FORGE_RETURNED = """
 def f(x):
@@ -87,14 +98,7 @@ def test_encoding_never_runs_candidate_code(layer):
     assert time.monotonic() - t0 < 60  # a sanity bound, not a timing assertion: 2.5 s sleeps never ran
 
 
-SLOW_ANSWER = """
-import sys, time
-def _slow(x):
-    t = time.process_time()
-    while time.process_time() - t < 1.5:
-        pass
-    return x + 1
-"""
+SLOW_ANSWER = "import sys\n" + CPU_BOUND.replace("def f(x):", "def _slow(x):").replace("0.3", "1.5")
 
 # module-level code that finds the tests' inputs in the harness (its caller's frame) and answers them all
 # while loading, 1.5 s of CPU each: 3 passes against 1 s limits in round 2 (the load limit is 10 s)
@@ -417,16 +421,6 @@ def test_the_zygote_compiles_the_seccomp_filter_once_and_its_children_are_as_con
 
 
 # -- 8. timeouts that depend on load ----------------------------------------------------------
-CPU_BOUND = """
-def f(x):
-    import time
-    t = time.process_time()
-    while time.process_time() - t < 0.3:
-        pass
-    return x + 1
-"""
-
-
 @contextlib.contextmanager
 def one_busy_core(spinners=3):
     """Pin this thread (and so the zygote it starts, and its children) and ``spinners`` busy loops to one CPU.
@@ -458,23 +452,16 @@ def test_a_starved_correct_program_is_rerun_with_a_larger_limit(layer):
         assert o.status == "timeout" and not o.retried
 
 
+# the test of x == 1 answers at once, so the later ones run in a child that has already answered one
+QUICK_FIRST = "    import time\n    if x == 1:\n        return 2\n"
 FORGE_CPU = """
 import sys
 sys._getframe(0).f_back.f_globals["_cpu"] = lambda: 1e6  # the CPU time the harness reported (round 2)
-""" + CPU_BOUND.replace("0.3", "1.5").replace("    import time\n", "    import time\n    if x == 1:\n        return 2\n")
+""" + CPU_BOUND.replace("0.3", "1.5").replace("    import time\n", QUICK_FIRST)
 
-SLEEP_UNLESS_FRESH = """
-def f(x):
-    import sys, time
-    if x == 1:
-        return 2
-    if sys._getframe(1).f_locals.get("j") != 0:  # not the first call of a fresh child (so not a re-run): wait
-        time.sleep(5)
-    t = time.process_time()
-    while time.process_time() - t < 1.5:
-        pass
-    return x + 1
-"""
+# wait unless this is the first call of a fresh child (as a re-run is)
+SLEEP_UNLESS_FRESH = CPU_BOUND.replace("0.3", "1.5").replace("    import time\n", QUICK_FIRST + (
+    "    import sys\n    if sys._getframe(1).f_locals.get('j') != 0:\n        time.sleep(5)\n"))
 
 NAPS = """
 def f(x):
