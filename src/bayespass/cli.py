@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -682,7 +683,7 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
                    "run the same command again to resume", err=True)
-        _INTERRUPT["said"] = True
+        _INTERRUPT_SAID.set()
         raise typer.Exit(130) from None
 
 
@@ -917,9 +918,10 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
 
 
 #: what an interrupted command leaves (Typer ends a command on Ctrl-C with exit status 130 and no message)
-_INTERRUPT = {"said": False,
-              "execute": "the verdicts recorded so far are kept in the run directory; the same command resumes",
-              "generate": "the samples written so far are kept in the JSONL file; the same command resumes"}
+_INTERRUPT_LEFT = {"execute": "the verdicts recorded so far are kept in the run directory; the same command resumes",
+                   "generate": "the samples written so far are kept in the JSONL file; the same command resumes"}
+#: set once a command has said what its interruption left ('run' does)
+_INTERRUPT_SAID = threading.Event()
 
 
 def main() -> None:
@@ -927,10 +929,9 @@ def main() -> None:
     try:
         app(prog_name="bayespass")
     except SystemExit as exc:
-        if exc.code == 130 and not _INTERRUPT["said"]:  # 'run' says what it keeps itself
+        if exc.code == 130 and not _INTERRUPT_SAID.is_set():
             cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "the command")
-            left = _INTERRUPT.get(cmd) if cmd in ("execute", "generate") else (
-                f"{cmd} did not finish; a file it writes is written whole or not at all")
+            left = _INTERRUPT_LEFT.get(cmd, f"{cmd} did not finish; a file it writes is written whole or not at all")
             typer.echo(f"\ninterrupted: {left}", err=True)
         raise
 

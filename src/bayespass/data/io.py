@@ -24,7 +24,7 @@ import xarray as xr
 from ..validate import check_choice
 from .counts import counts_from_frame, validate_counts
 
-__all__ = ["read_counts", "write_counts", "atomic_netcdf", "counts_from_evalplus", "samples_to_counts"]
+__all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
 
 _FORMATS = ("csv", "jsonl", "evalplus", "netcdf")
 
@@ -248,15 +248,23 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
                              attrs={"correctness": correctness, "evalplus_hash": str(doc.get("hash", ""))})
 
 
-def atomic_netcdf(obj, path: str | os.PathLike) -> None:
-    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
+def write_atomic(path: str | os.PathLike, write) -> None:
+    """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
+
+    An interrupted write leaves the previous file (or none), never half of one.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
-        obj.to_netcdf(str(tmp))
-    else:
-        obj.to_netcdf(tmp, engine="h5netcdf")
+    write(tmp)
     os.replace(tmp, path)
+
+
+def atomic_netcdf(obj, path: str | os.PathLike) -> None:
+    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
+    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
+        write_atomic(path, lambda tmp: obj.to_netcdf(str(tmp)))
+    else:
+        write_atomic(path, lambda tmp: obj.to_netcdf(tmp, engine="h5netcdf"))
 
 
 def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
@@ -272,9 +280,7 @@ def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     elif suffix == ".csv":
         df = ds[["n", "c"]].to_dataframe().reset_index()
         df = df[df["n"] > 0][["config", "model", "temperature", "benchmark", "task", "n", "c"]]
-        tmp = path.with_name(path.name + ".tmp")
-        df.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+        write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
     else:
         raise ValueError(f"path {str(path)!r}: write_counts supports '.nc' and '.csv' suffixes")
     return path

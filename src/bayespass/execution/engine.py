@@ -15,6 +15,7 @@ import pandas as pd
 import xarray as xr
 
 from .._version import __version__
+from ..data.io import atomic_netcdf
 from .child import decode
 from .groundtruth import load_factor
 from .harness import SlotPool
@@ -366,8 +367,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
                     n_run=len(jobs), n_twins=sum(len(hs) for _, hs in twins.values()) + n_copied,
                     verdict_codes=json.dumps(VERDICTS))
     if tmp is None:
-        ds.to_netcdf(out / "samples.nc.tmp", engine="h5netcdf")
-        os.replace(out / "samples.nc.tmp", out / "samples.nc")
+        atomic_netcdf(ds, out / "samples.nc")
     else:
         tmp.cleanup()
     return ds

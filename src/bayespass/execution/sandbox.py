@@ -589,7 +589,6 @@ class _Attempt:
     isolated: bool = False  # the child's harness said isolation is in place (before any candidate code ran)
     loaded: bool = False  # the child said it had loaded the program
     error: str = ""
-    limit: float = 0.0  # the limit of the test that timed out
     starved: bool | None = None  # a timeout: the child was kept off the CPU (measured by the supervisor)
 
     def put(self, i: int, o: Outcome) -> bool:
@@ -864,7 +863,7 @@ class _Reader:
         elif self.step < self.factor * self.limits[self.nxt]:
             att.event, att.at = "step", self.nxt
         else:
-            att.event, att.at, att.limit = "timeout", self.nxt, self.factor * self.limits[self.nxt]
+            att.event, att.at = "timeout", self.nxt
             att.starved = _starved(self.first, self.meter())
 
     def _arm(self, now: float) -> None:

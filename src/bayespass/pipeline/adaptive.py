@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data.io import write_atomic
 from .config import GEN, make_coder, say, write_truth
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,9 +155,8 @@ def _load_rounds(out: Path, source: _Source, cfg) -> dict:
 
 def _save_rounds(out: Path, state: dict) -> None:
     data = dict(state, targets={"\t".join(cell): int(n) for cell, n in state["targets"].items()})
-    tmp = out / (ROUNDS + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, out / ROUNDS)
+    text = json.dumps(data, indent=1)
+    write_atomic(out / ROUNDS, lambda tmp: tmp.write_text(text))
 
 
 def generate_until_width(ctx) -> None:

@@ -9,7 +9,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..data.io import atomic_netcdf
+from ..data.io import atomic_netcdf, write_atomic
 
 __all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED", "make_coder", "write_truth"]
 
@@ -146,9 +146,8 @@ class State:
             raise KeyboardInterrupt(f"interrupted: stage {stage!r} is not recorded and will be redone")
         self.data["stages"][stage] = key
         self.data.setdefault("timings", {})
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str))
-        os.replace(tmp, self.path)
+        text = json.dumps(self.data, indent=2, default=str)
+        write_atomic(self.path, lambda tmp: tmp.write_text(text))
 
 
 def say(echo, msg: str) -> None:

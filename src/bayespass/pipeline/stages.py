@@ -19,12 +19,12 @@ report        (always)              report.html
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..data.io import write_atomic
 from .config import GEN, RunConfig, State, atomic_netcdf, make_coder, say, write_truth
 
 __all__ = ["Stage", "Context", "stages", "truth_passk"]
@@ -262,21 +262,13 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
             table = table[table["task"].isin(tasks)]
         recs = [{k: v for k, v in r.items() if k not in ("sample", "task") and not (isinstance(v, float) and v != v)}
                 for r in table.to_dict("records")]
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            for r in recs:
-                fh.write(json.dumps(r, default=str) + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, lambda tmp: tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in recs)))
         return recs, None
     if cfg.coder == "synthetic":
         coder = make_coder(cfg, suite, tasks, echo)
         recs = [r for T in cfg.temperatures for r in coder.generate(k=cfg.k, temperature=T, seed=cfg.seed)]
         write_truth(coder, cfg, out)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            for r in recs:
-                fh.write(json.dumps(r) + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, lambda tmp: tmp.write_text("".join(json.dumps(r) + "\n" for r in recs)))
         return recs, coder.run_dir
     from ..generate.hf import generate_to_jsonl
 
