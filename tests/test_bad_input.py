@@ -289,3 +289,57 @@ def test_plot_ppc_of_an_inferencedata_without_replicates_names_the_groups_it_lac
 
     with pytest.raises(ValueError, match=r"plot_ppc needs .* lacks \['constant_data', 'observed_data', 'posterior_predictive'\]"):
         bp.plot_ppc(az.from_dict(posterior={"a": np.zeros((1, 5))}))
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    (["a,inf,1"], r"row 1 \(task 'a'\): n must be a non-negative integer; got inf"),  # was pandas' own message
+    (["a,5,1,m,hot"], r"row 1 \(task 'a'\): temperature must be a non-negative number or empty; got 'hot'"),
+    (["a,5,1,m,-0.5"], r"row 1 \(task 'a'\): temperature must be a non-negative number or empty; got -0.5"),
+])
+def test_counts_csv_names_the_row_of_an_infinite_count_or_a_bad_temperature(tmp_path, rows, needle):
+    path = tmp_path / "counts.csv"
+    header = "task,n,c,model,temperature" if rows[0].count(",") == 4 else "task,n,c"
+    path.write_text("\n".join([header, *rows, "b,5,2" + (",m,0.2" if "model" in header else "")]) + "\n")
+    with pytest.raises(ValueError, match=needle):
+        bp.read_counts(path)
+    res = cli("estimate", path)
+    assert res.exit_code != 0 and re.search(needle, res.output.replace("\n", " ")), res.output
+
+
+def test_counts_with_an_empty_temperature_cell_read():
+    counts = bp.counts_from_frame(__import__("pandas").DataFrame(
+        {"task": ["a", "b"], "n": [5, 5], "c": [1, 2], "model": ["m", "m"], "temperature": ["", 0.8]}))
+    assert sorted(counts.config.values) == ["m", "m|T=0.8"]
+
+
+def test_counts_with_more_samples_than_a_pair_key_holds():
+    # n = 1e11 samples of one task made the (config, n, c) key overflow int64 (an OverflowError traceback)
+    counts = bp.make_counts([[10**11, 5], [5, 5]], [[1, 2], [3, 4]])
+    est = bp.passk(counts, k=[1])
+    expect = np.array([(1e-11 + 2 / 5) / 2, (3 / 5 + 4 / 5) / 2])
+    np.testing.assert_allclose(est.sel(method="naive").squeeze().values, expect, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("temp", "shown"), [("hot", "str 'hot'"), (-1, "int '-1'"), (True, "bool 'True'")])
+def test_samples_temperature_must_be_a_number(tmp_path, temp, shown):
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    return 1\n", "model": "m",
+                                "temperature": temp}) + "\n")
+    with pytest.raises(ValueError, match=re.escape(f"s.jsonl, line 1 (task 'HumanEval/0'): 'temperature' must be a "
+                                                   f"non-negative number (or absent); got {shown}")):
+        bp.execute(path, bp.load_suite("humaneval"), progress=False)
+
+
+def test_samples_temperature_as_a_numeric_string_labels_its_config():
+    from bayespass.execution.samples_io import read_samples
+
+    df = read_samples([{"task_id": "t", "completion": "x", "model": "m", "temperature": "0.8"}])
+    assert df.config.tolist() == ["m|T=0.8"]
+
+
+def test_fit_of_a_path_and_stack_of_a_list_say_what_to_pass():
+    with pytest.raises(TypeError, match=r"got str 'counts.csv': read a counts file or run directory with "
+                                        r"bp.read_counts\(path\)"):
+        bp.fit("counts.csv")
+    with pytest.raises(TypeError, match=r"fits must be a dict of model name -> fit.*; got list"):
+        bp.stack([1, 2])  # used to print every InferenceData's repr as "names"

@@ -9,6 +9,7 @@ observed"); every estimator handles them.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from typing import Any
 
 import numpy as np
@@ -148,7 +149,9 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         ds = ds["counts"].to_dataset()
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"counts must be an xarray.Dataset (see bayespass.read_counts), a DataFrame with "
-                        f"columns task, n, c (and config) or a run (bp.load_run); got {type(ds).__name__}")
+                        f"columns task, n, c (and config) or a run (bp.load_run); got {type(ds).__name__}"
+                        + (f" {os.fspath(ds)!r}: read a counts file or run directory with bp.read_counts(path)"
+                           if isinstance(ds, str | os.PathLike) else ""))
     for var in ("n", "c"):
         if var not in ds:
             raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")
@@ -214,12 +217,12 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         raise ValueError(f"{where}: no rows")
     df = df.copy()
     df["model"] = df["model"].astype(str) if "model" in df else "model"
-    df["temperature"] = pd.to_numeric(df["temperature"]) if "temperature" in df else np.nan
+    df["temperature"] = _temperatures(df, where) if "temperature" in df else np.nan
     df["benchmark"] = (df["benchmark"].map(lambda v: "" if pd.isna(v) else str(v))
                        if "benchmark" in df else "")
     for col in ("n", "c"):
         vals = pd.to_numeric(df[col], errors="coerce")
-        bad = vals.isna() | (vals < 0) | (vals != np.round(vals))
+        bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
@@ -307,6 +310,18 @@ def _plain(v):
     if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):
         return ""
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _temperatures(df: pd.DataFrame, where: str) -> pd.Series:
+    """Return the ``temperature`` column as numbers (empty cells NaN); raise naming the first cell that is not."""
+    vals = pd.to_numeric(df["temperature"], errors="coerce")
+    written = df["temperature"].notna() & (df["temperature"].astype(str).str.strip() != "")
+    bad = (vals.isna() & written) | np.isinf(vals) | (vals < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): temperature must be a "
+                         f"non-negative number or empty; got {_shown(df['temperature'].iloc[row])}")
+    return vals
 
 
 def _shown(v) -> str:

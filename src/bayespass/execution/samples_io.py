@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import tokenize
 from pathlib import Path
@@ -42,6 +43,35 @@ def _config_of(rec: dict, default: str) -> str:
 def _given(v) -> bool:
     """Whether a record's field holds a value (not absent, None, or a table's NaN for a missing cell)."""
     return v is not None and not (isinstance(v, float) and v != v)
+
+
+def _check_record(rec, where: str) -> None:
+    """Raise a ValueError naming ``where`` and the field when ``rec`` is not a usable sample record."""
+    if not isinstance(rec, dict) or "task_id" not in rec:
+        raise ValueError(f"{where}: a sample record needs 'task_id'"
+                         + (f"; found keys {sorted(rec)[:8]}" if isinstance(rec, dict) else
+                            f"; got a {type(rec).__name__}, not a JSON object"))
+    if not _given(rec.get("solution")) and not _given(rec.get("completion")):
+        raise ValueError(f"{where} (task {rec['task_id']!r}): a sample record needs 'solution' or 'completion'")
+    for key in ("solution", "completion"):
+        if _given(rec.get(key)) and not isinstance(rec[key], str):
+            raise ValueError(f"{where} (task {rec['task_id']!r}): {key!r} must be a string (the program's "
+                             f"text); got {type(rec[key]).__name__} {str(rec[key])[:40]!r}")
+    temp = rec.get("temperature")
+    if "config" not in rec and "model" in rec and _given(temp) and not _temperature_ok(temp):
+        raise ValueError(f"{where} (task {rec['task_id']!r}): 'temperature' must be a non-negative number "
+                         f"(or absent); got {type(temp).__name__} {str(temp)[:40]!r}")
+
+
+def _temperature_ok(v) -> bool:
+    """Whether ``v`` reads as a finite non-negative number (a JSON number, or a string of one)."""
+    if isinstance(v, bool):
+        return False
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and x >= 0
 
 
 def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
@@ -88,17 +118,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                         wheres.append(f"{path}, line {lineno}")
     rows = []
     for i, rec in enumerate(recs):
-        where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
-        if not isinstance(rec, dict) or "task_id" not in rec:
-            raise ValueError(f"{where}: a sample record needs 'task_id'"
-                             + (f"; found keys {sorted(rec)[:8]}" if isinstance(rec, dict) else
-                                f"; got a {type(rec).__name__}, not a JSON object"))
-        if not _given(rec.get("solution")) and not _given(rec.get("completion")):
-            raise ValueError(f"{where} (task {rec['task_id']!r}): a sample record needs 'solution' or 'completion'")
-        for key in ("solution", "completion"):
-            if _given(rec.get(key)) and not isinstance(rec[key], str):
-                raise ValueError(f"{where} (task {rec['task_id']!r}): {key!r} must be a string (the program's "
-                                 f"text); got {type(rec[key]).__name__} {str(rec[key])[:40]!r}")
+        _check_record(rec, wheres[i] if wheres else f"sample record {i} (counting from 0)")
         rows.append(dict(rec, config=_config_of(rec, default), task=str(rec["task_id"])))
     if not rows:
         raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "

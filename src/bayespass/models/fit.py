@@ -6,6 +6,7 @@ import contextlib
 import json
 import threading
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -916,9 +917,12 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     from ..data.counts import counts_of_fit
     from .stack import stack
 
+    if not isinstance(fits, Mapping):
+        raise TypeError(f"fits must be a dict of model name -> fit, e.g. {{'bb': bp.fit(counts, 'bb'), "
+                        f"'lnorm': bp.fit(counts, 'lnorm')}}; got {type(fits).__name__}")
     names = list(fits)
     if len(names) < 2:
-        raise ValueError(f"stacking needs at least two fits; got {names!r}")
+        raise ValueError(f"stacking needs at least two fits; got {len(names)} ({names!r})")
     from ..data.counts import check_same_counts
 
     for name, f in fits.items():  # each a fit of one per-config model, made by bp.fit

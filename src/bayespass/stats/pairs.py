@@ -64,10 +64,17 @@ def pair_table(n: np.ndarray, c: np.ndarray) -> PairTable:
     n = np.asarray(n, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
     n_config = n.shape[0]
-    base = int(n.max()) + 1
-    key = (np.arange(n_config, dtype=np.int64)[:, None] * base + n) * base + c
-    keys, inverse, weight = np.unique(key.ravel(), return_inverse=True, return_counts=True)
-    cfg, rem = np.divmod(keys, base * base)
-    un, uc = np.divmod(rem, base)
+    base = int(n.max(initial=0)) + 1
+    cfg_of = np.broadcast_to(np.arange(n_config, dtype=np.int64)[:, None], n.shape)
+    if n_config * base * base < 2**62:  # one integer key per row: the fast path
+        key = (cfg_of * base + n) * base + c
+        keys, inverse, weight = np.unique(key.ravel(), return_inverse=True, return_counts=True)
+        cfg, rem = np.divmod(keys, base * base)
+        un, uc = np.divmod(rem, base)
+    else:  # n so large that the key would overflow int64: unique rows instead
+        rows = np.stack([cfg_of.ravel(), n.ravel(), c.ravel()], axis=1)
+        keys, inverse, weight = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        cfg, un, uc = keys.T
+        inverse = inverse.reshape(-1)
     return PairTable(cfg=cfg, n=un, c=uc, weight=weight.astype(float),
                      inverse=inverse.reshape(n.shape), n_config=n_config)
