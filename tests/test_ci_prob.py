@@ -62,3 +62,19 @@ def test_ppc_band_label_follows_ci_prob(idata):
         [h.get_label() for h in axes[0].containers]
     plt.close("all")
     assert any("80%" in x for x in labels), labels
+
+
+def test_ppc_of_equal_n_ticks_whole_numbers_of_successes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(3)
+    fit = bp.fit(bp.make_counts(np.full(40, 10), rng.binomial(10, rng.beta(1, 1, 40))), "bb", "eb", seed=0,
+                 progressbar=False)
+    axes = bp.plot_ppc(fit)
+    plt.gcf().canvas.draw()
+    ticks = [t for t in axes[0].get_xticks() if 0 <= t <= 10]
+    plt.close("all")
+    assert len(ticks) >= 3 and all(float(t).is_integer() for t in ticks), ticks  # was 0, 2.5, 5, 7.5, 10

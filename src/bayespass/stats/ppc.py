@@ -108,6 +108,7 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     configs get 10 bins of c / n.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from ..defaults import rcParams
     from ..validate import as_fit
@@ -136,6 +137,7 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
             x, ho, hr, width = (np.arange(n0 + 1), _shares(c[j], obs, n0 + 1), _shares(rep[:, j], obs, n0 + 1),
                                 0.8)
             a.set_xlabel(f"c, successes of n = {n0}")
+            a.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts, not 2.5 successes
         else:  # the binned histogram, of this config alone
             x, ho, hr, width = (0.5 * (_BINS[1:] + _BINS[:-1]), _stats(c[j], n[j])["hist"],
                                 _stats(rep[:, j], n[j])["hist"], 0.09)
