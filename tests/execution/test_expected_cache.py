@@ -88,7 +88,7 @@ def test_ground_truth_caches_in_two_files_and_judges_the_same_from_them(tmp_path
 def test_a_cache_of_the_single_file_layout_is_converted_not_recomputed(tmp_path, monkeypatch):
     monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
     suite = _suite("toy-old")
-    stem = (f"expected-toy-old-{suite.source_hash[:16]}-h{groundtruth.HARNESS_VERSION}-"
+    stem = (f"expected-toy-old-{suite.source_hash[:16]}-h{groundtruth.VALUES_VERSION}-"
             f"{groundtruth._TIMES_FORMAT}")
     # values no canonical run would give: the test sees that they were read, not computed
     old = {"tasks": {"toy/dbl": {"inputs": [encode((1,)), encode((5,))], "values": [111, 555],

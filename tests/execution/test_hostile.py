@@ -137,6 +137,42 @@ def test_loading_cannot_compute_the_answers(layer, code):
     assert [o.status for o in outs] == ["timeout"] * 3, outs
 
 
+# a program that knows nothing of the task but answers from the value cap of the test it is in: before,
+# each test's cap was 16x the length of its expected value plus 4096, and "True" is shorter than "False"
+READS_ITS_CAP = """
+def f(x):
+    import sys
+    frame = sys._getframe(1)
+    caps, j = frame.f_locals["caps"], frame.f_locals["j"]
+    return caps[j] == min(caps)
+"""
+
+
+def test_a_program_cannot_read_the_expected_values_from_what_its_child_is_given(layer):
+    inputs = [[3], [4], [7], [10], [11], [12]]
+    tasks = {"toy/odd": Task("toy/odd", "def f(x):\n", "f", "    return x % 2 == 1\n", inputs=inputs, n_base=6)}
+    suite = Suite("toy-odd", tasks, "oddhash")
+    ground_truth(suite, use_cache=False, workers=1)
+    recs = [{"task_id": "toy/odd", "solution": READS_ITS_CAP, "config": "cheat"},
+            {"task_id": "toy/odd", "solution": "def f(x):\n    return True\n", "config": "constant"}]
+    ds = engine.execute(recs, suite, layer=layer, workers=1, progress=False)
+    cheat = ds.verdict.sel(config="cheat", task="toy/odd", sample=0).values.tolist()
+    constant = ds.verdict.sel(config="constant", task="toy/odd", sample=0).values.tolist()
+    assert cheat == constant == [1, 2, 1, 2, 1, 2], (cheat, constant)  # was 6 passes
+    # nothing a child is given depends on one test's expected value: every test of a task gets one cap
+    judge = engine._Judge(suite, Limits())
+    assert set(judge.job("toy/odd", "x")["caps"]) == {engine.VALUE_CAP_FLOOR}
+
+
+def test_a_task_cap_is_never_below_a_test_alone_and_reveals_no_more_than_the_longest_value():
+    values = [encode(True), encode(False), encode("x" * 5000), encode(list(range(3)))]
+    for cap_max in (1 << 26, 1 << 16):
+        cap = engine.task_cap(values, cap_max)
+        assert all(cap >= min(cap_max, 16 * engine._encoded_len(v) + 4096) for v in values), cap
+        assert cap == min(cap_max, 1 << (16 * engine._encoded_len(values[2]) + 4095).bit_length())
+        assert engine.task_cap(values[:2] + values[3:], cap_max) == engine.VALUE_CAP_FLOOR
+
+
 def test_judging_time_is_not_charged_to_the_next_test(layer):
     # the supervisor may take seconds to judge a value (a digest of a million-element expected list
     # did on HumanEval/130); the next test's 1 s clock starts after that, so a quick test still passes

@@ -56,6 +56,25 @@ def _encoded_len(v) -> int:
     return len(str(v)) + 2
 
 
+#: the smallest value cap a child is given (see :func:`task_cap`)
+VALUE_CAP_FLOOR = 1 << 14
+
+
+def task_cap(values, max_value_bytes: int) -> int:
+    """The value cap of every test of a task: longer values come back from the child as their digest.
+
+    A value more than 16x longer than the expected one cannot match it, so sending its digest instead loses
+    nothing.  The cap goes to the child, which runs the candidate, so it must not tell one test's expected
+    value from another's (a cap per test told a program that reads it from the harness's frame the length
+    of each expected value: ``True`` from ``False``).  It is the same for every test of the task: 16x the
+    longest expected value, rounded up to a power of two, at least :data:`VALUE_CAP_FLOOR` (so that the
+    tasks whose expected values are all short, nearly all of them, get the same cap), at most
+    ``max_value_bytes``.  It is never below the cap of any test alone, so a value sent whole before still is.
+    """
+    need = max((16 * _encoded_len(v) + 4096 for v in values), default=0)
+    return min(max_value_bytes, max(VALUE_CAP_FLOOR, 1 << (need - 1).bit_length()))
+
+
 _UNDECODED = object()
 
 #: per task: the value caps of its jobs and its decoded expected values, kept across calls on the same suite
@@ -124,9 +143,8 @@ class _Judge:
         """Return the job for one program of a task (its tests, limits and value caps are computed once per task)."""
         if task_id not in self._jobs:
             t, e, lim = self.suite.tasks[task_id], self.suite.expected[task_id], self._limits
-            # a value more than 16x longer than the expected one cannot match it: its digest is sent instead
-            caps = _per_task(e, f"caps{lim.max_value_bytes}",
-                             lambda: [min(lim.max_value_bytes, 16 * _encoded_len(v) + 4096) for v in e["values"]])
+            caps = _per_task(e, f"task-caps{lim.max_value_bytes}",
+                             lambda: [task_cap(e["values"], lim.max_value_bytes)] * len(e["values"]))
             self._jobs[task_id] = {"entry_point": t.entry_point, "inputs": e["inputs"],
                                    "time_limits": [self.load_factor * lim.time_limit(x) for x in e["times"]],
                                    "output_not_none": t.output_not_none, "caps": caps}

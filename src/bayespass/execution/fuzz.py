@@ -170,7 +170,7 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
     """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
     from ..data.suites import cache_dir
     from .harness import SlotPool
-    from .sandbox import HARNESS_VERSION, Limits
+    from .sandbox import VALUES_VERSION, Limits
 
     if not suite.expected:
         from .groundtruth import ground_truth
@@ -182,7 +182,7 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
 
         tasks = sorted(set(tasks))
         tag = "-t" + hashlib.sha256("\n".join(tasks).encode()).hexdigest()[:10]
-    path = cache_dir() / (f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{HARNESS_VERSION}"
+    path = cache_dir() / (f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{VALUES_VERSION}"
                           f"-f{FUZZ_VERSION}.json")
     if use_cache and path.exists():
         return json.loads(path.read_text())

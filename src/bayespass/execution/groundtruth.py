@@ -19,7 +19,7 @@ from ..data.suites import Suite, Task, cache_dir, read_suite
 from .child import decode, encode
 from .expected_cache import read_cache, write_cache
 from .harness import SlotPool
-from .sandbox import HARNESS_VERSION, Limits, Sandbox
+from .sandbox import VALUES_VERSION, Limits, Sandbox
 
 __all__ = ["load_suite", "ground_truth", "expected_outputs", "measure_speed", "load_factor", "recorder_program"]
 
@@ -94,7 +94,7 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
     crashed after a re-run are never cached: the next call computes them again
     (a busy machine must not lose tests for good).
     """
-    stem = f"expected-{suite.name}-{suite.source_hash[:16]}-h{HARNESS_VERSION}-{_TIMES_FORMAT}"
+    stem = f"expected-{suite.name}-{suite.source_hash[:16]}-h{VALUES_VERSION}-{_TIMES_FORMAT}"
     path = cache_dir() / f"{stem}-{_CACHE_LAYOUT}.json"
     cached = (read_cache(path) or _read_old_cache(cache_dir() / f"{stem}.json", path)) if use_cache else None
     if cached is not None:

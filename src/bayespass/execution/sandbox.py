@@ -64,11 +64,16 @@ from pathlib import Path
 
 from .child import BOOTSTRAP
 
-__all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNESS_VERSION", "LAYERS"]
+__all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNESS_VERSION", "VALUES_VERSION", "LAYERS"]
 
-#: what stored verdicts and behaviour digests mean (part of every verdict-store and cache key); 8: digests
-#: put numbers that ``==`` finds equal in one form (2 and 2.0 differed) and set-equal tasks' outputs as sets
-HARNESS_VERSION = "8"
+#: what stored verdicts and behaviour digests of candidates mean (part of every verdict-store key); 8: digests
+#: put numbers that ``==`` finds equal in one form (2 and 2.0 differed) and set-equal tasks' outputs as sets;
+#: 9: a child's value cap is one per task (``engine.task_cap``), so a wrong value that came back as its digest
+#: may now come back whole (the same verdict, another behaviour digest)
+HARNESS_VERSION = "9"
+#: what the trusted programs' recorded values mean (part of the keys of the expected-output and fuzzing
+#: caches): the harness versions after 8 changed only how candidates' values come back
+VALUES_VERSION = "8"
 LAYERS = ("auto", "seccomp+uid", "seccomp+userns", "bwrap")
 _CHILD_SRC = (Path(__file__).with_name("child.py")).read_text()
 

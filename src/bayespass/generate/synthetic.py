@@ -52,8 +52,10 @@ def _subset_tag(tasks) -> str:
 def pool_dir(suite, max_mutants: int = 20, seed: int = 0, tasks=None):
     """Run directory where the pool's programs were executed (reusable by later runs)."""
     from ..data.suites import cache_dir
+    from ..execution.sandbox import HARNESS_VERSION
 
-    return cache_dir() / f"pools-v2-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}{_subset_tag(tasks)}"
+    # the harness version: a later run reuses the pool's verdicts only when they were judged alike
+    return cache_dir() / f"pools-v2-h{HARNESS_VERSION}-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}{_subset_tag(tasks)}"
 
 
 def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, progress=False, tasks=None) -> dict:
