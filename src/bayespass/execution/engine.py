@@ -61,7 +61,7 @@ VALUE_CAP_FLOOR = 1 << 14
 
 
 def task_cap(values, max_value_bytes: int) -> int:
-    """The value cap of every test of a task: longer values come back from the child as their digest.
+    """Return the value cap of every test of a task: longer values come back from the child as their digest.
 
     A value more than 16x longer than the expected one cannot match it, so sending its digest instead loses
     nothing.  The cap goes to the child, which runs the candidate, so it must not tell one test's expected

@@ -55,7 +55,8 @@ def pool_dir(suite, max_mutants: int = 20, seed: int = 0, tasks=None):
     from ..execution.sandbox import HARNESS_VERSION
 
     # the harness version: a later run reuses the pool's verdicts only when they were judged alike
-    return cache_dir() / f"pools-v2-h{HARNESS_VERSION}-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}{_subset_tag(tasks)}"
+    return cache_dir() / (f"pools-v2-h{HARNESS_VERSION}-{suite.name}-{suite.source_hash[:16]}-m{max_mutants}-s{seed}"
+                          f"{_subset_tag(tasks)}")
 
 
 def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, progress=False, tasks=None) -> dict:
