@@ -715,6 +715,52 @@ def test_poisoning_the_zygote_changes_nothing_for_the_next_program(layer):
     assert first.value == ["L", [2, True, True, ["F", "2.0"], "1", None, Limits().recursion, False, 2]]
 
 
+# an earlier program of the same slot, with a marker in its text
+EARLIER = "def f(x):\n    # SECRET_MARKER_12345, say another model's correct sample\n" + "    y = x\n" * 40 + \
+    "    return x + 1\n"
+
+# a later program that reads its own memory (ctypes; write() to a pipe tells a mapped page from an unmapped
+# one without a crash) around the heap and its objects, and counts earlier programs' texts found there
+SCANS_ITS_HEAP = """
+def f(x):
+    import ctypes, os
+    libc = ctypes.CDLL(None)
+    libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    libc.sbrk.restype = ctypes.c_void_p
+    r, w = os.pipe()
+    page, found, seen = 4096, 0, set()
+    marker = b"SECRET" + b"_MARKER_"  # followed by a NUL in this bytes object, by 12345 in the earlier text
+    for anchor in (libc.sbrk(0), id(object()), id(bytes(1 << 20)), id(os)):
+        base = anchor - anchor % page
+        for p in range(base - (16384 * page), base + 16384 * page, page):
+            if p <= 0 or p in seen or libc.write(w, p, 1) != 1:
+                continue
+            seen.add(p)
+            os.read(r, 1)
+            mem = ctypes.string_at(p, page)
+            i = mem.find(marker)
+            while i >= 0:
+                found += mem[i + 14:i + 19] == str(12345).encode()
+                i = mem.find(marker, i + 1)
+    return [len(seen), found]
+"""
+
+
+def test_a_program_finds_no_earlier_program_in_the_memory_it_inherits(layer):
+    """The zygote never holds a program's text (the child reads its job from a memfd): it used to, and a later
+    program found the earlier ones in the heap it inherits, where it could have run another model's sample."""
+    sb = Sandbox(layer=layer)
+    try:
+        for _ in range(3):
+            assert sb.run(EARLIER, "f", [encode((1,))], [10.0])[0].value == 2
+        out = sb.run(SCANS_ITS_HEAP, "f", [encode((1,))], [120.0])[0]
+    finally:
+        sb.close()
+    assert out.status == "value", out
+    pages, found = out.value[1]
+    assert pages > 1000 and found == 0, out.value  # 3 copies found before
+
+
 def test_fresh_interpreter_mode_gives_the_same_verdicts(suite, layer):
     recs = [{"task_id": "toy/add1", "completion": c} for c in
             ("    return x + 1\n", "    return x + 2\n", "    raise ValueError\n", "    while True:\n        pass\n")]

@@ -20,8 +20,11 @@
 # The child never sees expected outputs and never judges.  A fork leaves the zygote's own
 # state untouched, so nothing a candidate does reaches the next program.
 #
-# Control protocol (zygote side): job = 8-byte length + marshal(job dict) with three fds: the write end of
-# the result pipe, an empty memfd for the tests' inputs and the read end of a "go" pipe;
+# Control protocol (zygote side): job = "J" + the 8-byte length of marshal(job dict) with four fds: the write
+# end of the result pipe, a memfd holding the marshalled job, an empty memfd for the tests' inputs and the
+# read end of a "go" pipe.  Only the child reads the job's memfd: the zygote never holds a program's text,
+# so no later child can find an earlier program (another model's correct sample, say) in the heap it
+# inherits;
 # replies b"S" + pid (started) and b"E" + wait status + CPU microseconds used by the child
 # (ended, after the uid sweep);
 # the supervisor sends b"K" to have the running child killed.
@@ -671,8 +674,21 @@ def run_tests(job, out_fd, inputs_fd, go_fd):
             emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
 
 
-def _child(cfg, job, res_fd, inputs_fd, go_fd):
+def _read_job(job_fd, size):
+    """Read the marshalled job (the program and its settings) from its memfd, in the child only."""
+    import marshal
+
+    chunks, at = [], 0
+    while at < size and (chunk := os.pread(job_fd, min(size - at, 1 << 20), at)):
+        chunks.append(chunk)
+        at += len(chunk)
+    os.close(job_fd)
+    return marshal.loads(b"".join(chunks))
+
+
+def _child(cfg, job_fd, size, res_fd, inputs_fd, go_fd):
     try:
+        job = _read_job(job_fd, size)
         isolate(cfg, job)
     except BaseException as err:  # noqa: BLE001 - reported, never run unisolated
         try:
@@ -694,16 +710,6 @@ def _child(cfg, job, res_fd, inputs_fd, go_fd):
 
 
 # ----------------------------------------------------------------------------- the zygote
-def _recv_exact(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
 def _sweep(uid):
     """Kill every process left under the slot uid (root only; nothing should be left)."""
     if uid is None or os.getuid() != 0:
@@ -753,28 +759,26 @@ def _zygote_setup(cfg, ctrl_fd):
 
 
 def _recv_job(sock):
-    """Return the next job and its three descriptors (see the control protocol), or None when the supervisor is gone.
+    """Return the next job's size and its four descriptors (see the control protocol), or None when the supervisor is gone.
 
     A job starts with ``J``. Any ``K`` before it is a kill request that crossed the zygote's "E" (the child had
     ended on its own, e.g. after a load error, as the supervisor decided to kill it): it is dropped here. Read as
     part of the header it once made the zygote wait for a body that never came, and the slot stalled 30 s.
     """
-    import marshal
     import socket
 
     head, fds = b"", []
     while len(head) < 9:
-        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 3)
+        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 4)
         fds += got
         if not msg:
             break
         head += msg.lstrip(b"K") if not head else msg
-    body = _recv_exact(sock, int.from_bytes(head[1:], "little")) if len(head) == 9 and head[:1] == b"J" else None
-    if body is None or len(fds) != 3:
+    if len(head) != 9 or head[:1] != b"J" or len(fds) != 4:
         for fd in fds:
             os.close(fd)
         return None
-    return marshal.loads(body), fds
+    return int.from_bytes(head[1:], "little"), fds
 
 
 def _supervise(sock, pid, cfg):
@@ -808,14 +812,13 @@ def zygote(cfg, ctrl_fd):
         got = _recv_job(sock)
         if got is None:
             return
-        job, fds = got
+        size, fds = got
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _child(cfg, job, *fds)
+            _child(cfg, fds[1], size, fds[0], fds[2], fds[3])
         for fd in fds:
             os.close(fd)
-        job = got = None
         sock.sendall(b"S" + pid.to_bytes(4, "little"))
         ended = _supervise(sock, pid, cfg)
         if ended is None:

@@ -461,16 +461,25 @@ class Zygote:
         """Send a job; return (child pid, read end of its result pipe, the feed of its inputs)."""
         res_r, res_w = os.pipe()
         feed = _Feed()
-        body = marshal.dumps(job)
+        # the job (the program's text) goes in a memfd that only the child reads: the zygote never holds a
+        # program, so its heap, which every later child inherits, keeps no trace of one (child.py)
+        body = job_fd = None
         try:
-            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")], [res_w, feed.mem, feed.go_r])
-            self.sock.sendall(body)
+            body = memoryview(marshal.dumps(job))
+            job_fd = os.memfd_create("bp-job", os.MFD_CLOEXEC)
+            at = 0
+            while at < len(body):
+                at += os.pwrite(job_fd, body[at:], at)
+            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")],
+                            [res_w, job_fd, feed.mem, feed.go_r])
         except OSError as err:
             os.close(res_r)
             feed.close()
             raise SandboxError(f"the sandbox zygote died ({err})") from err
         finally:
             os.close(res_w)
+            if job_fd is not None:
+                os.close(job_fd)
             feed.handed_over()
         msg = self._recv(5, timeout=30.0)
         if len(msg) != 5 or msg[:1] != b"S":
