@@ -759,7 +759,7 @@ def _zygote_setup(cfg, ctrl_fd):
 
 
 def _recv_job(sock):
-    """Return the next job's size and its four descriptors (see the control protocol), or None when the supervisor is gone.
+    """Return the next job's size and its four descriptors (see the control protocol), or None if the supervisor left.
 
     A job starts with ``J``. Any ``K`` before it is a kill request that crossed the zygote's "E" (the child had
     ended on its own, e.g. after a load error, as the supervisor decided to kill it): it is dropped here. Read as
