@@ -346,3 +346,29 @@ def test_a_call_with_every_verdict_reused_shows_no_empty_bar(humaneval, tmp_path
     assert "executing programs" in capsys.readouterr().err  # the first call runs them, with its bar
     ds = engine.execute(recs, humaneval, out=tmp_path, progress=True)
     assert ds.attrs["n_run"] == 0 and "executing programs" not in capsys.readouterr().err
+
+
+# two texts that differ only in a blank line or a comment, and act on it: their line numbers, or their own
+# text, which the harness's frames hold; they used to share one text hash (comments and blank lines removed)
+_READS_LINENO = "def f(x):\n{gap}    import sys\n    return x + 1 if sys._getframe().f_lineno == 3 else 0\n"
+_READS_TEXT = ("def f(x):\n    import sys\n    fr = sys._getframe()\n    while not isinstance(fr.f_locals.get('job'), dict):\n"
+               "        fr = fr.f_back\n    return x + 1 if '#' + ' ok' in fr.f_locals['job']['code'] else 0  {gap}\n")
+
+
+@pytest.mark.parametrize(("program", "gap"), [(_READS_LINENO, "\n"), (_READS_TEXT, "# ok")], ids=["lineno", "text"])
+@pytest.mark.parametrize("dedup", ["text", "behaviour"])
+def test_texts_that_differ_only_in_blank_lines_or_comments_are_not_one_program(program, gap, dedup):
+    from bayespass.data.suites import Suite, Task
+    from bayespass.execution.groundtruth import ground_truth
+
+    tasks = {"toy/add1": Task("toy/add1", "def f(x):\n", "f", "    return x + 1\n", inputs=[[1], [2], [41]], n_base=3)}
+    suite = Suite("toy-lines", tasks, "lineshash")
+    ground_truth(suite, use_cache=False, workers=1)
+    good, bad = (program.format(gap=""), program.format(gap=gap)) if program is _READS_LINENO else \
+        (program.format(gap=gap), program.format(gap=""))
+    for first, second in ((good, bad), (bad, good)):
+        recs = [{"task_id": "toy/add1", "solution": code, "config": name}
+                for code, name in ((first, "first"), (second, "second"))]
+        ds = engine.execute(recs, suite, workers=1, progress=False, dedup=dedup)
+        got = [bool(ds.correct.sel(config=c, task="toy/add1", sample=0)) for c in ("first", "second")]
+        assert got == [first is good, second is good], got

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
-import tokenize
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_samples", "normalise_code", "code_hash"]
-
-
-def normalise_code(code: str) -> str:
-    """Code with comments, blank lines and trailing whitespace removed (tokenize-based)."""
-    try:
-        toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                if t.type not in (tokenize.COMMENT, tokenize.NL)]
-        return tokenize.untokenize((t.type, t.string) for t in toks)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return "\n".join(line.rstrip() for line in code.splitlines() if line.strip())
+__all__ = ["read_samples", "code_hash"]
 
 
 def code_hash(code: str) -> str:
-    """Hash of normalised code (identical programs execute once)."""
-    return hashlib.sha256(normalise_code(code).encode()).hexdigest()[:20]
+    """Hash of a program's exact text (identical programs execute once).
+
+    Exact, not after removing comments and blank lines as before: a program can read its own line numbers
+    (a frame's ``f_lineno``) or its text (the harness's frame holds it), so two texts that differ only there
+    can behave differently, and one's verdicts went to the other. Programs that differ only in what cannot
+    be observed share results as behavioural twins instead (``execution.twins``), which checks for that.
+    """
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def _config_of(rec: dict, default: str) -> str:
