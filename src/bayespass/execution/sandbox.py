@@ -69,7 +69,8 @@ __all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNE
 #: what stored verdicts and behaviour digests of candidates mean (part of every verdict-store key); 8: digests
 #: put numbers that ``==`` finds equal in one form (2 and 2.0 differed) and set-equal tasks' outputs as sets;
 #: 9: a child's value cap is one per task (``engine.task_cap``), so a wrong value that came back as its digest
-#: may now come back whole (the same verdict, another behaviour digest)
+#: may now come back whole (the same verdict, another behaviour digest); programs are also keyed by their exact
+#: text (``samples_io.code_hash``), not by their text without comments and blank lines
 HARNESS_VERSION = "9"
 #: what the trusted programs' recorded values mean (part of the keys of the expected-output and fuzzing
 #: caches): the harness versions after 8 changed only how candidates' values come back
