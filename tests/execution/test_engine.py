@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -261,7 +262,13 @@ def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, su
     assert not presumed[0]
     assert presumed[2:].all() and np.isnan(ds.duration.sel(task="toy/halve").values[0, 0][presumed]).all()
     assert ds.attrs["harness_version"].endswith("+t1b0.5s0.1") and ds.attrs["max_timeouts"] == 1
-    full = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=None, limits=lim)
+    # the results judged with other timeout settings are not used, and the run says so (as it does for an
+    # older bayespass's results)
+    h = engine.HARNESS_VERSION
+    with pytest.warns(UserWarning, match=re.escape(f"holds results judged by another bayespass harness or other "
+                                                   f"timeout settings (2 under '{h}+t1b0.5s0.1'); they are not "
+                                                   f"used under '{h}', so 2 program(s) run now")):
+        full = engine.execute(recs, suite, out=tmp_path, workers=1, progress=False, max_timeouts=None, limits=lim)
     assert not full.presumed.any() and full.attrs["harness_version"] == engine.HARNESS_VERSION
     with pytest.raises(ValueError, match="max_timeouts must be a positive integer"):
         engine.execute(recs, suite, out=tmp_path, max_timeouts=0)

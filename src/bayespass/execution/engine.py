@@ -363,6 +363,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     store = VerdictStore(out / "verdicts.sqlite")
     try:
         todo, testsets = _todo(store, table, suite, harness, reuse)
+        _say_what_is_judged_again(store, harness, len(todo))
         todo, twins, n_copied = _twins(store, todo, testsets, harness) if dedup == "behaviour" else (todo, {}, 0)
         factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
         judge_ = _Judge(suite, limits, factor)
@@ -403,6 +404,17 @@ def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
     if workers is not None:
         workers = check_positive_int(workers, name="workers")
     return limits, max_timeouts, workers, check_layer(layer) if scheduler is None else layer
+
+
+def _say_what_is_judged_again(store, harness: str, n_todo: int) -> None:
+    """Warn when a run directory holds results judged under another harness string, which are not used."""
+    other = store.other_harnesses(harness) if n_todo else {}
+    if other:
+        listed = ", ".join(f"{n} under {h!r}" for h, n in sorted(other.items()))
+        warnings.warn(f"{store.path} holds results judged by another bayespass harness or other timeout "
+                      f"settings ({listed}); they are not used under {harness!r}, so {n_todo} program(s) run now "
+                      f"(the harness versions are listed at bayespass.execution.sandbox.HARNESS_VERSION)",
+                      UserWarning, stacklevel=3)
 
 
 def _todo(store, table, suite, harness, reuse):

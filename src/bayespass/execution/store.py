@@ -73,6 +73,16 @@ class VerdictStore:
             cur = self._db.execute("SELECT task, code_hash, testset FROM results WHERE harness = ?", (harness,))
             return {(t, h) for t, h, ts in cur if testsets.get(t) == ts}
 
+    def other_harnesses(self, harness: str) -> dict[str, int]:
+        """Return {harness: programs} judged under harness strings other than ``harness``.
+
+        Those results (of an older bayespass, or of other timeout settings) are not used under ``harness``.
+        """
+        with self._lock:
+            cur = self._db.execute("SELECT harness, COUNT(*) FROM results WHERE harness != ? GROUP BY harness",
+                                   (harness,))
+            return dict(cur.fetchall())
+
     def put(self, task, code_hash, testset, harness, verdicts, digests, durations, flags=None, *,
             twins=(), bkey=None) -> None:
         """Commit one program's results (``flags``: 1 = re-run after a timeout, 2 = presumed timeout).
