@@ -778,3 +778,25 @@ def test_rlimits_are_validated():
         with pytest.raises(ValueError, match="Limits\\."):
             Limits(**bad)
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 0
+
+
+def test_a_result_waiting_in_the_pipe_at_the_deadline_is_taken(monkeypatch, layer):
+    """A supervisor thread that comes back late (it waited for the GIL while the other slot judged a large
+    value) must not count its delay against a child that answered in time: HumanEval+'s canonical solution
+    of HumanEval/139 timed out beside HumanEval/130 that way. The child answers at 0.5 s of a 1 s limit; the
+    reader is held from 0.25 s to 1.75 s."""
+    from bayespass.execution import sandbox as sbmod
+
+    real_probe = sbmod._Reader.probe
+
+    def late_probe(self):
+        real_probe(self)
+        time.sleep(1.5)
+
+    monkeypatch.setattr(sbmod._Reader, "probe", late_probe)
+    code = "def f(x):\n    import time\n    time.sleep(0.5)\n    return [x] * 50000\n"  # 350 kB: one pipe holds it
+    out = run1(layer, code, args=(7,), limit=1.0, retry=False)
+    assert out.status == "value" and out.value == ["L", [7] * 50000], (out.status, out.error)
+    # a child still computing at the deadline gets nothing from this: it times out as before
+    slow = run1(layer, "def f(x):\n    import time\n    time.sleep(3)\n    return x\n", limit=1.0, retry=False)
+    assert slow.status == "timeout"
