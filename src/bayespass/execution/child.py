@@ -20,11 +20,11 @@
 # The child never sees expected outputs and never judges.  A fork leaves the zygote's own
 # state untouched, so nothing a candidate does reaches the next program.
 #
-# Control protocol (zygote side): job = "J" + the 8-byte length of marshal(job dict) with four fds: the write
-# end of the result pipe, a memfd holding the marshalled job, an empty memfd for the tests' inputs and the
-# read end of a "go" pipe.  Only the child reads the job's memfd: the zygote never holds a program's text,
-# so no later child can find an earlier program (another model's correct sample, say) in the heap it
-# inherits;
+# Control protocol (zygote side): job = "J" + the 8-byte length of marshal(job dict) (the child reads the memfd
+# to its end) with four fds: the write end of the result pipe, a memfd holding the marshalled job, an empty
+# memfd for the tests' inputs and the read end of a "go" pipe.  Only the child reads the job's memfd: the
+# zygote never holds a program's text, so no later child can find an earlier program (another model's
+# correct sample, say) in the heap it inherits;
 # replies b"S" + pid (started) and b"E" + wait status + CPU microseconds used by the child
 # (ended, after the uid sweep);
 # the supervisor sends b"K" to have the running child killed.
@@ -617,16 +617,21 @@ def isolate(cfg, job):
 
 def _read_inputs(inputs_fd, go_fd):
     """Wait for the supervisor's go, then read the marshalled inputs it wrote into the memfd."""
-    import marshal
-
     if os.read(go_fd, 1) != b"G":
         os._exit(5)  # the supervisor is gone
+    os.close(go_fd)
+    return _load_memfd(inputs_fd)
+
+
+def _load_memfd(fd):
+    """Read a memfd the supervisor filled to its end, close it and unmarshal what it holds."""
+    import marshal
+
     chunks, at = [], 0
-    while chunk := os.pread(inputs_fd, 1 << 20, at):
+    while chunk := os.pread(fd, 1 << 20, at):
         chunks.append(chunk)
         at += len(chunk)
-    os.close(inputs_fd)
-    os.close(go_fd)
+    os.close(fd)
     return marshal.loads(b"".join(chunks))
 
 
@@ -674,21 +679,9 @@ def run_tests(job, out_fd, inputs_fd, go_fd):
             emit_raw(_dumps({"i": i, "ok": False, "e": type(err).__name__, "t": _perf() - t0}) + "\n")
 
 
-def _read_job(job_fd, size):
-    """Read the marshalled job (the program and its settings) from its memfd, in the child only."""
-    import marshal
-
-    chunks, at = [], 0
-    while at < size and (chunk := os.pread(job_fd, min(size - at, 1 << 20), at)):
-        chunks.append(chunk)
-        at += len(chunk)
-    os.close(job_fd)
-    return marshal.loads(b"".join(chunks))
-
-
-def _child(cfg, job_fd, size, res_fd, inputs_fd, go_fd):
+def _child(cfg, res_fd, job_fd, inputs_fd, go_fd):
     try:
-        job = _read_job(job_fd, size)
+        job = _load_memfd(job_fd)  # the program and its settings: read here, in the child only
         isolate(cfg, job)
     except BaseException as err:  # noqa: BLE001 - reported, never run unisolated
         try:
@@ -759,7 +752,7 @@ def _zygote_setup(cfg, ctrl_fd):
 
 
 def _recv_job(sock):
-    """Return the next job's size and its four descriptors (see the control protocol), or None if the supervisor left.
+    """Return the next job's four descriptors (see the control protocol), or None when the supervisor is gone.
 
     A job starts with ``J``. Any ``K`` before it is a kill request that crossed the zygote's "E" (the child had
     ended on its own, e.g. after a load error, as the supervisor decided to kill it): it is dropped here. Read as
@@ -778,7 +771,7 @@ def _recv_job(sock):
         for fd in fds:
             os.close(fd)
         return None
-    return int.from_bytes(head[1:], "little"), fds
+    return fds
 
 
 def _supervise(sock, pid, cfg):
@@ -809,14 +802,13 @@ def zygote(cfg, ctrl_fd):
     sock = _zygote_setup(cfg, ctrl_fd)
     sock.sendall(b"R")
     while True:
-        got = _recv_job(sock)
-        if got is None:
+        fds = _recv_job(sock)
+        if fds is None:
             return
-        size, fds = got
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _child(cfg, fds[1], size, fds[0], fds[2], fds[3])
+            _child(cfg, *fds)
         for fd in fds:
             os.close(fd)
         sock.sendall(b"S" + pid.to_bytes(4, "little"))

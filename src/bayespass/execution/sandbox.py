@@ -382,6 +382,13 @@ def check_layer(layer: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the zygote
+def _fill_memfd(fd: int, blob: bytes) -> None:
+    """Write ``blob`` into an empty memfd (a child reads it to its end with ``child._load_memfd``)."""
+    view, at = memoryview(blob), 0
+    while at < len(view):
+        at += os.pwrite(fd, view[at:], at)
+
+
 class _Feed:
     """The tests' inputs, handed to a child only once it has loaded the program (see child.py).
 
@@ -400,10 +407,8 @@ class _Feed:
             self.go_r = None
 
     def send(self, blob: bytes) -> None:
-        view, at = memoryview(blob), 0
         try:
-            while at < len(view):
-                at += os.pwrite(self.mem, view[at:], at)
+            _fill_memfd(self.mem, blob)
             os.write(self.go_w, b"G")
         except OSError:  # the child has ended: its pipe says so
             pass
@@ -473,11 +478,9 @@ class Zygote:
         # program, so its heap, which every later child inherits, keeps no trace of one (child.py)
         body = job_fd = None
         try:
-            body = memoryview(marshal.dumps(job))
+            body = marshal.dumps(job)
             job_fd = os.memfd_create("bp-job", os.MFD_CLOEXEC)
-            at = 0
-            while at < len(body):
-                at += os.pwrite(job_fd, body[at:], at)
+            _fill_memfd(job_fd, body)
             socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")],
                             [res_w, job_fd, feed.mem, feed.go_r])
         except OSError as err:

@@ -75,6 +75,5 @@ def pair_table(n: np.ndarray, c: np.ndarray) -> PairTable:
         rows = np.stack([cfg_of.ravel(), n.ravel(), c.ravel()], axis=1)
         keys, inverse, weight = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
         cfg, un, uc = keys.T
-        inverse = inverse.reshape(-1)
     return PairTable(cfg=cfg, n=un, c=uc, weight=weight.astype(float),
                      inverse=inverse.reshape(n.shape), n_config=n_config)
