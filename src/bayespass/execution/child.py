@@ -728,7 +728,8 @@ def _zygote_setup(cfg, ctrl_fd):
     libc = _libc()
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # die with the supervisor
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no /proc/<zygote>/mem for same-uid processes
-    if os.getppid() == 1:
+    # orphaned already? (in bwrap's pid namespace the parent is pid 1, and --die-with-parent does this)
+    if os.getppid() == 1 and not cfg.get("pid_ns"):
         os._exit(1)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     for mod in PRELOAD if cfg.get("preload", True) else ():

@@ -35,9 +35,11 @@ Layers (``Sandbox.layer``):
 * ``seccomp+userns`` (not root, unprivileged user namespaces available): the
   same in a user namespace, every capability dropped, candidates cannot see
   the user's files;
-* ``bwrap``: a fresh bubblewrap sandbox per program (``--unshare-all``,
-  read-only /usr and interpreter, private /tmp) with seccomp and rlimits
-  inside (no zygote).
+* ``bwrap``: a fresh bubblewrap sandbox per program (``--unshare-all``, the
+  same minimal view read-only plus the interpreter, a size-capped private
+  /tmp) with seccomp and rlimits inside; its zygote starts one child and
+  ends.  The zygote is in bubblewrap's pid namespace, so the supervisor finds
+  the child's own pid by its ``NSpid`` to read its counters.
 
 Without root, user namespaces or bubblewrap no layer is safe and bayespass
 refuses to run candidates.
@@ -294,25 +296,36 @@ def _view() -> dict:
                                                                      "/dev/random"]}
 
 
-def _bwrap_prefix(uid: int | None) -> list[str]:
-    exe, prefix = _python()
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-           "--clearenv", "--ro-bind", "/usr", "/usr"]
-    for link in ("lib", "lib64", "bin", "sbin"):
-        target = Path("/") / link
-        if target.is_symlink():
-            cmd += ["--symlink", os.readlink(target), str(target)]
-        elif target.exists():
-            cmd += ["--ro-bind", str(target), str(target)]
-    if not prefix.startswith("/usr/"):
-        cmd += ["--ro-bind", prefix, prefix]
-    site = Path(prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    if site.is_dir():  # the stdlib only, not the base interpreter's installed packages
-        cmd += ["--tmpfs", str(site), "--remount-ro", str(site)]
-    cmd += ["--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+def _bwrap_prefix(uid: int | None, scratch_mb: int) -> list[str]:
+    """Build bubblewrap's command line: the children's view (:func:`_view`) and the interpreter, nothing else."""
+    view = _view()
+    exe = os.path.realpath(_python()[0])
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    for d in [*view["dirs"], exe]:
+        cmd += ["--ro-bind", d, d]
+    for d in view["hide"]:  # site-packages: an empty read-only directory
+        if os.path.isdir(d):
+            cmd += ["--size", "4096", "--tmpfs", d, "--remount-ro", d]
+    for path, target in view["links"]:
+        cmd += ["--symlink", target, path]
+    for dev in view["devices"]:
+        if os.path.exists(dev):
+            cmd += ["--dev-bind", dev, dev]
+    cmd += ["--size", str(scratch_mb << 20), "--perms", "1777", "--tmpfs", "/tmp", "--remount-ro", "/",
+            "--chdir", "/tmp"]
     if uid is not None:
         cmd += ["--uid", str(uid), "--gid", str(uid)]
     return cmd
+
+
+def _bwrap_says(uid: int | None, scratch_mb: int) -> str:
+    """Return what bubblewrap prints when it sets up the view alone (why a zygote under it did not start)."""
+    try:
+        res = subprocess.run(_bwrap_prefix(uid, scratch_mb) + [os.path.realpath(_python()[0]), "-I", "-c", ""],
+                             capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError) as err:
+        return str(err)
+    return res.stderr.decode(errors="replace").strip()[-300:]
 
 
 def _userns_works() -> bool:
@@ -428,11 +441,15 @@ class Zygote:
         exe, _ = _python()
         cfg = {"uid": uid if layer == "seccomp+uid" else None, "seccomp": True, "scratch_mb": limits.scratch_mb,
                "minimal_root": layer in ("seccomp+uid", "seccomp+userns"), "user_ns": layer == "seccomp+userns",
-               "view": _view(), "preload": preload, "debug": bool(os.environ.get("BAYESPASS_SANDBOX_DEBUG"))}
+               "pid_ns": layer == "bwrap", "view": _view(), "preload": preload,
+               "debug": bool(os.environ.get("BAYESPASS_SANDBOX_DEBUG"))}
         setup_r, setup_w = os.pipe()
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         inner = [exe, "-I", "-B", "-S", "-c", BOOTSTRAP, str(setup_r), str(theirs.fileno())]
-        cmd = _bwrap_prefix(uid) + inner if layer == "bwrap" else inner
+        self.in_bwrap = layer == "bwrap"  # bubblewrap's own pid namespace: the zygote's pids are not ours
+        if self.in_bwrap:
+            inner[0] = os.path.realpath(exe)  # the one path of the interpreter that bubblewrap binds
+        cmd = _bwrap_prefix(uid, limits.scratch_mb) + inner if self.in_bwrap else inner
         debug = os.environ.get("BAYESPASS_SANDBOX_DEBUG")  # a file for the zygote's stderr (development)
         err = open(debug, "ab") if debug else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -453,7 +470,9 @@ class Zygote:
         self.programs = 0
         if self._recv(1, timeout=60.0) != b"R":
             self.close()
-            raise SandboxError(f"the sandbox zygote ({layer}) did not start (exit {self.proc.poll()})")
+            said = _bwrap_says(uid, limits.scratch_mb) if self.in_bwrap else ""
+            raise SandboxError(f"the sandbox zygote ({layer}) did not start (exit {self.proc.poll()})"
+                               + (f": {said}" if said else ""))
 
     def _recv(self, n: int, timeout: float | None = None) -> bytes:
         self.sock.settimeout(timeout)
@@ -501,13 +520,14 @@ class Zygote:
         return int.from_bytes(msg[1:], "little"), res_r, feed
 
     def host_pid(self, pid: int) -> int | None:
-        """``pid`` (as the zygote reported it) if it is the zygote's child in this pid namespace, else None."""
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            return pid if int(fields[1]) == self.proc.pid else None
-        except (OSError, ValueError, IndexError):
-            return None
+        """Return the child's pid in this pid namespace (``pid`` is as the zygote reported it), or None.
+
+        Under bubblewrap the zygote has a pid namespace of its own: the child is the descendant of bubblewrap
+        whose innermost pid is ``pid``.
+        """
+        if self.in_bwrap:
+            return _descendant_by_ns_pid(self.proc.pid, pid)
+        return pid if _proc_status(pid).get(b"PPid") == [self.proc.pid] else None
 
     def finish(self, kill: bool) -> tuple[int, float]:
         """Kill the running child (if ``kill``); return its wait status and CPU seconds once it is reaped."""
@@ -537,6 +557,45 @@ class Zygote:
                 except subprocess.TimeoutExpired:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                     self.proc.wait()
+
+
+def _proc_status(pid: int) -> dict:
+    """Read the integer fields of ``/proc/<pid>/status`` (name -> list of ints); empty when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        name, _, rest = line.partition(b":")
+        vals = rest.split()
+        if vals and all(v.isdigit() for v in vals):
+            out[name] = [int(v) for v in vals]
+    return out
+
+
+def _descendant_by_ns_pid(root: int, ns_pid: int, depth: int = 4) -> int | None:
+    """Find the host pid of a process under ``root`` whose innermost pid is ``ns_pid``, or None.
+
+    At most ``depth`` generations down: bubblewrap -> its pid 1 -> the zygote -> the child.
+    """
+    level = [root]
+    for _ in range(depth):
+        kids = []
+        for p in level:
+            try:
+                with open(f"/proc/{p}/task/{p}/children", "rb") as fh:
+                    kids += [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):  # a kernel without CONFIG_PROC_CHILDREN: look at every process
+                kids += [int(k) for k in os.listdir("/proc") if k.isdigit()
+                         and _proc_status(int(k)).get(b"PPid") == [p]]
+        for k in kids:
+            ns = _proc_status(k).get(b"NSpid", [])
+            if len(ns) > 1 and ns[-1] == ns_pid:
+                return k
+        level = kids
+    return None
 
 
 def _returncode(status: int) -> int:
@@ -793,8 +852,9 @@ class Sandbox:
         try:
             pid, fd, feed = self._zyg().start(job)
         except SandboxError:  # a zygote that died (not the program's doing: it never runs candidates)
-            self._zygote.close()
-            self._zygote = None
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
             pid, fd, feed = self._zyg().start(job)
         z = self._zygote
         att = _Attempt(sink=sink)
