@@ -347,3 +347,21 @@ def test_a_kill_that_crosses_the_childs_end_does_not_stall_the_next_program(laye
         assert sb.run(ok, "f", [encode((5,))], [30.0])[0].value == 6
     finally:
         sb.close()
+
+
+def test_a_zygote_that_does_not_start_is_a_sandbox_error(monkeypatch):
+    """A zygote that could not start (bubblewrap's zygote exited at once for years) ended in AttributeError
+    from the retry path, and so did the test suite's probe of the layers wherever bubblewrap was installed."""
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox, SandboxError, Zygote
+
+    def no_start(self, *args, **kwargs):
+        raise SandboxError("the sandbox zygote (test) did not start (exit 1)")
+
+    sb = Sandbox()
+    monkeypatch.setattr(Zygote, "__init__", no_start)
+    try:
+        with pytest.raises(SandboxError, match="did not start"):
+            sb.run("def f(x):\n    return x\n", "f", [encode((1,))], [5.0])
+    finally:
+        sb.close()
