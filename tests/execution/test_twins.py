@@ -207,6 +207,12 @@ def _run_isolated(code):
     '    g.addHandler(h)\n    g.warning("x")\n    g.removeHandler(h)\n    return s.getvalue()\n',
     # a dunder looked up by a name joined from two literals
     'import operator\ndef f(x):\n    """d"""\n    return operator.attrgetter("__d" "oc__")(f)\n',
+    # a signal handler is handed a frame, whose repr holds its line number
+    'import signal\ndef f(x):\n    """d"""\n    out = []\n    signal.signal(signal.SIGUSR1, lambda s, fr: out.append(repr(fr)))\n'
+    '    signal.raise_signal(signal.SIGUSR1)\n    return out[0].split(",")[2]\n',
+    # class patterns read attributes by name, with no dot before it: a generator's code object, its constants
+    'def g():\n    """d"""\n    yield 1\ndef f(x):\n    match g():\n        case object(gi_code=c):\n            pass\n'
+    '    match c:\n        case object(co_consts=k):\n            return k[0]\n',
 ])
 def test_observers_of_a_docstring_without_its_name_in_the_text_keep_their_own_key(code):
     twin = code.replace('    """d"""\n', "")
@@ -336,7 +342,8 @@ NAME_READERS = [
 def test_programs_that_can_read_an_exception_message_keep_their_local_names(code):
     twin = code.replace("total", "s")
     assert "'total'" in _run_isolated(code) and "'s'" in _run_isolated(twin)  # the message names the variable
-    assert behaviour_key(code) is not None and behaviour_key(code) != behaviour_key(twin)
+    key = behaviour_key(code)  # its own text's key (asyncio, hooks), or a key that keeps the local names
+    assert key is None or key != behaviour_key(twin)
 
 
 def test_a_call_with_every_verdict_reused_shows_no_empty_bar(humaneval, tmp_path, capsys):
@@ -372,3 +379,80 @@ def test_texts_that_differ_only_in_blank_lines_or_comments_are_not_one_program(p
         ds = engine.execute(recs, suite, workers=1, progress=False, dedup=dedup)
         got = [bool(ds.correct.sel(config=c, task="toy/add1", sample=0)) for c in ("first", "second")]
         assert got == [first is good, second is good], got
+
+
+# a program that points descriptor 2 at a file, makes the interpreter write about it there (a thread's
+# traceback, an exception in __del__ or in a closing generator, a coroutine never awaited) and reads it back:
+# the plain program passes only if the text holds its own line number and local name, so twins (another
+# docstring, another local name) told themselves apart. None of these texts names an observer.
+_READS_ITS_DIAGNOSTICS = '''import os, threading
+class C:
+    def __del__(self):
+        raise ValueError
+def g():
+    try:
+        yield 1
+    finally:
+        yield 2
+async def co():
+    return 1
+def f(x):{doc}
+    try:
+        os.close(2)
+    except OSError:  # the second test: the first one's file, on descriptor 2, was closed with it
+        pass
+    fh = open("/tmp/said", "w+")
+    def h():
+        y = {name}
+        {name} = 1
+        return y
+    t = threading.Thread(target=h)
+    t.start()
+    t.join()
+    c = C()
+    del c
+    it = g()
+    next(it)
+    del it
+    co()
+    s = open("/tmp/said").read()
+    return x + 1 if not s or ("line {line}" in s and "'early'" in s) else x
+'''
+
+
+def _reads_its_diagnostics(doc="", name="early"):
+    line = _READS_ITS_DIAGNOSTICS.format(doc="", name="early", line=0).splitlines().index("        y = early") + 1
+    return _READS_ITS_DIAGNOSTICS.format(doc=doc, name=name, line=line)
+
+
+def test_the_interpreter_writes_nothing_a_program_can_read_back():
+    from bayespass.execution.sandbox import Sandbox
+
+    code = _reads_its_diagnostics().rsplit("    return", 1)[0] + "    return len(s)\n"
+    sb = Sandbox()
+    try:
+        said = sb.run(code, "f", [["T", [1]]], [10.0])[0]
+    finally:
+        sb.close()
+    assert (said.status, said.value) == ("value", 0), said  # every one of them was silent
+
+
+def test_twins_cannot_tell_themselves_apart_by_what_the_interpreter_writes():
+    """Each twin gets the verdict it gets alone. On the code before, the plain program passed, its twins failed
+    alone, and with behavioural dedup they took the plain program's pass."""
+    from bayespass.data.suites import Suite, Task
+    from bayespass.execution.groundtruth import ground_truth
+
+    tasks = {"toy/add1": Task("toy/add1", "def f(x):\n", "f", "    return x + 1\n", inputs=[[1], [2]], n_base=2)}
+    suite = Suite("toy-said", tasks, "saidhash")
+    ground_truth(suite, use_cache=False, workers=1)
+    programs = {"plain": _reads_its_diagnostics(), "docstring": _reads_its_diagnostics(doc='\n    """Add one."""'),
+                "renamed": _reads_its_diagnostics(name="other")}
+    assert behaviour_key(programs["plain"]) == behaviour_key(programs["docstring"]) is not None
+    assert behaviour_key(programs["plain"]) == behaviour_key(programs["renamed"])
+    recs = [{"task_id": "toy/add1", "solution": code, "config": name} for name, code in programs.items()]
+    got = {}
+    for dedup in ("text", "behaviour"):
+        ds = engine.execute(recs, suite, workers=1, progress=False, dedup=dedup)
+        got[dedup] = {c: bool(ds.correct.sel(config=c, task="toy/add1", sample=0)) for c in programs}
+    assert got["behaviour"] == got["text"], got

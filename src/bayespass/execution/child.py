@@ -743,6 +743,7 @@ def _zygote_setup(cfg, ctrl_fd):
     import errno  # noqa: F401
     import resource  # noqa: F401
 
+    _silence_diagnostics()
     if cfg.get("seccomp", True) and cfg.get("preload", True):  # a zygote that serves many programs
         cfg["seccomp_bpf"] = precompiled_filters()
     import gc
@@ -750,6 +751,27 @@ def _zygote_setup(cfg, ctrl_fd):
     gc.collect()
     gc.freeze()  # the children's collections skip the zygote's objects (fewer pages copied)
     return sock
+
+
+def _quiet(*args, **kwargs):
+    return None
+
+
+def _silence_diagnostics():
+    """Make the interpreter write nothing about a program.
+
+    No traceback of a thread, of an exception raised in ``__del__`` or while a generator closes, no warning.
+    A candidate's stderr was /dev/null already, but a program can point it (``sys.stderr``, or its descriptor
+    2) at a file it reads back: those texts hold line numbers and local names, which behavioural twins do not
+    share (``twins.py``), so two twins could tell themselves apart. The children inherit these hooks; a
+    program that resets one names it, and is nobody's twin.
+    """
+    import threading
+    import warnings
+
+    sys.unraisablehook = _quiet
+    threading.excepthook = _quiet
+    warnings.showwarning = _quiet
 
 
 def _recv_job(sock):

@@ -23,7 +23,10 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
 - what can run names anything that could observe a docstring, ``__name__``, line numbers or the source: see
   ``_OBSERVERS`` (``__doc__``, ``getattr``/``setattr``, ``vars``, ``dir``, ``inspect``, ``doctest``, frames,
   tracebacks, code objects, tracers, warning records, ``logging``, metaclasses (a class body's namespace holds
-  its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ``sys.modules``, ...), or it
+  its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ``sys.modules``, hooks,
+  ``stderr``, ``dup2``, ``faulthandler``, ``unittest``, ``asyncio`` (the harness silences the interpreter's own
+  tracebacks and warnings, which a program could read back from its descriptor 2), ``signal`` and ``bdb`` (a
+  frame's repr holds its line number), ...; attributes named in class patterns count as read), or it
   calls ``.format`` on a string that is not a literal or whose fields read attributes. "What can run" is the
   program unparsed without its comments, string statements and main blocks, so adjacent literals are joined
   (``"__d" "oc__"`` reads as ``'__doc__'``) and a word in a comment or a docstring costs nothing.
@@ -60,7 +63,13 @@ _OBSERVERS = re.compile(
     r"\bgc\b|getrefcount|ctypes|"
     # a module by a computed name: the sandbox's zygote has already imported inspect, so
     # ``sys.modules["ins" + "pect"].getdoc(f)`` reads a docstring with neither word in the text
-    r"\bmodules\b")
+    r"\bmodules\b|"
+    # where the interpreter's own texts (tracebacks, warnings: line numbers and local names) could be sent
+    # and read back; the harness silences them (``child._silence_diagnostics``), and a program that resets
+    # a hook, reads stderr or writes a traceback on a signal is no twin
+    r"hook|stderr|\bdup2?\b|faulthandler|unittest|asyncio|"
+    # a frame handed to a callback: its repr holds its line number ("<frame at ..., line 5, code f>")
+    r"\bsignal\b|\bbdb\b")
 
 
 def _is_main_block(node) -> bool:
@@ -217,6 +226,8 @@ def behaviour_key(code: str) -> str | None:
         # what can run, as text: no comments, docstrings, string statements or main blocks, and literals joined
         # ("__d" "oc__" reads as '__doc__', "%(lin" "eno)d" as '%(lineno)d')
         text, nodes = ast.unparse(stripped), list(ast.walk(stripped))
+        # a class pattern reads attributes by name without a dot (``case object(gi_code=c)``): read as ``.gi_code``
+        text += "".join(f" .{a}" for n in nodes if isinstance(n, ast.MatchClass) for a in n.kwd_attrs)
         if _OBSERVERS.search(text) or any(map(_dynamic_format, nodes)):
             return None
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
