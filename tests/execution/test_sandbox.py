@@ -365,3 +365,19 @@ def test_a_zygote_that_does_not_start_is_a_sandbox_error(monkeypatch):
             sb.run("def f(x):\n    return x\n", "f", [encode((1,))], [5.0])
     finally:
         sb.close()
+
+
+def test_one_time_limit_and_one_cap_per_input_or_a_clear_error():
+    """Fewer time limits than inputs ended in an IndexError deep in the reader, after the child had started."""
+    from bayespass.execution.child import encode
+    from bayespass.execution.sandbox import Sandbox
+
+    sb = Sandbox()
+    try:
+        with pytest.raises(ValueError, match="time_limits has 1 entries for 2 inputs"):
+            sb.run("def f(x):\n    return x\n", "f", [encode((1,)), encode((2,))], [5.0])
+        with pytest.raises(ValueError, match="caps has 3 entries for 2 inputs"):
+            sb.run("def f(x):\n    return x\n", "f", [encode((1,)), encode((2,))], [5.0, 5.0], caps=[1 << 14] * 3)
+        assert sb._zygote is None  # refused before any work
+    finally:
+        sb.close()

@@ -766,6 +766,9 @@ class Sandbox:
         """
         n = len(inputs)
         caps = caps or [self.limits.max_value_bytes] * n
+        for name, given in (("time_limits", time_limits), ("caps", caps)):
+            if len(given) != n:
+                raise ValueError(f"{name} has {len(given)} entries for {n} inputs; give one per input")
         outs: list[Outcome | None] = [None] * n
         state = {"retry": retry and self.limits.retry_factor >= 1, "confirmed": False, "timeouts": 0,
                  "budget_end": None, "max_timeouts": max_timeouts}
