@@ -20,9 +20,9 @@
 # The child never sees expected outputs and never judges.  A fork leaves the zygote's own
 # state untouched, so nothing a candidate does reaches the next program.
 #
-# Control protocol (zygote side): job = "J" + the 8-byte length of marshal(job dict) (the child reads the memfd
-# to its end) with four fds: the write end of the result pipe, a memfd holding the marshalled job, an empty
-# memfd for the tests' inputs and the read end of a "go" pipe.  Only the child reads the job's memfd: the
+# Control protocol (zygote side): job = "J" with four fds: the write end of the result pipe, a memfd holding
+# the marshalled job dict (the child reads it to its end), an empty memfd for the tests' inputs and the read
+# end of a "go" pipe.  Only the child reads the job's memfd: the
 # zygote never holds a program's text, so no later child can find an earlier program (another model's
 # correct sample, say) in the heap it inherits;
 # replies b"S" + pid (started) and b"E" + wait status + CPU microseconds used by the child
@@ -784,13 +784,13 @@ def _recv_job(sock):
     import socket
 
     head, fds = b"", []
-    while len(head) < 9:
-        msg, got, _, _ = socket.recv_fds(sock, 9 - len(head), 4)
+    while not head:
+        msg, got, _, _ = socket.recv_fds(sock, 1, 4)
         fds += got
         if not msg:
             break
-        head += msg.lstrip(b"K") if not head else msg
-    if len(head) != 9 or head[:1] != b"J" or len(fds) != 4:
+        head = msg.lstrip(b"K")
+    if head != b"J" or len(fds) != 4:
         for fd in fds:
             os.close(fd)
         return None

@@ -296,10 +296,15 @@ def _view() -> dict:
                                                                      "/dev/random"]}
 
 
+def _bwrap_exe() -> str:
+    """Return the interpreter's real path: the one path of it that bubblewrap binds."""
+    return os.path.realpath(_python()[0])
+
+
 def _bwrap_prefix(uid: int | None, scratch_mb: int) -> list[str]:
     """Build bubblewrap's command line: the children's view (:func:`_view`) and the interpreter, nothing else."""
     view = _view()
-    exe = os.path.realpath(_python()[0])
+    exe = _bwrap_exe()
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for d in [*view["dirs"], exe]:
         cmd += ["--ro-bind", d, d]
@@ -321,7 +326,7 @@ def _bwrap_prefix(uid: int | None, scratch_mb: int) -> list[str]:
 def _bwrap_says(uid: int | None, scratch_mb: int) -> str:
     """Return what bubblewrap prints when it sets up the view alone (why a zygote under it did not start)."""
     try:
-        res = subprocess.run(_bwrap_prefix(uid, scratch_mb) + [os.path.realpath(_python()[0]), "-I", "-c", ""],
+        res = subprocess.run(_bwrap_prefix(uid, scratch_mb) + [_bwrap_exe(), "-I", "-c", ""],
                              capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.SubprocessError) as err:
         return str(err)
@@ -448,7 +453,7 @@ class Zygote:
         inner = [exe, "-I", "-B", "-S", "-c", BOOTSTRAP, str(setup_r), str(theirs.fileno())]
         self.in_bwrap = layer == "bwrap"  # bubblewrap's own pid namespace: the zygote's pids are not ours
         if self.in_bwrap:
-            inner[0] = os.path.realpath(exe)  # the one path of the interpreter that bubblewrap binds
+            inner[0] = _bwrap_exe()
         cmd = _bwrap_prefix(uid, limits.scratch_mb) + inner if self.in_bwrap else inner
         debug = os.environ.get("BAYESPASS_SANDBOX_DEBUG")  # a file for the zygote's stderr (development)
         err = open(debug, "ab") if debug else subprocess.DEVNULL  # noqa: SIM115
@@ -495,13 +500,11 @@ class Zygote:
         feed = _Feed()
         # the job (the program's text) goes in a memfd that only the child reads: the zygote never holds a
         # program, so its heap, which every later child inherits, keeps no trace of one (child.py)
-        body = job_fd = None
+        job_fd = None
         try:
-            body = marshal.dumps(job)
             job_fd = os.memfd_create("bp-job", os.MFD_CLOEXEC)
-            _fill_memfd(job_fd, body)
-            socket.send_fds(self.sock, [b"J" + len(body).to_bytes(8, "little")],
-                            [res_w, job_fd, feed.mem, feed.go_r])
+            _fill_memfd(job_fd, marshal.dumps(job))
+            socket.send_fds(self.sock, [b"J"], [res_w, job_fd, feed.mem, feed.go_r])
         except OSError as err:
             os.close(res_r)
             feed.close()
@@ -527,7 +530,7 @@ class Zygote:
         """
         if self.in_bwrap:
             return _descendant_by_ns_pid(self.proc.pid, pid)
-        return pid if _proc_status(pid).get(b"PPid") == [self.proc.pid] else None
+        return pid if _proc_status(pid, b"PPid") == [self.proc.pid] else None
 
     def finish(self, kill: bool) -> tuple[int, float]:
         """Kill the running child (if ``kill``); return its wait status and CPU seconds once it is reaped."""
@@ -559,20 +562,16 @@ class Zygote:
                     self.proc.wait()
 
 
-def _proc_status(pid: int) -> dict:
-    """Read the integer fields of ``/proc/<pid>/status`` (name -> list of ints); empty when it cannot be read."""
+def _proc_status(pid: int, name: bytes) -> list[int] | None:
+    """Read one integer field of ``/proc/<pid>/status`` (``PPid``, ``NSpid``); None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return {}
-    out = {}
-    for line in lines:
-        name, _, rest = line.partition(b":")
-        vals = rest.split()
-        if vals and all(v.isdigit() for v in vals):
-            out[name] = [int(v) for v in vals]
-    return out
+            for line in fh:
+                if line.startswith(name + b":"):
+                    return [int(v) for v in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _descendant_by_ns_pid(root: int, ns_pid: int, depth: int = 4) -> int | None:
@@ -589,9 +588,9 @@ def _descendant_by_ns_pid(root: int, ns_pid: int, depth: int = 4) -> int | None:
                     kids += [int(k) for k in fh.read().split()]
             except (OSError, ValueError):  # a kernel without CONFIG_PROC_CHILDREN: look at every process
                 kids += [int(k) for k in os.listdir("/proc") if k.isdigit()
-                         and _proc_status(int(k)).get(b"PPid") == [p]]
+                         and _proc_status(int(k), b"PPid") == [p]]
         for k in kids:
-            ns = _proc_status(k).get(b"NSpid", [])
+            ns = _proc_status(k, b"NSpid") or []
             if len(ns) > 1 and ns[-1] == ns_pid:
                 return k
         level = kids
