@@ -134,3 +134,38 @@ def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts():
     # leaving a shape out is the posterior over the other alone
     only = lib.estimate(np.bincount(cs, minlength=m + 1), logmarg, post, np.array([False, True]))
     assert not np.allclose(only, got)
+
+
+@pytest.fixture(scope="module")
+def ranking_2pl():
+    import sys
+
+    sys.path.insert(0, str(PATH.parent))  # ranking_2pl imports compare by name
+    spec = importlib.util.spec_from_file_location("bench_ranking_2pl", PATH.parent / "ranking_2pl.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_not(ranking_2pl):
+    """At one sample per task a config's total is sufficient under the Rasch model (sd 0): its pass@1 is a
+    strictly increasing function of the total.  With task discriminations it is not: two configs with the same
+    total, one passing the tasks that separate the configs and one passing tasks passed at random, differ."""
+    rng = np.random.default_rng(0)
+    J, T = 8, 60
+    x = rng.normal(0, 1.5, T)
+    a = np.where(np.arange(T) < 30, 3.0, 0.05)  # half the tasks separate the configs, half are coin flips
+    alpha = np.linspace(-1, 1, J)
+    c = (rng.random((J, T)) < 1 / (1 + np.exp(-a * (alpha[:, None] - x)))).astype(float)
+    c[1] = c[0]
+    c[1, :30], c[1, 30:] = np.roll(c[0, :30], 1), c[0, 30:]  # same total, other tasks
+    c[1, 30:][c[0, 30:].argmin()], c[1, 30:][c[0, 30:].argmax()] = 1.0, 0.0  # one random-task pass moved
+    tot = c.sum(1)
+    rasch = ranking_2pl.fit_pass1(c, 1, 0.0)
+    order = np.argsort(tot, kind="stable")
+    strict = np.diff(tot[order]) > 0
+    assert (np.diff(rasch[order])[strict] > 0).all()
+    same = np.flatnonzero(tot == tot[0])
+    assert np.ptp(rasch[same]) < 1e-6  # the optimiser's tolerance
+    two = ranking_2pl.fit_pass1(c, 1, 0.8)
+    assert np.ptp(two[same]) > 1e-3
