@@ -301,8 +301,9 @@ def compare_cmd(
     ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
     = None,
     plot: Annotated[Path | None, typer.Option(help="Path prefix: writes PREFIX-forest.png, "
-                                                   "PREFIX-prob_better.png and PREFIX-diff.png (the top two, or "
-                                                   "the first of --pairs, over k up to the largest --k); "
+                                                   "PREFIX-prob_better.png and PREFIX-diff.png (the top two at "
+                                                   "the first --k, or the first of --pairs, over k up to the "
+                                                   "largest --k); "
                                                    "PREFIX.pdf (.svg, ...) writes PDFs (SVGs, ...).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
