@@ -141,16 +141,19 @@ def ranking_2pl():
     import sys
 
     sys.path.insert(0, str(PATH.parent))  # ranking_2pl imports compare by name
-    spec = importlib.util.spec_from_file_location("bench_ranking_2pl", PATH.parent / "ranking_2pl.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec = importlib.util.spec_from_file_location("bench_ranking_2pl", PATH.parent / "ranking_2pl.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(PATH.parent))
     return mod
 
 
 def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_not(ranking_2pl):
     """At one sample per task a config's total is sufficient under the Rasch model (sd 0): its pass@1 is a
     strictly increasing function of the total.  With task discriminations it is not: two configs with the same
-    total, one passing the tasks that separate the configs and one passing tasks passed at random, differ."""
+    total that passed other tasks (among those that separate the configs and those passed at random) differ."""
     rng = np.random.default_rng(0)
     J, T = 8, 60
     x = rng.normal(0, 1.5, T)
