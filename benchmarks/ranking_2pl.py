@@ -15,7 +15,7 @@ The model, fitted by marginal maximum likelihood (EM): ``x_i ~ g`` on a grid of 
 tasks of the posterior mean of p_ij: of ``logistic(a (alpha_j - x))`` under the task's posterior over the
 grid, or with ``--phi`` of the Beta(phi mu, phi (1 - mu)) about it given the config's own count.
 
-Replicates are those of ``compare.py`` in kind (m of each task's samples, a hypergeometric draw) but not in seed.
+Replicates are drawn as ``compare.py``'s (``compare.subsample``: m of each task's samples), from another seed.
 "sd by likelihood" takes, per replicate, the sd of the highest marginal likelihood (EM's, at its fitted
 abilities and g) among those tried.  The score is Kendall tau against pass@1 on all samples, and its gain
 over the naive ranking with its ties broken at random (``compare.tau_untied``), with the paired standard error.
@@ -36,7 +36,7 @@ from scipy.special import betaln, expit, logsumexp
 from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import paired_gain, tau_untied  # noqa: E402
+from compare import load_real, paired_gain, subsample, tau_untied  # noqa: E402
 
 GRID = np.linspace(-8.0, 8.0, 41)
 
@@ -101,20 +101,16 @@ def main(argv=None):
     ap.add_argument("--phi", type=float, default=None, help="a config's dispersion about the task's mean (Beta)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    from calibration import real_counts
+    import bayespass as bp
 
-    df = real_counts(args.real_set)
-    if df is None:
-        sys.exit("data/real_mbpp/counts.csv is absent")
-    n = df.pivot_table(index=["model", "temperature"], columns="task", values="n").to_numpy().astype(int)
-    c_all = df.pivot_table(index=["model", "temperature"], columns="task", values="c").to_numpy().astype(int)
-    truth = (c_all / n).mean(1)
+    counts = load_real(args.real_set)  # compare.py's configs and tasks; its truth and its subsamples below
+    truth = bp.passk(counts, 1, method="unbiased").values.ravel()
     sds = [float(s) for s in args.sd.split(",")]
     rng = np.random.default_rng(args.seed)
     taus = {"naive": [], **{f"sd={s}": [] for s in sds}, "sd by likelihood": []}
     chosen = []
     for r in range(args.reps):
-        c = rng.hypergeometric(c_all, n - c_all, args.m).astype(float)
+        c = subsample(counts, args.m, rng).c.transpose("config", "task").values.astype(float)
         taus["naive"].append(tau_untied(c.mean(1), truth))
         fits = [fit_pass1(c, args.m, s, args.phi, log_lik=True) for s in sds]
         for s, (est, _) in zip(sds, fits, strict=True):
@@ -123,11 +119,12 @@ def main(argv=None):
         chosen.append(sds[best])
         taus["sd by likelihood"].append(float(kendalltau(fits[best][0], truth).statistic))
         print(f"rep {r + 1}/{args.reps}", file=sys.stderr, flush=True)
+    cells = f"{args.real_set} ({counts.sizes['config']} x {counts.sizes['task']})"
     print("| set | m | phi | estimator | Kendall tau | gain over naive, ties broken | paired s.e. |")
     print("|---|---|---|---|---|---|---|")
     for name, v in taus.items():
         _, gain, se = paired_gain(v, taus["naive"])
-        print(f"| {args.real_set} ({n.shape[0]} x {n.shape[1]}) | {args.m} | {args.phi} | {name} | "
+        print(f"| {cells} | {args.m} | {args.phi} | {name} | "
               f"{np.mean(v):.3f} | {gain:+.4f} | {se:.4f} |")
     print(f"sd chosen by the marginal likelihood: {dict(zip(*np.unique(chosen, return_counts=True), strict=True))}")
 
