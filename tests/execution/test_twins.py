@@ -238,6 +238,50 @@ def test_a_module_found_by_a_computed_name_keeps_its_own_key():
     assert behaviour_key(code) is None and behaviour_key(twin) is None
 
 
+# twins that told themselves apart with no guarded word in their text (they shared one key until the
+# sixtieth session): the debugger's prompt names a line; a docstring copied onto a namespace or an object
+# whose state is read back
+_UNGUARDED_OBSERVERS = {
+    "breakpoint": ('import io, sys\ndef g():\n    breakpoint()\n    return 1\ndef f(x):\n    old = sys.stdout\n'
+                   '    sys.stdout = buf = io.StringIO()\n    try:\n        g()\n    except BaseException:\n'
+                   '        pass\n    sys.stdout = old\n    return buf.getvalue()\n', lambda c: "\n\n" + c),
+    "namespace": ('import functools, types\ndef f(x):\n    """one"""\n    ns = types.SimpleNamespace()\n'
+                  '    functools.update_wrapper(ns, f)\n    return repr(ns).split(", ")[3]\n',
+                  lambda c: c.replace('"""one"""', '"""two"""')),
+    "getstate": ('import functools\nclass W:\n    pass\ndef f(x):\n    """one"""\n    w = W()\n'
+                 '    functools.update_wrapper(w, f)\n    return str(w.__getstate__()).split(", ")[3]\n',
+                 lambda c: c.replace('"""one"""', '"""two"""')),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNGUARDED_OBSERVERS))
+def test_twins_that_read_a_line_or_a_docstring_by_an_unguarded_route_keep_their_own_key(name):
+    from bayespass.execution.child import decode
+    from bayespass.execution.sandbox import Sandbox
+
+    code, make_twin = _UNGUARDED_OBSERVERS[name]
+    twin = make_twin(code)
+    sb = Sandbox()
+    try:
+        got = [sb.run(c, "f", [["T", [1]]], [10.0])[0] for c in (code, twin)]
+    finally:
+        sb.close()
+    assert [o.status for o in got] == ["value", "value"], got
+    a, b = (decode(o.value) for o in got)
+    assert a != b and a and b, (a, b)  # they really behave differently in the sandbox
+    assert behaviour_key(code) is None and behaviour_key(twin) is None
+
+
+@pytest.mark.parametrize("code", [
+    'import resource\ndef f(x):\n    """d"""\n    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n',
+    'import sys\ndef f(x):\n    """d"""\n    return sys.getallocatedblocks()\n',
+    'def f(x):\n    """d"""\n    return open("/proc/self/status").read()\n',
+    'from functools import wraps\ndef f(x):\n    """d"""\n    return wraps(f)\n',
+])
+def test_programs_that_read_their_memory_footprint_keep_their_own_key(code):
+    assert behaviour_key(code) is None
+
+
 @pytest.mark.parametrize("code", [
     'import pickle\ndef f(x):\n    """d"""\n    return pickle.dumps(x)\n',
     'def f(x):\n    """d"""\n    setattr(f, "a", 1)\n    return x\n',

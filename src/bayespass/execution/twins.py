@@ -26,12 +26,19 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
   its docstring), ``eval``/``exec``/``compile``, ``gc``, ``pickle``, ``ctypes``, ``sys.modules``, hooks,
   ``stderr``, ``dup2``, ``faulthandler``, ``unittest``, ``asyncio`` (the harness silences the interpreter's own
   tracebacks and warnings, which a program could read back from its descriptor 2), ``signal`` and ``bdb`` (a
-  frame's repr holds its line number), ...; attributes named in class patterns count as read), or it
+  frame's repr holds its line number), ``breakpoint`` (the debugger's prompt names the line), ``functools.wraps``
+  and ``update_wrapper`` (they copy a docstring onto another object), namespaces and ``__getstate__`` (they
+  show every attribute), the interpreter's memory accounting (``resource``, ``getallocatedblocks``,
+  ``/proc``: a longer docstring allocates more), ...; attributes named in class patterns count as read), or it
   calls ``.format`` on a string that is not a literal or whose fields read attributes. "What can run" is the
   program unparsed without its comments, string statements and main blocks, so adjacent literals are joined
   (``"__d" "oc__"`` reads as ``'__doc__'``) and a word in a comment or a docstring costs nothing.
 
 Verdicts never carry line numbers: the child reports an exception by its type only.
+
+What no list of names can catch: a program that measures how much memory it can still allocate (a binary
+search on ``bytearray`` sizes under the address-space limit: a 19,000-character docstring left 57 KiB less)
+or how long it has run can tell such twins apart. ``dedup="text"`` runs every distinct text.
 """
 
 from __future__ import annotations
@@ -69,7 +76,16 @@ _OBSERVERS = re.compile(
     # a hook, reads stderr or writes a traceback on a signal is no twin
     r"hook|stderr|\bdup2?\b|faulthandler|unittest|asyncio|"
     # a frame handed to a callback: its repr holds its line number ("<frame at ..., line 5, code f>")
-    r"\bsignal\b|\bbdb\b")
+    r"\bsignal\b|\bbdb\b|"
+    # the debugger by the builtin that starts it: its prompt, printed to a redirected stdout, names the line
+    r"breakpoint|"
+    # a docstring copied onto another object, and objects whose repr, equality or state shows every attribute
+    # (``repr(SimpleNamespace)`` after ``functools.update_wrapper(ns, f)`` holds ``__doc__='...'``)
+    r"update_wrapper|\bwraps\b|WRAPPER_|Namespace|__getstate__|"
+    # the interpreter's own memory accounting: a longer docstring or local name allocates more (a 5,000-char
+    # docstring moved the peak resident size by 128 KiB); /proc is absent from the minimal root, not from
+    # every layer
+    r"\bresource\b|getrusage|maxrss|getallocatedblocks|mallocstats|/proc\b")
 
 
 def _is_main_block(node) -> bool:
