@@ -508,3 +508,142 @@ def test_a_fit_saved_before_the_centring_predicts_as_it_was_fitted():
     np.testing.assert_allclose(both["mean"].values, cur["mean"].values, atol=2e-3)
     np.testing.assert_allclose(both["eti"].values, cur["eti"].values, atol=0.015)
     assert float(np.abs(alone["mean"] - cur["mean"]).max()) > 0.05
+
+
+def test_siblings_are_one_model_at_known_temperatures_on_one_benchmark():
+    import pandas as pd
+
+    from bayespass.models.shared import sibling_groups
+
+    rows = [("m1", 0.2, "b"), ("m1", 0.8, "b"), ("m2", 0.2, "b"), ("m1", 0.2, "other"), ("m3", 0.5, "b"),
+            ("m3", 1.0, "b"), ("m3", 1.2, "b")]
+    df = pd.DataFrame([{"model": m, "temperature": t, "benchmark": b, "task": task, "n": 2, "c": 1}
+                       for m, t, b in rows for task in ("t1", "t2")])
+    counts = bp.counts_from_frame(df)
+    got = dict(zip(counts.config.values, sibling_groups(counts), strict=True))
+    assert got["m1|T=0.2|b"] == got["m1|T=0.8|b"] >= 0  # one model, one benchmark
+    assert got["m3|T=0.5|b"] == got["m3|T=1|b"] == got["m3|T=1.2|b"] >= 0
+    assert got["m3|T=0.5|b"] != got["m1|T=0.2|b"]
+    assert got["m2|T=0.2|b"] == got["m1|T=0.2|other"] == -1  # alone on their model and benchmark
+    # configs named without a model, or at unknown temperatures, have no siblings
+    plain = bp.make_counts(np.full((3, 4), 2), np.ones((3, 4), int))
+    assert sibling_groups(plain) is None
+    df["temperature"] = np.nan
+    assert sibling_groups(bp.counts_from_frame(df.drop(columns="benchmark").drop_duplicates(["model", "task"]))) is None
+
+
+def test_sibling_prior_is_the_common_ability_integrated_out():
+    """alpha_j ~ N(A_g, sw^2), A_g ~ N(0, 2.5^2) per group, alone: N(0, 2.5^2); its precision and log det."""
+    from bayespass.models.shared import _PRIOR, _alpha_precision, _prior_precision
+
+    groups = np.array([0, 0, 0, -1, 1, 1])
+    sw, t = 0.3, _PRIOR["alpha"][1]
+    cov = np.diag(np.where(groups < 0, t**2, sw**2))
+    for g in (0, 1):
+        idx = np.flatnonzero(groups == g)
+        cov[np.ix_(idx, idx)] += t**2
+    P, logdet = _alpha_precision(groups, sw)
+    np.testing.assert_allclose(P, np.linalg.inv(cov), rtol=1e-10, atol=1e-12)
+    assert logdet == pytest.approx(-np.linalg.slogdet(cov)[1], rel=1e-12)
+    J = groups.size
+    g = np.random.default_rng(0)
+    th = np.concatenate([g.normal(0, 1, J), g.normal(1, 1, J), g.normal(0, 1, KNOTS.size), g.normal(0, 0.3, J - 1)])
+    other = th.copy()
+    other[:J] = g.normal(0, 1, J)  # only the abilities differ
+    assert _log_prior(other, J, P)[0] - _log_prior(th, J, P)[0] == pytest.approx(
+        -0.5 * other[:J] @ P @ other[:J] + 0.5 * th[:J] @ P @ th[:J], abs=1e-10)
+    np.testing.assert_allclose(_prior_precision(J, alpha_prec=P)[:J, :J], P)
+
+
+def test_the_pooled_laplace_update_is_exact_for_a_gaussian_likelihood():
+    """Abilities with a Gaussian likelihood N(y | alpha, V): the update per sw and sw's weights in closed form."""
+    from scipy.stats import halfnorm, multivariate_normal
+
+    from bayespass.models.shared import _PRIOR, POOL_GRID, POOL_SCALE, _alpha_precision, _pooled
+
+    groups = np.array([0, 0, 0, 1, 1])
+    J = groups.size
+    g = np.random.default_rng(3)
+    A = g.normal(0, 0.2, (J, J))
+    V = 0.05 * np.eye(J) + A @ A.T * 0.01
+    y = np.array([0.5, 0.55, 0.4, -0.3, -0.2])
+    H = np.linalg.inv(V) + np.eye(J) / _PRIOR["alpha"][1] ** 2  # the independent prior's Laplace approximation
+    mode = np.linalg.solve(H, np.linalg.solve(V, y))
+    w, means, covs = _pooled(mode, np.linalg.inv(H), J, groups)
+    logw = []
+    for i, sw in enumerate(POOL_GRID):
+        P = _alpha_precision(groups, sw)[0]
+        post = np.linalg.inv(np.linalg.inv(V) + P)
+        np.testing.assert_allclose(covs[i], post, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(means[i], post @ np.linalg.solve(V, y), rtol=1e-7, atol=1e-10)
+        logw.append(multivariate_normal(np.zeros(J), V + np.linalg.inv(P)).logpdf(y)
+                    + halfnorm(scale=POOL_SCALE).logpdf(sw) + np.log(sw))
+    want = np.exp(np.array(logw) - max(logw))
+    np.testing.assert_allclose(w, want / want.sum(), rtol=1e-6, atol=1e-12)
+
+
+def _siblings(rng, alpha, T=300, m=2):
+    """Counts of configs two models x two temperatures, abilities ``alpha`` (A@0.2, A@1.0, B@0.2, B@1.0)."""
+    import pandas as pd
+
+    x = np.where(rng.random(T) < 0.2, 8.0, rng.normal(0, 1.5, T))
+    p = rng.beta(expit(np.asarray(alpha)[:, None] - x[None, :]) * 3.0, (1 - expit(np.asarray(alpha)[:, None] - x)) * 3.0)
+    c = rng.binomial(m, p)
+    names = [("A", 0.2), ("A", 1.0), ("B", 0.2), ("B", 1.0)]
+    df = pd.DataFrame([{"model": mo, "temperature": t, "task": i, "n": m, "c": c[j, i]}
+                       for j, (mo, t) in enumerate(names) for i in range(T)])
+    return bp.counts_from_frame(df), p
+
+
+@pytest.mark.parametrize("alpha", [(0.9, -0.3, 0.2, 0.2), (0.5, 0.5, 0.0, 0.0)], ids=["differ", "alike"])
+def test_siblings_that_differ_are_told_apart_and_alike_ones_pooled(monkeypatch, alpha):
+    """Two models at two temperatures each: pooling moves siblings' pass@1 towards each other by what sw allows."""
+    from bayespass.models import shared
+
+    counts, p = _siblings(np.random.default_rng(11), alpha)
+    truth = true_passk(p, [1])[:, 0]
+    pooled = bp.compare_configs(counts, k=[1], progressbar=False)
+    sd = bp.fit(counts, "shared", "eb", progressbar=False).posterior.attrs["sibling_sd_median"]
+    monkeypatch.setattr(shared, "POOL_SIBLINGS", False)
+    alone = bp.compare_configs(counts, k=[1], progressbar=False)
+    gap = {name: c["diff"].sel(k=1).values[[0, 2], [1, 3]] for name, c in (("pooled", pooled), ("alone", alone))}
+    a02, a10 = counts.config.values[:2]
+    lo, hi = pooled["diff_eti"].sel(config=a02, config_b=a10, k=1).values
+    assert lo < truth[0] - truth[1] < hi, (lo, hi, truth)
+    if alpha[0] != alpha[1]:  # 1.2 logits apart: sw's posterior moves off 0, and the better sibling is known
+        assert sd > 0.4, sd
+        assert float(pooled["prob_better"].sel(config=a02, config_b=a10, k=1)) > 0.99
+        assert gap["pooled"][0] > 0.9 * gap["alone"][0], gap  # hardly shrunk
+    else:  # alike: sw stays small and both pairs' differences shrink towards 0
+        assert sd < 0.3, sd
+        assert np.all(np.abs(gap["pooled"]) < 0.9 * np.abs(gap["alone"])), gap
+
+
+def test_siblings_by_mcmc_and_in_pymc_take_sw_at_the_eb_posterior_median():
+    """MCMC (bayespass's HMC) and the PyMC model pool siblings with sw fixed at the median of EB's grid posterior."""
+    from bayespass.models.shared import Shared, _fixed_sibling_prior
+
+    counts, _ = _siblings(np.random.default_rng(5), (0.5, 0.5, 0.0, 0.0), T=120)
+    eb = bp.fit(counts, "shared", "eb", progressbar=False)
+    mc = bp.fit(counts, "shared", "mcmc", progressbar=False)
+    assert mc.posterior.attrs["sibling_sd_median"] == eb.posterior.attrs["sibling_sd_median"]
+    np.testing.assert_array_equal(mc.posterior.attrs["sibling_groups"], [0, 0, 1, 1])
+    np.testing.assert_allclose(mc.posterior["alpha"].mean(("chain", "draw")), eb.posterior["alpha"].mean(("chain", "draw")),
+                               atol=0.1)
+    model = Shared()
+    pm_model = model.build_pymc(counts)
+    with_, without, weight, _ = model.modes(counts)
+    best = with_ if weight >= 0.5 else without
+    prec = _fixed_sibling_prior(counts, best[0].x, best[4])[0]
+    logp = pm_model.compile_logp(sum=True, jacobian=True)
+    n, c = counts.n.values.astype(float), counts.c.values.astype(float)
+    J = n.shape[0]
+    d = _Data(n, c, slope=np.full(J, 2.0))  # the PyMC model's grid
+    g, gaps = np.random.default_rng(1), []
+    for _ in range(3):
+        th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, KNOTS.size),
+                             g.normal(0, 0.3, J - 1)])
+        point = {"alpha_free": th[:J], "log_phi": th[J:2 * J], "beta": th[2 * J:2 * J + KNOTS.size],
+                 "eta": th[2 * J + KNOTS.size:]}
+        gaps.append(logp(point) - log_marginal(th, d, grad=False)[0] - _log_prior(th, J, prec)[0])
+    np.testing.assert_allclose(gaps, gaps[0], atol=1e-8)

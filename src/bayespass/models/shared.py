@@ -9,6 +9,8 @@
     c_ij ~ Binomial(n_ij, p_ij)
 
     alpha_j ~ Normal(0, 2.5),  log phi_j ~ Normal(lambda, 1.5),  lambda ~ Normal(log 0.6, 1.5)   (lambda integrated out)
+    siblings (one model at several temperatures, see ``sibling_groups``):
+    alpha_j ~ Normal(A_g, sw^2),  A_g ~ Normal(0, 2.5)  (integrated out),  sw ~ HalfNormal(1)
     log s = Z eta, eta ~ Normal(0, 0.5)                  (Z: orthonormal basis of the vectors summing to 0)
     log g knot values ~ Normal(0, 3) with second differences ~ Normal(0, 1.5)   (smooth, any shape)
 
@@ -99,6 +101,103 @@ def _phi_precision(J: int) -> np.ndarray:
     out = (np.eye(J) - t2 / (s2 + J * t2)) / s2
     out.flags.writeable = False
     return out
+
+
+#: configs of one model on one benchmark at different temperatures ("siblings") have abilities about a common one:
+#: ``alpha_j ~ Normal(A_g, sw^2)``, ``A_g ~ Normal(0, 2.5^2)`` (integrated out), ``sw ~ HalfNormal(POOL_SCALE)`` in
+#: logits.  On real MBPP the siblings' abilities differ by less than one sample per task can tell (pass@1 within
+#: 0.01 of each other), and pooling their counts ranked the configs better; where siblings differ, their counts
+#: say so and sw's posterior moves away from 0.  EB integrates sw over ``POOL_GRID`` (the Laplace approximation
+#: updated per sw, weighted by its evidence); MCMC fixes sw at that posterior's median.  ``POOL_SIBLINGS = False``
+#: turns it off (every ability independent, as before the sixtieth session)
+POOL_SIBLINGS = True
+POOL_SCALE = 1.0
+POOL_GRID = np.exp(np.linspace(np.log(0.005), np.log(3.0), 32))
+
+
+def sibling_groups(counts) -> np.ndarray | None:
+    """Return a group label per config (-1: none), or None where no two configs are siblings.
+
+    Siblings share the ``model`` and ``benchmark`` coordinates and have a finite ``temperature`` (counts without
+    those coordinates, or whose temperature is unknown, have no siblings).
+    """
+    if not POOL_SIBLINGS or "model" not in counts.coords or "temperature" not in counts.coords:
+        return None
+    model = np.asarray(counts["model"].values).astype(str)
+    bench = (np.asarray(counts["benchmark"].values).astype(str) if "benchmark" in counts.coords
+             else np.full(model.size, ""))
+    temp = np.asarray(counts["temperature"].values, float)
+    keys: dict = {}
+    labels = np.array([keys.setdefault((m, b), len(keys)) if np.isfinite(t) else -1
+                       for m, b, t in zip(model, bench, temp, strict=True)], dtype=int)
+    if not keys:
+        return None
+    sizes = np.bincount(labels[labels >= 0], minlength=len(keys))
+    labels[(labels >= 0) & (sizes[np.maximum(labels, 0)] < 2)] = -1
+    if not (labels >= 0).any():
+        return None
+    return np.unique(labels, return_inverse=True)[1] - (1 if (labels < 0).any() else 0)
+
+
+def _alpha_precision(groups: np.ndarray, sw: float) -> tuple[np.ndarray, float]:
+    """Precision (J, J) of the free abilities with siblings' common ability integrated out, and its log det.
+
+    A group of n siblings has covariance ``sw^2 I + t^2 1 1^T`` (t: ``_PRIOR["alpha"]``'s sd), whose inverse
+    is ``(I - t^2 / (sw^2 + n t^2) 1 1^T) / sw^2`` and log det ``(n - 1) log sw^2 + log(sw^2 + n t^2)``.
+    """
+    t2, s2 = _PRIOR["alpha"][1] ** 2, sw**2
+    P = np.eye(groups.size) / t2
+    logdet = -float(np.sum(groups < 0)) * np.log(t2)
+    for g in np.unique(groups[groups >= 0]):
+        idx = np.flatnonzero(groups == g)
+        n = idx.size
+        P[np.ix_(idx, idx)] = (np.eye(n) - t2 / (s2 + n * t2)) / s2
+        logdet -= (n - 1) * np.log(s2) + np.log(s2 + n * t2)
+    return P, logdet
+
+
+def _pooled(mode: np.ndarray, cov: np.ndarray, J: int, groups: np.ndarray):
+    """Update the Laplace approximation at ``mode`` (independent abilities) to siblings pooled, per sw of the grid.
+
+    The prior change is Gaussian, so within the approximation each sw's posterior is Gaussian (one Newton step
+    from ``mode``) and its evidence closed-form.  Returns the grid's posterior weights (with sw's half-normal
+    prior), and each sw's mean and covariance.
+    """
+    H = np.linalg.inv(cov)
+    a0 = mode[:J]
+    base = np.eye(J) / _PRIOR["alpha"][1] ** 2
+    logw, means, covs = [], [], []
+    for sw in POOL_GRID:
+        P, logdet_p = _alpha_precision(groups, sw)
+        D = P - base
+        Hn = H.copy()
+        Hn[:J, :J] += D
+        g = np.zeros_like(mode)
+        g[:J] = D @ a0
+        dx = -np.linalg.solve(Hn, g)
+        xn = mode + dx
+        val = 0.5 * dx @ H @ dx + 0.5 * xn[:J] @ D @ xn[:J]  # the negative log posterior's change at its new mode
+        logdet_h = np.linalg.slogdet(Hn)[1]
+        # evidence of sw, and its prior: half-normal on sw, the grid uniform in log sw (Jacobian sw)
+        logw.append(-val - 0.5 * logdet_h + 0.5 * logdet_p - 0.5 * (sw / POOL_SCALE) ** 2 + np.log(sw))
+        means.append(xn)
+        covs.append(np.linalg.inv(Hn))
+    logw = np.array(logw)
+    w = np.exp(logw - logw.max())
+    return w / w.sum(), means, covs
+
+
+def _median_sw(w: np.ndarray) -> float:
+    return float(POOL_GRID[min(int(np.searchsorted(np.cumsum(w), 0.5)), POOL_GRID.size - 1)])
+
+
+def _fixed_sibling_prior(counts, mode: np.ndarray, cov: np.ndarray):
+    """MCMC's abilities' precision with siblings pooled at the median of sw's posterior, and attrs (None, {}: none)."""
+    groups = sibling_groups(counts)
+    if groups is None:
+        return None, {}
+    sw = _median_sw(_pooled(mode, cov, groups.size, groups)[0])
+    return _alpha_precision(groups, sw)[0], {"sibling_groups": groups.astype(np.int64), "sibling_sd_median": sw}
 
 
 @functools.lru_cache(maxsize=32)
@@ -388,8 +487,11 @@ def _posterior(theta: np.ndarray, counts, attrs: dict) -> xr.Dataset:
                               "config": counts.config.values, "knot": KNOTS}, attrs=attrs)
 
 
-def _prior_precision(J: int, slopes: bool = True) -> np.ndarray:
-    """Hessian of the negative log prior (constant: the priors are Gaussian); ``slopes=False``: without them."""
+def _prior_precision(J: int, slopes: bool = True, alpha_prec: np.ndarray | None = None) -> np.ndarray:
+    """Hessian of the negative log prior (constant: the priors are Gaussian); ``slopes=False``: without them.
+
+    ``alpha_prec``: the abilities' precision where siblings are pooled (:func:`_alpha_precision`).
+    """
     prec = np.concatenate([np.full(J, 1 / _PRIOR["alpha"][1] ** 2), np.zeros(J),
                            np.full(KNOTS.size, 1 / _PRIOR["beta"][1] ** 2),
                            np.full(max(J - 1, 0) if slopes else 0, 1 / _PRIOR["eta"][1] ** 2)])
@@ -398,17 +500,20 @@ def _prior_precision(J: int, slopes: bool = True) -> np.ndarray:
     H[J:2 * J, J:2 * J] = _phi_precision(J)
     kb = slice(2 * J, 2 * J + KNOTS.size)
     H[kb, kb] += D.T @ D / _PRIOR["smooth"] ** 2
+    if alpha_prec is not None:
+        H[:J, :J] = alpha_prec
     return H
 
 
-def _log_prior(theta: np.ndarray, J: int):
+def _log_prior(theta: np.ndarray, J: int, alpha_prec: np.ndarray | None = None):
     alpha, log_phi, beta = theta[:J], theta[J:2 * J], theta[2 * J:2 * J + KNOTS.size]
     lp = 0.0
     grads = []
     for v, key in ((alpha, "alpha"), (log_phi, "log_phi"), (beta, "beta"), (theta[2 * J + KNOTS.size:], "eta")):
         mu0, s0 = _PRIOR[key]
-        if key == "log_phi":  # correlated through their common level
-            g = -_phi_precision(J) @ (v - mu0)
+        prec = (_phi_precision(J) if key == "log_phi" else alpha_prec if key == "alpha" else None)
+        if prec is not None:  # correlated: the dispersions through their common level, siblings' abilities
+            g = -prec @ (v - mu0)
             lp += float(0.5 * (v - mu0) @ g)
             grads.append(g)
             continue
@@ -437,13 +542,14 @@ class Shared(Model):
     free = ("alpha", "log_phi", "log_slope", "beta")
 
     # -- fit -----------------------------------------------------------------------------------
-    def mode(self, counts, *, data: _Data | None = None, start: np.ndarray | None = None, slopes: bool = True):
+    def mode(self, counts, *, data: _Data | None = None, start: np.ndarray | None = None, slopes: bool = True,
+             alpha_prec: np.ndarray | None = None):
         """Posterior mode of (alpha, log phi, log g knots, slopes), the negative log posterior and the data.
 
         ``data``: the tasks on another grid (default: the grid that holds for any dispersion and for the
         slopes at the mode: where a slope above 1 needs a finer one, the mode is found again on it);
         ``start``: a starting point (default: from the pass rates); ``slopes=False``: every slope 1 (theta
-        without them).
+        without them); ``alpha_prec``: the abilities' prior precision where siblings are pooled.
         """
         from scipy.optimize import minimize
 
@@ -454,7 +560,7 @@ class Shared(Model):
 
         def neg(theta):
             ll, g = log_marginal(theta, d)
-            lp, gp = _log_prior(theta, J)
+            lp, gp = _log_prior(theta, J, alpha_prec)
             return -(ll + lp), -(g + gp)
 
         with np.errstate(all="ignore"):
@@ -470,7 +576,7 @@ class Shared(Model):
         if data is None and n_eta:
             fine = _Data(n, c, slope=np.exp(_split(res.x, J)[3]))
             if fine.x.size > 1.05 * d.x.size:
-                return self.mode(counts, data=fine, start=res.x)
+                return self.mode(counts, data=fine, start=res.x, alpha_prec=alpha_prec)
         return res, neg, np.array(bounds), d
 
     def modes(self, counts):
@@ -512,20 +618,38 @@ class Shared(Model):
         rng = np.random.default_rng(seed)
         pick = rng.random((chains, draws)) < weight
         best = with_ if weight >= 0.5 else without
+        groups = sibling_groups(counts)
         theta = np.zeros((chains, draws, 2 * J + KNOTS.size + max(J - 1, 0)))
+        pool: dict = {}
         for m, sel in ((with_, pick), (without, ~pick)):
             if m is None or not sel.any():
                 continue
             res, _, bounds, _, cov, _ = m
-            th = np.clip(rng.multivariate_normal(res.x, cov, size=int(sel.sum()), method="cholesky"),
-                         bounds[:, 0], bounds[:, 1])
-            theta[sel, :th.shape[1]] = th
+            th = self._laplace_draws(res.x, cov, J, groups, int(sel.sum()), rng, pool if m is best else {})
+            theta[sel, :th.shape[1]] = np.clip(th, bounds[:, 0], bounds[:, 1])
         res, vals = best[0], best[5]
-        mode = np.concatenate([res.x, np.zeros(theta.shape[-1] - res.x.size)])
+        # the centre the curves' posterior mean is taken at: with siblings, the mean of the mixture over sw
+        centre = pool.pop("centre", res.x)
+        mode = np.concatenate([centre, np.zeros(theta.shape[-1] - res.x.size)])
         return _posterior(theta, counts, {"optimizer": f"L-BFGS-B: {res.message}", "mode_iterations": int(res.nit),
                                           "laplace_mode": mode.astype(float),
                                           "laplace_min_eigenvalue": float(vals.min()), "sampler": "laplace",
-                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
+                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf, **pool})
+
+    @staticmethod
+    def _laplace_draws(mode, cov, J, groups, size, rng, pool: dict) -> np.ndarray:
+        """Draws of the Laplace approximation; with siblings, of its mixture over sw (noted in ``pool``)."""
+        if groups is None:
+            return rng.multivariate_normal(mode, cov, size=size, method="cholesky")
+        w, means, covs = _pooled(mode, cov, J, groups)
+        which = rng.choice(w.size, size=size, p=w)
+        out = np.empty((size, mode.size))
+        for i in np.unique(which):
+            sel = which == i
+            out[sel] = rng.multivariate_normal(means[i], covs[i], size=int(sel.sum()), method="cholesky")
+        pool.update(sibling_groups=groups.astype(np.int64), sibling_sd_median=_median_sw(w),
+                    sibling_sd_mean=float(w @ POOL_GRID), centre=w @ np.array(means))
+        return out
 
     def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None,
                 gate=None, max_rounds: int = 1, target_accept: float = 0.8):
@@ -557,8 +681,10 @@ class Shared(Model):
         sd_s = np.sqrt(np.clip(np.einsum("ja,ab,jb->j", Z, cov[e, e], Z), 0.0, None)) if slopes else np.zeros(J)
         slope_max = np.exp(_split(res.x, J)[3] + 3 * sd_s)
         coarse = _Data(counts.n.values.astype(float), counts.c.values.astype(float), phi=phi_max, slope=slope_max)
-        if coarse.x.size < d.x.size:
-            res, neg, _, d = self.mode(counts, data=coarse, start=res.x, slopes=slopes)
+        prec, pool = _fixed_sibling_prior(counts, res.x, cov)
+        if coarse.x.size < d.x.size or prec is not None:
+            res, neg, _, d = self.mode(counts, data=coarse if coarse.x.size < d.x.size else d, start=res.x,
+                                       slopes=slopes, alpha_prec=prec)
         mode = res.x
         P = mode.size
         L = _whitening(neg, mode)
@@ -567,7 +693,7 @@ class Shared(Model):
             theta = mode + L @ z
             with np.errstate(all="ignore"):  # far out on a divergent trajectory: non-finite, which hmc rejects
                 ll, g = log_marginal(theta, d, workers=1)
-                lp, gp = _log_prior(theta, J)
+                lp, gp = _log_prior(theta, J, prec)
                 return ll + lp, L.T @ (g + gp)
 
         # threads pay where a gradient is large; below ~1e5 (config, task, node) cells they cost more than they
@@ -595,7 +721,7 @@ class Shared(Model):
                                           "step_size": float(r.step_size[0]), "leapfrog_steps": list(r.steps),
                                           "acceptance": float(r.acceptance[0]),
                                           "divergences": int(r.divergences[0]),
-                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf})
+                                          "slopes_weight": weight, "slopes_log_bayes_factor": log_bf, **pool})
         if r.rounds > 1:
             post.attrs["rerun"] = _rerun_note(r, draws)
         return post
@@ -608,8 +734,16 @@ class Shared(Model):
         J = counts.sizes["config"]
         # the grid holds for slopes up to 2 (log 2 = 1.4 prior sd of a config's log slope)
         d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
+        prec = None
+        if sibling_groups(counts) is not None:
+            with_, without, weight, _ = self.modes(counts)
+            best = with_ if weight >= 0.5 else without
+            prec = _fixed_sibling_prior(counts, best[0].x, best[4])[0]
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
-            alpha = pm.Normal("alpha_free", *_PRIOR["alpha"], dims="config")
+            if prec is None:
+                alpha = pm.Normal("alpha_free", *_PRIOR["alpha"], dims="config")
+            else:  # siblings pooled at the median of sw's posterior, as bayespass's HMC
+                alpha = pm.MvNormal("alpha_free", mu=np.zeros(J), tau=prec, dims="config")
             log_phi = pm.MvNormal("log_phi", mu=np.full(J, _PRIOR["log_phi"][0]), tau=_phi_precision(J),
                                   dims="config")
             beta = pm.Normal("beta", *_PRIOR["beta"], dims="knot")
