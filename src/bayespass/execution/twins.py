@@ -37,7 +37,7 @@ ignored), and to ``None`` -- the program keeps its own text hash -- when the equ
 Verdicts never carry line numbers: the child reports an exception by its type only.
 
 What no list of names can catch: a program that measures how much memory it can still allocate (a binary
-search on ``bytearray`` sizes under the address-space limit: a 19,000-character docstring left 57 KiB less)
+search on ``bytearray`` sizes under the address-space limit: a 19,000-character docstring left 56 KiB less)
 or how long it has run can tell such twins apart. ``dedup="text"`` runs every distinct text.
 """
 
