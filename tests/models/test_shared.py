@@ -604,6 +604,7 @@ def test_siblings_that_differ_are_told_apart_and_alike_ones_pooled(monkeypatch, 
     truth = true_passk(p, [1])[:, 0]
     pooled = bp.compare_configs(counts, k=[1], progressbar=False)
     sd = bp.fit(counts, "shared", "eb", progressbar=False).posterior.attrs["sibling_sd_median"]
+    assert pooled.attrs["sibling_sd"] == sd and f"{sd:.2f} logits" in bp.leaderboard(pooled).note
     monkeypatch.setattr(shared, "POOL_SIBLINGS", False)
     alone = bp.compare_configs(counts, k=[1], progressbar=False)
     gap = {name: c["diff"].sel(k=1).values[[0, 2], [1, 3]] for name, c in (("pooled", pooled), ("alone", alone))}

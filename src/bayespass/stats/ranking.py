@@ -179,7 +179,9 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         (P(pass@k[config] > pass@k[config_b])), and the baselines ``paired_diff``, ``paired_se``,
         ``paired_prob_better``, ``beta_prob_better``.  Over ``(config, rank, k)``: ``rank_prob``
         (rank 1 = best).  ``attrs``: ``ci_prob``, model, method, number of draws and, for ``shared``,
-        ``slopes_weight`` (the posterior probability that the configs differ in slope).
+        ``slopes_weight`` (the posterior probability that the configs differ in slope) and, where configs are
+        siblings (one model at several temperatures), ``sibling_sd`` (the median of the posterior of how far a
+        config's ability lies from its siblings', logits).
     """
     from ..models.predictive import passk_draws
     from ..simulate import rng as _rng
@@ -226,6 +228,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
                     method=str(post.get("bayespass_method", "")), n_draws=int(full.shape[0]))
     if "slopes_weight" in post:  # shared: the posterior probability that the configs differ in slope
         ds.attrs["slopes_weight"] = float(post["slopes_weight"])
+    if "sibling_sd_median" in post:  # shared: siblings' abilities pooled, their spread learnt
+        ds.attrs["sibling_sd"] = float(post["sibling_sd_median"])
     ds = ds if pairs is None else ds.sel(config=first, config_b=second)
     if extend_inferencedata:
         attach(data, "config_comparison", ds)
@@ -399,8 +403,13 @@ def _slopes_note(cmp: xr.Dataset) -> str:
     if w is None:
         return ""
     told = "one per config" if w >= 0.5 else "one for all configs"
-    return (f" Slope of success against task difficulty in the joint model: {told} (posterior probability of "
-            f"per-config slopes {w:.2f}).")
+    out = (f" Slope of success against task difficulty in the joint model: {told} (posterior probability of "
+           f"per-config slopes {w:.2f}).")
+    sd = cmp.attrs.get("sibling_sd")
+    if sd is not None:
+        out += (f" Configs of one model at several temperatures share an ability up to a spread learnt from the "
+                f"counts (posterior median {sd:.2f} logits).")
+    return out
 
 
 #: above this many configs, ``prob_better_table(pairs="auto")`` lists neighbours in the ranking only
