@@ -105,17 +105,23 @@ def test_pymc_model_is_the_same_density():
     c = g.binomial(4, np.clip(g.beta(1, 1, T)[None] + g.normal(0, 0.1, (J, T)), 0, 1))
     counts = xr.Dataset({"n": (("config", "task"), n), "c": (("config", "task"), c)},
                         coords={"config": ["a", "b", "c"], "task": np.arange(T)})
-    model = Shared().build_pymc(counts)
+    np.testing.assert_allclose(*_pymc_gaps(Shared().build_pymc(counts), counts, g), atol=1e-8)
+
+
+def _pymc_gaps(model, counts, g, alpha_prec=None):
+    """The PyMC model's log density minus the NumPy log marginal and prior at three random points, and the first."""
+    n, c = counts.n.values.astype(float), counts.c.values.astype(float)
+    J = n.shape[0]
     logp = model.compile_logp(sum=True, jacobian=True)
-    d = _Data(n.astype(float), c.astype(float), slope=np.full(J, 2.0))  # the PyMC model's grid
+    d = _Data(n, c, slope=np.full(J, 2.0))  # the PyMC model's grid
     gaps = []
     for _ in range(3):
         th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, KNOTS.size),
                              g.normal(0, 0.3, J - 1)])
         point = {"alpha_free": th[:J], "log_phi": th[J:2 * J], "beta": th[2 * J:2 * J + KNOTS.size],
                  "eta": th[2 * J + KNOTS.size:]}
-        gaps.append(logp(point) - log_marginal(th, d, grad=False)[0] - _log_prior(th, J)[0])
-    np.testing.assert_allclose(gaps, gaps[0], atol=1e-8)
+        gaps.append(logp(point) - log_marginal(th, d, grad=False)[0] - _log_prior(th, J, alpha_prec)[0])
+    return gaps, gaps[0]
 
 
 def test_fit_by_eb_records_a_converged_posterior_and_predicts():
@@ -587,7 +593,8 @@ def _siblings(rng, alpha, T=300, m=2):
     import pandas as pd
 
     x = np.where(rng.random(T) < 0.2, 8.0, rng.normal(0, 1.5, T))
-    p = rng.beta(expit(np.asarray(alpha)[:, None] - x[None, :]) * 3.0, (1 - expit(np.asarray(alpha)[:, None] - x)) * 3.0)
+    mu = expit(np.asarray(alpha)[:, None] - x[None, :])
+    p = rng.beta(mu * 3.0, (1 - mu) * 3.0)
     c = rng.binomial(m, p)
     names = [("A", 0.2), ("A", 1.0), ("B", 0.2), ("B", 1.0)]
     df = pd.DataFrame([{"model": mo, "temperature": t, "task": i, "n": m, "c": c[j, i]}
@@ -622,7 +629,7 @@ def test_siblings_that_differ_are_told_apart_and_alike_ones_pooled(monkeypatch, 
 
 def test_siblings_by_mcmc_and_in_pymc_take_sw_at_the_eb_posterior_median():
     """MCMC (bayespass's HMC) and the PyMC model pool siblings with sw fixed at the median of EB's grid posterior."""
-    from bayespass.models.shared import Shared, _fixed_sibling_prior
+    from bayespass.models.shared import Shared
 
     counts, _ = _siblings(np.random.default_rng(5), (0.5, 0.5, 0.0, 0.0), T=120)
     eb = bp.fit(counts, "shared", "eb", progressbar=False)
@@ -632,19 +639,7 @@ def test_siblings_by_mcmc_and_in_pymc_take_sw_at_the_eb_posterior_median():
     np.testing.assert_allclose(mc.posterior["alpha"].mean(("chain", "draw")), eb.posterior["alpha"].mean(("chain", "draw")),
                                atol=0.1)
     model = Shared()
-    pm_model = model.build_pymc(counts)
-    with_, without, weight, _ = model.modes(counts)
-    best = with_ if weight >= 0.5 else without
-    prec = _fixed_sibling_prior(counts, best[0].x, best[4])[0]
-    logp = pm_model.compile_logp(sum=True, jacobian=True)
-    n, c = counts.n.values.astype(float), counts.c.values.astype(float)
-    J = n.shape[0]
-    d = _Data(n, c, slope=np.full(J, 2.0))  # the PyMC model's grid
-    g, gaps = np.random.default_rng(1), []
-    for _ in range(3):
-        th = np.concatenate([g.normal(0, 1, J), g.normal(0.5, 0.5, J), -0.5 * (KNOTS / 3) ** 2 + g.normal(0, 0.3, KNOTS.size),
-                             g.normal(0, 0.3, J - 1)])
-        point = {"alpha_free": th[:J], "log_phi": th[J:2 * J], "beta": th[2 * J:2 * J + KNOTS.size],
-                 "eta": th[2 * J + KNOTS.size:]}
-        gaps.append(logp(point) - log_marginal(th, d, grad=False)[0] - _log_prior(th, J, prec)[0])
-    np.testing.assert_allclose(gaps, gaps[0], atol=1e-8)
+    prec, attrs = model.sibling_prior(counts)
+    assert attrs["sibling_sd_median"] == eb.posterior.attrs["sibling_sd_median"]
+    gaps, first = _pymc_gaps(model.build_pymc(counts), counts, np.random.default_rng(1), prec)
+    np.testing.assert_allclose(gaps, first, atol=1e-8)

@@ -651,6 +651,18 @@ class Shared(Model):
                     sibling_sd_mean=float(w @ POOL_GRID), centre=w @ np.array(means))
         return out
 
+    def sibling_prior(self, counts):
+        """Return the abilities' precision the PyMC model pools siblings with, and attrs (None, {}: no siblings).
+
+        sw at the median of its posterior on EB's grid, from the mode of the model of higher evidence, as
+        :meth:`fit_hmc` takes it.
+        """
+        if sibling_groups(counts) is None:
+            return None, {}
+        with_, without, weight, _ = self.modes(counts)
+        best = with_ if weight >= 0.5 else without
+        return _fixed_sibling_prior(counts, best[0].x, best[4])
+
     def fit_hmc(self, counts, *, draws: int, warmup: int, chains: int, seed: int, progress: str | None = None,
                 gate=None, max_rounds: int = 1, target_accept: float = 0.8):
         """Sample the exact marginal posterior by Hamiltonian Monte Carlo, whitened by its curvature at the mode.
@@ -734,11 +746,7 @@ class Shared(Model):
         J = counts.sizes["config"]
         # the grid holds for slopes up to 2 (log 2 = 1.4 prior sd of a config's log slope)
         d = _Data(counts.n.values.astype(float), counts.c.values.astype(float), slope=np.full(J, 2.0))
-        prec = None
-        if sibling_groups(counts) is not None:
-            with_, without, weight, _ = self.modes(counts)
-            best = with_ if weight >= 0.5 else without
-            prec = _fixed_sibling_prior(counts, best[0].x, best[4])[0]
+        prec = self.sibling_prior(counts)[0]
         with pm.Model(coords={"config": counts.config.values.tolist(), "knot": KNOTS.tolist()}) as model:
             if prec is None:
                 alpha = pm.Normal("alpha_free", *_PRIOR["alpha"], dims="config")

@@ -394,11 +394,11 @@ def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> T
     return Table.of(df, f"Which config is better: leaderboard (model {model}; {ci} bands, rank 1 = best)",
                     note=f"Configs by posterior mean pass@k (best first), with its {ci} band (lower, upper), the "
                     f"expected rank (1 = best), the central {ci} interval of the rank (rank_lo, rank_hi), P(best) and "
-                    "the unbiased estimate (naive) where every task has n >= k." + _slopes_note(cmp))
+                    "the unbiased estimate (naive) where every task has n >= k." + _joint_model_note(cmp))
 
 
-def _slopes_note(cmp: xr.Dataset) -> str:
-    """Say what the joint model assumed of the configs' slopes (the posterior weight of per-config slopes)."""
+def _joint_model_note(cmp: xr.Dataset) -> str:
+    """Say what the joint model assumed of the configs' slopes (their posterior weight) and of siblings' abilities."""
     w = cmp.attrs.get("slopes_weight")
     if w is None:
         return ""
