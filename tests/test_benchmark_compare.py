@@ -172,3 +172,31 @@ def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_
     assert np.ptp(rasch[same]) < 1e-6  # the optimiser's tolerance
     two = ranking_2pl.fit_pass1(c, 1, 0.8)
     assert np.ptp(two[same]) > 1e-3
+
+
+def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_siblings():
+    """benchmarks/ranking_phi_pool.py's prior: at r = 1.5, sg = 0 it is the product's (the common level only), so
+    its baseline run is the product; with r < 1.5 siblings' log phi are correlated by 1 - r^2 / 1.5^2 beyond the
+    common level, and with sg > 0 configs at the same temperature are more alike than configs far apart."""
+    import sys
+
+    import xarray as xr
+
+    from bayespass.models import shared as S
+
+    sys.path.insert(0, str(PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_phi_pool", PATH.parent / "ranking_phi_pool.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(PATH.parent))
+    counts = xr.Dataset(coords={"config": np.arange(4), "model": ("config", ["a", "a", "b", "c"]),
+                                "temperature": ("config", [0.2, 1.0, 0.6, 0.2])})
+    np.testing.assert_allclose(mod.phi_precision(counts, 1.5, 0.0), S._phi_precision(4), rtol=1e-10, atol=1e-12)
+    C = np.linalg.inv(mod.phi_precision(counts, 0.6, 0.0))
+    t2 = S.PHI_LEVEL_SD**2
+    np.testing.assert_allclose(np.diag(C), 1.5**2 + t2)
+    np.testing.assert_allclose([C[0, 1], C[0, 2], C[2, 3]], [1.5**2 - 0.36 + t2, t2, t2])
+    C = np.linalg.inv(mod.phi_precision(counts, 1.5, 2.0))
+    np.testing.assert_allclose([C[0, 3], C[0, 1], C[0, 2]], [t2 + 4 * 0.16, t2 - 4 * 0.16, t2])
