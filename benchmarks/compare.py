@@ -266,11 +266,29 @@ def use_hessian_eb() -> None:
     shared.Shared.modes = patched
 
 
+def without_slopes() -> None:
+    """A variant measured and not adopted (sixty-first session): ``shared`` with one slope for all configs.
+
+    The product weighs the model with a slope per config against one slope by their Laplace evidence; this
+    gives the one-slope model weight 1 whatever the evidence.
+    """
+    from bayespass.models import shared
+
+    modes = shared.Shared.modes
+
+    def patched(self, counts):
+        with_, without, _, log_bf = modes(self, counts)
+        return with_, without, 0.0, log_bf
+
+    shared.Shared.modes = patched
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m", default="1,2,5")
     ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see use_hessian_eb()")
+    ap.add_argument("--no-slopes", action="store_true", help="a variant not adopted: see without_slopes()")
     ap.add_argument("--real-set", choices=("tuning", "heldout"), default="tuning",
                     help="the 12 configs with 50 samples per task, or the 16 with 10-49 that chose nothing")
     ap.add_argument("--model", default="bb")
@@ -284,6 +302,8 @@ def main(argv=None):
     args.m = [int(x) for x in args.m.split(",")]
     if args.hessian_eb:
         use_hessian_eb()
+    if args.no_slopes:
+        without_slopes()
     rows = run(args)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(report(rows))

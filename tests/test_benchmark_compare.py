@@ -200,3 +200,76 @@ def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_sibli
     np.testing.assert_allclose([C[0, 1], C[0, 2], C[2, 3]], [1.5**2 - 0.36 + t2, t2, t2])
     C = np.linalg.inv(mod.phi_precision(counts, 1.5, 2.0))
     np.testing.assert_allclose([C[0, 3], C[0, 1], C[0, 2]], [t2 + 4 * 0.16, t2 - 4 * 0.16, t2])
+
+
+def test_the_no_slopes_variant_gives_one_slope_all_the_weight(compare, monkeypatch):
+    """compare.py --no-slopes: configs whose success falls with difficulty at slopes 2 and 0.5 make the evidence
+    choose a slope per config; the variant keeps one slope for all (weight 0), which moves pass@10 of the configs of slope 2 and 0.5."""
+    import pandas as pd
+
+    import bayespass as bp
+    from bayespass.models import shared
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1.5, 300)
+    p = 1 / (1 + np.exp(-np.array([2.0, 0.5, 1.0])[:, None] * x[None, :]))
+    c = rng.binomial(4, p)
+    counts = bp.counts_from_frame(pd.DataFrame({"model": np.repeat(["a", "b", "c"], 300), "temperature": 0.6,
+                                                "task": np.tile(np.arange(300), 3), "n": 4, "c": c.ravel()}))
+    before = bp.compare_configs(counts, k=[1, 10], model="shared", method="eb", seed=0)
+    monkeypatch.setattr(shared.Shared, "modes", shared.Shared.modes)  # restored after the test
+    compare.without_slopes()
+    after = bp.compare_configs(counts, k=[1, 10], model="shared", method="eb", seed=0)
+    assert before.attrs["slopes_weight"] > 0.99 and after.attrs["slopes_weight"] == 0.0
+    # pass@10 beyond the 4 samples moves most for the configs whose slope is not the common one (2 and 0.5)
+    gap = np.abs(after["passk"].sel(k=10) - before["passk"].sel(k=10)).values
+    assert min(gap[0], gap[1]) > max(gap[2], 0.005), gap
+
+
+def test_leave_one_sample_out_predictive_against_brute_force():
+    """benchmarks/slopes_loso.py's score against a direct sum: every sample of every (config, task) with n >= 2
+    predicted from the rest, as a ratio of the task column's sequence probabilities (Beta functions on the grid,
+    scipy's betaln), the difficulty's grid weights g."""
+    import sys
+
+    from scipy.special import betaln, expit
+    from scipy.special import logsumexp as lse
+
+    from bayespass.models import shared as S
+
+    sys.path.insert(0, str(PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_slopes_loso", PATH.parent / "slopes_loso.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(PATH.parent))
+    n = np.array([[3, 2, 1, 4, 3], [2, 2, 3, 0, 3]], float)
+    c = np.array([[1, 2, 0, 4, 3], [0, 1, 3, 0, 3]], float)  # the last column twice: multiplicity 2
+    n, c = np.column_stack([n, n[:, -1]]), np.column_stack([c, c[:, -1]])
+    J = 2
+    theta = np.concatenate([[0.4, -0.3], [0.2, 1.1], np.random.default_rng(1).normal(0, 1, S.KNOTS.size), [0.3]])
+    d = S._Data(n, c)
+    got = mod.loso(theta, d, J)
+
+    alpha, log_phi, beta, log_s = S._split(theta, J)
+    logg = S._log_g(beta, d.hat)
+    mu = expit(alpha[:, None] - np.exp(log_s)[:, None] * d.x[None, :])  # (J, G)
+    A, B = mu * np.exp(log_phi)[:, None], (1 - mu) * np.exp(log_phi)[:, None]
+
+    def seq(col_n, col_c):  # log sequence probability of a task column, the difficulty summed out on the grid
+        per = sum(betaln(A[j] + col_c[j], B[j] + col_n[j] - col_c[j]) - betaln(A[j], B[j]) for j in range(J))
+        return lse(logg + per)
+
+    want = 0.0
+    for t in range(n.shape[1]):
+        for j in range(J):
+            if n[j, t] < 2:
+                continue
+            for y in (1, 0):  # each success, then each failure, left out
+                k = c[j, t] if y else n[j, t] - c[j, t]
+                nn, cc = n[:, t].copy(), c[:, t].copy()
+                nn[j] -= 1
+                cc[j] -= y
+                want += k * (seq(n[:, t], c[:, t]) - seq(nn, cc)) if k else 0.0
+    assert got == pytest.approx(want, rel=1e-10, abs=1e-9)

@@ -1,0 +1,80 @@
+"""Does a criterion from the counts choose `shared`'s one-slope model where it ranks pass@10 better?
+
+`shared` weighs its model with a slope per config against one slope for all by their Laplace evidence
+(``slopes_log_bayes_factor``).  On the 16 held-out real MBPP configs the evidence chooses slopes at every m, yet
+from 2 or 5 samples per task the one-slope model ranks pass@10 better (benchmarks/RESULTS.md, "Slopes on the
+held-out configs").  Pass@k beyond the samples drawn is a prediction of further samples of the same tasks, so
+this script scores each model by that: the leave-one-sample-out log predictive, each sample of each (config,
+task) predicted from the others and from every other config's counts, the task's difficulty integrated on the
+grid, the parameters at each model's mode (plug-in).  Run::
+
+    python benchmarks/slopes_loso.py --real-set heldout --m 2 --reps 4     # a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.special import logsumexp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def loso(theta: np.ndarray, d, J: int) -> float:
+    """Sum over (config, distinct task, sample) of log p(that sample | the rest), at parameters ``theta``.
+
+    ``d``: the model's ``_Data``.  Sequence probabilities (the samples are exchangeable), so it is the same
+    whichever of a config's successes (or failures) is left out; (config, task) cells with fewer than 2 samples
+    have nothing to predict from their own counts and are left out.
+    """
+    from bayespass.models import shared as S
+    from bayespass.stats.kernels import bb_loglik
+
+    alpha, log_phi, beta, log_s = S._split(theta, J)
+    ll, _, a, b = S._lik(alpha, np.exp(log_phi), d, d.x, np.exp(log_s))  # (J, U, G), with C(n, c)
+    s = ll.sum(0) + S._log_g(beta, d.hat)[None, :]
+    full = logsumexp(s, axis=1)
+    total = 0.0
+    for j in range(J):
+        n, c = d.n[j], d.c[j]
+        for dc, left in ((1, c), (0, n - c)):  # leave out a success, or a failure
+            sel = (n >= 2) & (left > 0)
+            nn, cc = np.where(sel, n - 1, 1)[:, None], np.where(sel, c - dc, 0)[:, None]  # valid where unused
+            red = np.where(sel[:, None], bb_loglik(a[j], b[j], nn, cc), 0.0)
+            reduced = logsumexp(s - ll[j] + red, axis=1)
+            # from counts to sequences: log C(n, c) - log C(n - 1, c - dc) = log(n / left)
+            coef = np.log(np.where(sel, n / np.maximum(left, 1), 1.0))
+            total += float(np.sum((d.w * left * (full - reduced - coef))[sel]))
+    return total
+
+
+def scores(counts) -> tuple[float, float, float]:
+    """Leave-one-sample-out log predictive with slopes, without, and the log Bayes factor of slopes."""
+    from bayespass.models import shared as S
+
+    with_, without, _, log_bf = S.Shared().modes(counts)
+    J = counts.sizes["config"]
+    return loso(with_[0].x, with_[3], J), loso(without[0].x, without[3], J), log_bf
+
+
+def main(argv=None):
+    from compare import load_real, subsample
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real-set", default="heldout", choices=("tuning", "heldout"))
+    ap.add_argument("--m", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=4)
+    args = ap.parse_args(argv)
+    counts = load_real(args.real_set)
+    rng = np.random.default_rng(1000 + args.m)  # compare.py's replicates
+    for r in range(args.reps):
+        a, b, log_bf = scores(subsample(counts, args.m, rng))
+        print(f"replicate {r}: leave-one-sample-out log predictive with slopes {a:.1f}, one slope {b:.1f}, "
+              f"difference {a - b:+.1f}; log Bayes factor of slopes {log_bf:+.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
