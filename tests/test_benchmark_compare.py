@@ -136,18 +136,23 @@ def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts():
     assert not np.allclose(only, got)
 
 
-@pytest.fixture(scope="module")
-def ranking_2pl():
+def _bench_module(name):
+    """Load benchmarks/<name>.py (the prototypes import compare by name, from their own folder)."""
     import sys
 
-    sys.path.insert(0, str(PATH.parent))  # ranking_2pl imports compare by name
+    sys.path.insert(0, str(PATH.parent))
     try:
-        spec = importlib.util.spec_from_file_location("bench_ranking_2pl", PATH.parent / "ranking_2pl.py")
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", PATH.parent / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     finally:
         sys.path.remove(str(PATH.parent))
     return mod
+
+
+@pytest.fixture(scope="module")
+def ranking_2pl():
+    return _bench_module("ranking_2pl")
 
 
 def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_not(ranking_2pl):
@@ -178,19 +183,12 @@ def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_sibli
     """benchmarks/ranking_phi_pool.py's prior: at r = 1.5, sg = 0 it is the product's (the common level only), so
     its baseline run is the product; with r < 1.5 siblings' log phi are correlated by 1 - r^2 / 1.5^2 beyond the
     common level, and with sg > 0 configs at the same temperature are more alike than configs far apart."""
-    import sys
 
     import xarray as xr
 
     from bayespass.models import shared as S
 
-    sys.path.insert(0, str(PATH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_phi_pool", PATH.parent / "ranking_phi_pool.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(PATH.parent))
+    mod = _bench_module("ranking_phi_pool")
     counts = xr.Dataset(coords={"config": np.arange(4), "model": ("config", ["a", "a", "b", "c"]),
                                 "temperature": ("config", [0.2, 1.0, 0.6, 0.2])})
     np.testing.assert_allclose(mod.phi_precision(counts, 1.5, 0.0), S._phi_precision(4), rtol=1e-10, atol=1e-12)
@@ -230,20 +228,13 @@ def test_leave_one_sample_out_predictive_against_brute_force():
     """benchmarks/slopes_loso.py's score against a direct sum: every sample of every (config, task) with n >= 2
     predicted from the rest, as a ratio of the task column's sequence probabilities (Beta functions on the grid,
     scipy's betaln), the difficulty's grid weights g."""
-    import sys
 
     from scipy.special import betaln, expit
     from scipy.special import logsumexp as lse
 
     from bayespass.models import shared as S
 
-    sys.path.insert(0, str(PATH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_slopes_loso", PATH.parent / "slopes_loso.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(PATH.parent))
+    mod = _bench_module("slopes_loso")
     n = np.array([[3, 2, 1, 4, 3], [2, 2, 3, 0, 3]], float)
     c = np.array([[1, 2, 0, 4, 3], [0, 1, 3, 0, 3]], float)  # the last column twice: multiplicity 2
     n, c = np.column_stack([n, n[:, -1]]), np.column_stack([c, c[:, -1]])
