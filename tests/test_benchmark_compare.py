@@ -183,7 +183,6 @@ def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_sibli
     """benchmarks/ranking_phi_pool.py's prior: at r = 1.5, sg = 0 it is the product's (the common level only), so
     its baseline run is the product; with r < 1.5 siblings' log phi are correlated by 1 - r^2 / 1.5^2 beyond the
     common level, and with sg > 0 configs at the same temperature are more alike than configs far apart."""
-
     import xarray as xr
 
     from bayespass.models import shared as S
