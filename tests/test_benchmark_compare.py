@@ -227,7 +227,6 @@ def test_leave_one_sample_out_predictive_against_brute_force():
     """benchmarks/slopes_loso.py's score against a direct sum: every sample of every (config, task) with n >= 2
     predicted from the rest, as a ratio of the task column's sequence probabilities (Beta functions on the grid,
     scipy's betaln), the difficulty's grid weights g."""
-
     from scipy.special import betaln, expit
     from scipy.special import logsumexp as lse
 
