@@ -1,6 +1,7 @@
 """The README's Python blocks run as written.
 
-Every ```python block of README.md is executed, in order, in one fresh interpreter with warnings as errors.
+Every ```python block of README.md is executed, in order, in one fresh interpreter with warnings as errors
+(but a dependency's notice that an API will change, as in the rest of the suite: pyproject's filterwarnings).
 Two blocks use names a reader brings (``counts``, two fits, configs called "A" and "B"): a preamble before
 them defines those from the shipped example counts, and nothing else is added. A renamed function, a changed
 signature or a new warning on the documented path fails this test.
@@ -61,7 +62,8 @@ def test_readme_python_blocks_run_as_written(tmp_path):
     blocks = python_blocks(README.read_text())
     script = tmp_path / "readme_blocks.py"
     script.write_text(_program(blocks))
-    proc = subprocess.run([sys.executable, "-W", "error", str(script)], cwd=tmp_path, capture_output=True,
+    notices = [f"-Wdefault::{w}" for w in ("DeprecationWarning", "PendingDeprecationWarning", "FutureWarning")]
+    proc = subprocess.run([sys.executable, "-W", "error", *notices, str(script)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=1800)
     reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"block"')]
     failed = [r for r in reports if not r["ok"]]
