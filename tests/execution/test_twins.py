@@ -500,3 +500,23 @@ def test_twins_cannot_tell_themselves_apart_by_what_the_interpreter_writes():
         ds = engine.execute(recs, suite, workers=1, progress=False, dedup=dedup)
         got[dedup] = {c: bool(ds.correct.sel(config=c, task="toy/add1", sample=0)) for c in programs}
     assert got["behaviour"] == got["text"], got
+
+
+def test_an_invalid_escape_neither_warns_nor_changes_the_key_with_the_warning_filters():
+    """'\\d' in a plain string warns at parse time (DeprecationWarning; SyntaxWarning from Python 3.12).  Under
+    warnings-as-errors the parse failed and the program lost its key, so the key depended on the caller's
+    filters; and the warning, the candidate's, reached the user's terminal.  The same string written with the
+    backslash escaped is the same value, and a twin."""
+    import warnings
+
+    bad = 'def f(x):\n    return "\\d" + x\n'
+    good = 'def f(x):\n    return "\\\\d" + x\n'
+    assert "\\d" in bad and "\\\\d" in good
+    keys = []
+    for action in ("error", "always", "ignore"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            keys.append(behaviour_key(bad))
+        assert not caught, caught
+    assert keys[0] is not None and len(set(keys)) == 1
+    assert behaviour_key(good) == keys[0]
