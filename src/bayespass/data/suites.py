@@ -85,15 +85,14 @@ class Task:
         """
         import ast
         import textwrap
-        import warnings
+
+        from .._source import parse_program
 
         program = self.reference_program
         if not self.contract.strip():
             return program
         try:
-            with warnings.catch_warnings():  # invalid escapes ("\\w" in a non-raw string) warn; they are the task's
-                warnings.simplefilter("ignore")
-                tree = ast.parse(program)
+            tree = parse_program(program)
         except SyntaxError:
             return program
         defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)

@@ -47,8 +47,9 @@ import ast
 import hashlib
 import re
 import string
-import warnings
 from collections import deque
+
+from .._source import parse_program
 
 __all__ = ["behaviour_key", "MAX_CHARS"]
 
@@ -235,13 +236,7 @@ def behaviour_key(code: str) -> str | None:
     if len(code) > MAX_CHARS:
         return None
     try:
-        # an invalid escape (\w in a plain string) warns at parse time: a DeprecationWarning before Python
-        # 3.12, a SyntaxWarning from 3.12 on.  The key must not depend on the caller's warning filters (turned
-        # into errors, the warning made such a program keyless) and the warning is the candidate's, not the user's
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(code)
-            compile(tree, "<candidate>", "exec", dont_inherit=True)
+        tree = parse_program(code, check=True)  # the key does not depend on the caller's warning filters
         if any(_is_main_block(s) and s.orelse for s in tree.body):
             return None
         stripped = _strip(tree, module=True)

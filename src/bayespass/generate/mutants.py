@@ -6,6 +6,8 @@ import ast
 import copy
 import random
 
+from .._source import parse_program
+
 __all__ = ["mutants", "variants"]
 
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -65,7 +67,7 @@ def _apply(tree, entry, index, kind):
 def mutants(program: str, entry: str, *, max_n: int = 30, seed: int = 0) -> list[str]:
     """Distinct single-site mutants of ``program`` (a random subset of at most ``max_n``)."""
     try:
-        tree = ast.parse(program)
+        tree = parse_program(program)
     except SyntaxError:
         return []
     sites, _ = _sites(tree, entry)
@@ -99,7 +101,7 @@ class _Rename(ast.NodeTransformer):
 
 def variants(program: str, entry: str) -> list[str]:
     """Texts that differ from ``program`` but not in behaviour (to be verified by execution)."""
-    tree = ast.parse(program)
+    tree = parse_program(program)
     base = ast.unparse(tree)
     out = [program, base, "# generated solution\n" + program.replace("\n", "\n\n", 1)]
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == entry), None)
