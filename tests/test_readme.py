@@ -57,12 +57,21 @@ def _program(blocks: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pytest_filters() -> list[str]:
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["pytest"]["ini_options"]["filterwarnings"]
+
+
 @pytest.mark.slow
 def test_readme_python_blocks_run_as_written(tmp_path):
     blocks = python_blocks(README.read_text())
     script = tmp_path / "readme_blocks.py"
     script.write_text(_program(blocks))
-    notices = [f"-Wdefault::{w}" for w in ("DeprecationWarning", "PendingDeprecationWarning", "FutureWarning")]
+    # the same rule as pytest's own (pyproject's filterwarnings): errors, but a dependency's notice of change
+    notices = [f"-W{f}" for f in _pytest_filters() if f.startswith("default::")]
+    assert notices, "pyproject's filterwarnings lost its default:: entries"
     proc = subprocess.run([sys.executable, "-W", "error", *notices, str(script)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=1800)
     reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"block"')]
