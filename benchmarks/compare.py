@@ -283,12 +283,56 @@ def without_slopes() -> None:
     shared.Shared.modes = patched
 
 
+def with_eta_sd(sd: float) -> None:
+    """A variant measured and not adopted (sixty-second session): the slopes' prior sd (the product's 0.5).
+
+    ``log s = Z eta``, ``eta ~ Normal(0, sd^2)``; the evidence of the slopes' model changes with it (its own
+    normalisation included), so the weight of slopes does too.
+    """
+    from bayespass.models import shared
+
+    if not sd > 0:
+        raise ValueError(f"--eta-sd must be positive; got {sd}")
+    shared._PRIOR["eta"] = (0.0, float(sd))
+
+
+ETA_SD_GRID = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+
+
+def eta_sd_by_evidence(grid=ETA_SD_GRID) -> None:
+    """A variant measured and not adopted (sixty-second session): the slopes' prior sd chosen per fit, at the grid
+    point of highest Laplace evidence of the slopes' model (type-II maximum likelihood); the fit then weighs that
+    model against one slope as the product does.  ``posterior.attrs`` do not record the sd: a measurement only.
+    """
+    from bayespass.models import shared
+
+    modes = shared.Shared.modes
+
+    def patched(self, counts):
+        best, best_bf = 0.5, -np.inf
+        for sd in grid:
+            shared._PRIOR["eta"] = (0.0, float(sd))
+            log_bf = modes(self, counts)[3]
+            if log_bf > best_bf:
+                best, best_bf = sd, log_bf
+        shared._PRIOR["eta"] = (0.0, float(best))
+        try:
+            return modes(self, counts)
+        finally:
+            shared._PRIOR["eta"] = (0.0, 0.5)
+
+    shared.Shared.modes = patched
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m", default="1,2,5")
     ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see use_hessian_eb()")
     ap.add_argument("--no-slopes", action="store_true", help="a variant not adopted: see without_slopes()")
+    ap.add_argument("--eta-sd", default=None,
+                    help="a variant not adopted: the slopes' prior sd (see with_eta_sd(); the product's 0.5), or "
+                         "'evidence': chosen per fit on a grid (eta_sd_by_evidence())")
     ap.add_argument("--real-set", choices=("tuning", "heldout"), default="tuning",
                     help="the 12 configs with 50 samples per task, or the 16 with 10-49 that chose nothing")
     ap.add_argument("--model", default="bb")
@@ -304,6 +348,10 @@ def main(argv=None):
         use_hessian_eb()
     if args.no_slopes:
         without_slopes()
+    if args.eta_sd == "evidence":
+        eta_sd_by_evidence()
+    elif args.eta_sd is not None:
+        with_eta_sd(float(args.eta_sd))
     rows = run(args)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(report(rows))

@@ -9,6 +9,11 @@ task) predicted from the others and from every other config's counts, the task's
 grid, the parameters at each model's mode (plug-in).  Run::
 
     python benchmarks/slopes_loso.py --real-set heldout --m 2 --reps 4     # a minute
+    python benchmarks/slopes_loso.py --real-set heldout --m 2 --reps 3 --eta-sds 0.05,0.1,0.2,0.3,0.5,0.7,1
+
+``--eta-sds`` prints instead, per replicate, the log Bayes factor of slopes at each prior sd of ``eta`` (the
+product's 0.5): as a function of sd it is the log marginal likelihood of that sd, up to a constant, so its
+peak is the sd the counts prefer (a learnt spread of the slopes would sit there).
 """
 
 from __future__ import annotations
@@ -60,6 +65,22 @@ def scores(counts) -> tuple[float, float, float]:
     return loso(with_[0].x, with_[3], J), loso(without[0].x, without[3], J), log_bf
 
 
+def evidence_by_sd(counts, sds) -> list[tuple[float, float, float]]:
+    """``(sd, log Bayes factor of slopes, sd of the fitted log slopes)`` at each prior sd of ``eta``."""
+    from bayespass.models import shared as S
+
+    J, saved, out = counts.sizes["config"], S._PRIOR["eta"], []
+    try:
+        for sd in sds:
+            S._PRIOR["eta"] = (0.0, float(sd))
+            with_, _, _, log_bf = S.Shared().modes(counts)
+            eta = with_[0].x[2 * J + S.KNOTS.size:]
+            out.append((float(sd), log_bf, float(np.std(S._basis(J) @ eta))))
+    finally:
+        S._PRIOR["eta"] = saved
+    return out
+
+
 def main(argv=None):
     from compare import load_real, subsample
 
@@ -67,10 +88,16 @@ def main(argv=None):
     ap.add_argument("--real-set", default="heldout", choices=("tuning", "heldout"))
     ap.add_argument("--m", type=int, default=2)
     ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("--eta-sds", default=None, help="comma-separated prior sds of eta: print the evidence of each")
     args = ap.parse_args(argv)
     counts = load_real(args.real_set)
     rng = np.random.default_rng(1000 + args.m)  # compare.py's replicates
     for r in range(args.reps):
+        if args.eta_sds:
+            rows = evidence_by_sd(subsample(counts, args.m, rng), [float(x) for x in args.eta_sds.split(",")])
+            print(f"replicate {r}: " + "  ".join(f"sd {sd:g}: log BF {b:+.1f} (fitted log-slope sd {s:.2f})"
+                                                 for sd, b, s in rows), flush=True)
+            continue
         a, b, log_bf = scores(subsample(counts, args.m, rng))
         print(f"replicate {r}: leave-one-sample-out log predictive with slopes {a:.1f}, one slope {b:.1f}, "
               f"difference {a - b:+.1f}; log Bayes factor of slopes {log_bf:+.1f}", flush=True)

@@ -262,3 +262,50 @@ def test_leave_one_sample_out_predictive_against_brute_force():
                 cc[j] -= y
                 want += k * (seq(n[:, t], c[:, t]) - seq(nn, cc)) if k else 0.0
     assert got == pytest.approx(want, rel=1e-10, abs=1e-9)
+
+
+def _three_slopes_counts():
+    """Three configs whose success falls with difficulty at slopes 2, 0.5 and 1 (300 tasks, 4 samples each)."""
+    import pandas as pd
+
+    import bayespass as bp
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1.5, 300)
+    p = 1 / (1 + np.exp(-np.array([2.0, 0.5, 1.0])[:, None] * x[None, :]))
+    return bp.counts_from_frame(pd.DataFrame({"config": np.repeat(["a", "b", "c"], 300),
+                                              "task": np.tile(np.arange(300), 3), "n": 4,
+                                              "c": rng.binomial(4, p).ravel()}))
+
+
+def test_the_evidence_chosen_slopes_sd_variant_fits_at_the_grid_point_of_highest_evidence(compare, monkeypatch):
+    """compare.py --eta-sd evidence: the fit's modes are those at the grid's sd of highest evidence (their log
+    Bayes factor the grid's largest), and the product's prior is 0.5 again afterwards."""
+    from bayespass.models import shared as S
+
+    counts = _three_slopes_counts()
+    rows = _bench_module("slopes_loso").evidence_by_sd(counts, compare.ETA_SD_GRID)
+    monkeypatch.setattr(S.Shared, "modes", S.Shared.modes)  # restored after the test
+    compare.eta_sd_by_evidence()
+    got = S.Shared().modes(counts)[3]
+    assert got == pytest.approx(max(b for _, b, _ in rows), abs=1e-6)
+    assert S._PRIOR["eta"] == (0.0, 0.5)
+
+
+def test_the_evidence_of_the_slopes_prior_sd_vanishes_at_zero_and_peaks_at_the_true_spread():
+    """benchmarks/slopes_loso.py --eta-sds: the log Bayes factor of slopes as a function of their prior sd. As the
+    sd goes to 0 the slopes' model becomes the one-slope model and the factor goes to 0 (its Laplace evidence,
+    the slopes' own normalisation included, is consistent); with slopes 2, 0.5 and 1 (log-slope sd 0.57) it
+    peaks about that spread, and the product's prior is left as it was."""
+    from bayespass.models import shared as S
+
+    mod = _bench_module("slopes_loso")
+    counts = _three_slopes_counts()
+    saved = S._PRIOR["eta"]
+    rows = mod.evidence_by_sd(counts, [1e-3, 0.05, 0.2, 0.5, 1.5, 4.0])
+    assert S._PRIOR["eta"] == saved
+    log_bf = np.array([b for _, b, _ in rows])
+    assert abs(log_bf[0]) < 0.05, rows
+    # rises steeply up to the true spread, then falls slowly (the Occam factor of a wider prior)
+    assert np.argmax(log_bf) in (3, 4) and log_bf[3] > log_bf[2] + 3 and log_bf[3] > log_bf[5] + 1, rows
+    assert rows[3][2] == pytest.approx(0.57, abs=0.15), rows  # the fitted log slopes' spread
