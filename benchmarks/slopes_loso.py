@@ -65,20 +65,31 @@ def scores(counts) -> tuple[float, float, float]:
     return loso(with_[0].x, with_[3], J), loso(without[0].x, without[3], J), log_bf
 
 
+def modes_by_sd(counts, sds, modes=None) -> list[tuple[float, tuple]]:
+    """``(sd, Shared.modes(counts))`` at each prior sd of ``eta``; the product's prior is restored after.
+
+    ``modes``: the function to call (default ``Shared().modes``; compare.py's variant passes the unpatched one).
+    """
+    from bayespass.models import shared as S
+
+    modes = S.Shared().modes if modes is None else modes
+    saved, out = S._PRIOR["eta"], []
+    try:
+        for sd in sds:
+            S._PRIOR["eta"] = (0.0, float(sd))
+            out.append((float(sd), modes(counts)))
+    finally:
+        S._PRIOR["eta"] = saved
+    return out
+
+
 def evidence_by_sd(counts, sds) -> list[tuple[float, float, float]]:
     """``(sd, log Bayes factor of slopes, sd of the fitted log slopes)`` at each prior sd of ``eta``."""
     from bayespass.models import shared as S
 
-    J, saved, out = counts.sizes["config"], S._PRIOR["eta"], []
-    try:
-        for sd in sds:
-            S._PRIOR["eta"] = (0.0, float(sd))
-            with_, _, _, log_bf = S.Shared().modes(counts)
-            eta = with_[0].x[2 * J + S.KNOTS.size:]
-            out.append((float(sd), log_bf, float(np.std(S._basis(J) @ eta))))
-    finally:
-        S._PRIOR["eta"] = saved
-    return out
+    J = counts.sizes["config"]
+    return [(sd, m[3], float(np.std(S._basis(J) @ m[0][0].x[2 * J + S.KNOTS.size:])))
+            for sd, m in modes_by_sd(counts, sds)]
 
 
 def main(argv=None):
