@@ -224,5 +224,13 @@ def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
     tab = gate_table(g)
     assert "Behaviour-CRC abstains on every task for" in tab.note and "stable_wrong" in tab.note
     assert "abstains" not in tab.title  # the title stays one short line; the why is in the note
+    # two of the five splits find a threshold: the mean abstention falls below 1, the median threshold stays inf
+    part = g.copy(deep=True)
+    beh = {"rule": "behaviour-CRC", "split": [0, 1]}
+    part["threshold"].loc[beh], part["abstention"].loc[beh] = 0.6, 0.5
+    note = gate_table(part).note
+    assert "abstains on every task for" not in note
+    assert f"threshold_median inf ({g.config.values[0]})" in note and "more than half of the splits" in note
     v[0, ::2] = P  # all right: it answers, and the note says nothing more
-    assert "abstains" not in gate_table(gate(make_samples(v), alpha=0.1, n_splits=5)).note
+    note = gate_table(gate(make_samples(v), alpha=0.1, n_splits=5)).note
+    assert "abstains" not in note and "threshold_median inf" not in note

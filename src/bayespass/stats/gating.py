@@ -315,6 +315,10 @@ def gate_table(gated: xr.Dataset) -> Table:
     flag = (f" Behaviour-CRC abstains on every task for {', '.join(mute)}: no threshold keeps the silent-failure "
             "bound below alpha on the calibration tasks (too few of them, or wrong answers even where all samples "
             "behave alike: stable_wrong in the diagnostics)." if mute else "")
+    never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
+                   "config"].astype(str).tolist()
+    flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
+             "threshold qualified, and behaviour-CRC abstained on every test task of those splits." if never else "")
     return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
                     f"{a.get('n_splits', '?')} calibration/test splits)",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
