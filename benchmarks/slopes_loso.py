@@ -10,10 +10,12 @@ grid, the parameters at each model's mode (plug-in).  Run::
 
     python benchmarks/slopes_loso.py --real-set heldout --m 2 --reps 4     # a minute
     python benchmarks/slopes_loso.py --real-set heldout --m 2 --reps 3 --eta-sds 0.05,0.1,0.2,0.3,0.5,0.7,1
+    python benchmarks/slopes_loso.py --real-set tuning --m 1 --reps 5 --eta-sds 0.05,0.1,0.2,0.3,0.5,0.7,1 --closed-form
 
 ``--eta-sds`` prints instead, per replicate, the log Bayes factor of slopes at each prior sd of ``eta`` (the
 product's 0.5): as a function of sd it is the log marginal likelihood of that sd, up to a constant, so its
-peak is the sd the counts prefer (a learnt spread of the slopes would sit there).
+peak is the sd the counts prefer (a learnt spread of the slopes would sit there).  ``--closed-form`` adds the
+same curve updated in closed form from the fit at the product's sd (:func:`closed_form_by_sd`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,35 @@ def evidence_by_sd(counts, sds) -> list[tuple[float, float, float]]:
             for sd, m in modes_by_sd(counts, sds)]
 
 
+def closed_form_by_sd(with_, J: int, sds, sd0: float | None = None) -> np.ndarray:
+    """Change of the slopes' model's log evidence from prior sd ``sd0`` (default the product's) to each of ``sds``,
+    in closed form from the Laplace approximation at the mode ``with_`` (a mode tuple of ``Shared.modes``, found
+    at ``sd0``): the prior change on ``eta`` is Gaussian, so within the approximation the new posterior is one
+    Newton step away and its evidence closed-form, as ``shared._pooled`` does for the siblings' sw.  The
+    sixty-third session measured it against the exact scan (:func:`evidence_by_sd`): a candidate for choosing the
+    sd without a mode search per grid point.
+    """
+    from bayespass.models import shared as S
+
+    sd0 = S._PRIOR["eta"][1] if sd0 is None else float(sd0)
+    x0, cov = with_[0].x, with_[4]
+    H = np.linalg.inv(cov)
+    e = slice(2 * J + S.KNOTS.size, x0.size)
+    logdet_h = np.linalg.slogdet(H)[1]
+    out = []
+    for sd in sds:
+        dd = 1.0 / sd**2 - 1.0 / sd0**2  # the prior precision's change on each eta
+        Hn = H.copy()
+        Hn[e, e] += dd * np.eye(x0[e].size)
+        g = np.zeros_like(x0)
+        g[e] = dd * x0[e]
+        dx = -np.linalg.solve(Hn, g)
+        xn = x0 + dx
+        val = 0.5 * dx @ H @ dx + 0.5 * dd * xn[e] @ xn[e]  # the negative log posterior's change at its new mode
+        out.append(-val - 0.5 * (np.linalg.slogdet(Hn)[1] - logdet_h) - x0[e].size * np.log(sd / sd0))
+    return np.array(out)
+
+
 def main(argv=None):
     from compare import load_real, subsample
 
@@ -100,14 +131,24 @@ def main(argv=None):
     ap.add_argument("--m", type=int, default=2)
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--eta-sds", default=None, help="comma-separated prior sds of eta: print the evidence of each")
+    ap.add_argument("--closed-form", action="store_true",
+                    help="with --eta-sds: also the closed-form update from the product's sd (closed_form_by_sd)")
     args = ap.parse_args(argv)
     counts = load_real(args.real_set)
     rng = np.random.default_rng(1000 + args.m)  # compare.py's replicates
     for r in range(args.reps):
         if args.eta_sds:
-            rows = evidence_by_sd(subsample(counts, args.m, rng), [float(x) for x in args.eta_sds.split(",")])
+            sub, sds = subsample(counts, args.m, rng), [float(x) for x in args.eta_sds.split(",")]
+            rows = evidence_by_sd(sub, sds)
             print(f"replicate {r}: " + "  ".join(f"sd {sd:g}: log BF {b:+.1f} (fitted log-slope sd {s:.2f})"
                                                  for sd, b, s in rows), flush=True)
+            if args.closed_form:
+                from bayespass.models import shared as S
+
+                with_, _, _, log_bf = S.Shared().modes(sub)
+                cf = closed_form_by_sd(with_, sub.sizes["config"], sds) + log_bf
+                print("  closed form from the product's sd: " + "  ".join(f"sd {sd:g}: {b:+.1f}"
+                                                                          for sd, b in zip(sds, cf, strict=True)))
             continue
         a, b, log_bf = scores(subsample(counts, args.m, rng))
         print(f"replicate {r}: leave-one-sample-out log predictive with slopes {a:.1f}, one slope {b:.1f}, "

@@ -309,3 +309,21 @@ def test_the_evidence_of_the_slopes_prior_sd_vanishes_at_zero_and_peaks_at_the_t
     # rises steeply up to the true spread, then falls slowly (the Occam factor of a wider prior)
     assert np.argmax(log_bf) in (3, 4) and log_bf[3] > log_bf[2] + 3 and log_bf[3] > log_bf[5] + 1, rows
     assert rows[3][2] == pytest.approx(0.57, abs=0.15), rows  # the fitted log slopes' spread
+
+
+def test_the_closed_form_slopes_sd_update_matches_the_scan_near_the_fitted_sd_and_not_far_below_it():
+    """benchmarks/slopes_loso.py --closed-form: the log evidence updated in closed form from the mode at the
+    product's sd is that mode's there, within 0.2 nats of the exact scan (a mode search per sd) from sd 0.4 to 1.5,
+    where the Laplace approximation at that mode still holds, and more than 2 nats off at sd 0.05 and below,
+    where the one-slope limit sits far from that mode: the reason it cannot replace the scan."""
+    from bayespass.models import shared as S
+
+    mod = _bench_module("slopes_loso")
+    counts = _three_slopes_counts()
+    sds = [1e-3, 0.05, 0.4, 0.5, 0.7, 1.5]
+    exact = np.array([b for _, b, _ in mod.evidence_by_sd(counts, sds)])
+    with_ = S.Shared().modes(counts)[0]
+    closed = mod.closed_form_by_sd(with_, 3, sds) + exact[3]
+    assert closed[3] == pytest.approx(exact[3], abs=1e-9)
+    np.testing.assert_allclose(closed[2:], exact[2:], atol=0.2)
+    assert np.all(np.abs(closed[:2] - exact[:2]) > 2), (closed, exact)
