@@ -249,3 +249,29 @@ def test_plan_cli(tmp_path, monkeypatch):
                       (["--width", "0.05", "--n-grid", "10,0"], "--n-grid must be a positive integer; got 0")):
         res = runner.invoke(app, ["plan", str(fit_path.with_suffix(".csv")), *bad])
         assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output
+
+
+def test_allocate_and_plan_cli_read_a_run_directory_s_main_fit_without_fitting_again(tmp_path, monkeypatch):
+    """A run directory is read as `bayespass curve` reads it, by its main fit (fits/<main>.nc): the same allocation
+    as that fit file gives, and no fit of its counts (a refit took seconds to minutes and could differ)."""
+    import json
+
+    rng = np.random.default_rng(1)
+    counts = bp.make_counts(np.full((2, 40), 4), rng.binomial(4, rng.beta(1, 1, (2, 40))), config=["a", "b"])
+    run = tmp_path / "run"
+    (run / "fits").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"config": {"main_model": "bb"}}))
+    bp.write_counts(counts, run / "counts.nc")
+    bp.fit(counts, "bb", "eb", progressbar=False).to_netcdf(str(run / "fits" / "bb-eb.nc"))
+    want = runner.invoke(app, ["allocate", str(run / "fits" / "bb-eb.nc"), "--budget", "20", "--pair", "a:b"])
+    assert want.exit_code == 0, want.output
+    import bayespass.models.fit as fit_module
+
+    monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
+    res = runner.invoke(app, ["allocate", str(run), "--budget", "20", "--pair", "a:b"])
+    assert res.exit_code == 0, res.output
+    assert f"{run}: fit bb-eb" in res.output and res.stdout == want.stdout
+    monkeypatch.undo()  # plan refits its simulated futures
+    res = runner.invoke(app, ["plan", str(run), "--width", "0.3", "--n-grid", "8", "--sims", "1"])
+    assert res.exit_code == 0, res.output
+    assert f"{run}: fit bb-eb" in res.output and "simulated futures (bb)" in res.output  # the fit's model, not auto

@@ -347,8 +347,8 @@ def compare_cmd(
 
 @app.command("allocate")
 def allocate_cmd(
-    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a counts "
-                                         "file or a run directory (its counts, fitted with the default model).")],
+    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a run "
+                                         "directory (its main fit) or counts (fitted with the default model).")],
     k: Annotated[int, typer.Option(help="The pass@k whose band should shrink.")] = 10,
     budget: Annotated[int, typer.Option(help="Samples to give out.")] = 100,
     step: Annotated[int, typer.Option(help="Samples per unit (a task gets a multiple of it).")] = 1,
@@ -414,15 +414,29 @@ def _saved_fit(data: Path):
     return az.from_netcdf(str(data)).load()
 
 
-def _fit_or_counts(data: Path, check=None) -> tuple:
-    """Return ``(fit, configs)`` of FIT_OR_COUNTS: a saved fit, or counts (a file or a run directory).
+def _run_main_fit(data: Path):
+    """Return a run directory's main fit (``fits/<main>.nc``), loaded, saying so; None where there is none."""
+    if not (data.is_dir() and (data / "run.json").exists()):
+        return None
+    from .pipeline import _main_fit
 
-    Counts are fitted with the default model after ``check(configs)`` has vetted the other options.
+    path = data / "fits" / f"{_main_fit(json.loads((data / 'run.json').read_text()))}.nc"
+    if not path.is_file():
+        return None
+    typer.echo(f"{data}: fit {path.stem}", err=True)
+    return _saved_fit(path)
+
+
+def _fit_or_counts(data: Path, check=None) -> tuple:
+    """Return ``(fit, configs)`` of FIT_OR_COUNTS: a saved fit, a run directory's main fit, or counts.
+
+    Counts (a file, or a directory without a main fit: ``bayespass execute``'s) are fitted with the default
+    model after ``check(configs)`` has vetted the other options.
     """
     from .data.io import read_counts
     from .models.fit import fit
 
-    if (idata := _saved_fit(data)) is not None:
+    if (idata := _saved_fit(data)) is not None or (idata := _run_main_fit(data)) is not None:
         return idata, [str(x) for x in idata.posterior.config.values]
     counts = read_counts(data)
     configs = [str(x) for x in counts.config.values]
@@ -433,8 +447,8 @@ def _fit_or_counts(data: Path, check=None) -> tuple:
 
 @app.command("plan")
 def plan_cmd(
-    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a counts "
-                                         "file or a run directory (its counts, fitted with the default model).")],
+    data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a run "
+                                         "directory (its main fit) or counts (fitted with the default model).")],
     width: Annotated[float, typer.Option(help="Target width of the band of pass@k, e.g. 0.05.")],
     k: Annotated[int, typer.Option(help="The pass@k whose band is planned.")] = 10,
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
