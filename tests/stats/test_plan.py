@@ -8,6 +8,7 @@ import pytest
 import xarray as xr
 
 import bayespass as bp
+from bayespass.models.base import get_model
 from bayespass.simulate import simulate_counts
 
 
@@ -58,17 +59,102 @@ def test_plan_refuses_bad_input():
                    ).attrs["target_width"] == 0.5
 
 
-def test_plan_and_allocate_of_a_joint_fit_say_so_before_any_work(capsys):
+def test_plan_and_allocate_of_a_joint_fit_without_task_draws_say_so_before_any_work(capsys):
+    """'hier' cannot draw its tasks' p given the others' counts: refused before any work ('shared' can: below)."""
     n = np.full((2, 30), 3)
     counts = bp.make_counts(n, np.random.default_rng(0).binomial(n, 0.4))
     fit = bp.fit(counts, "shared", "eb", progressbar=False)
+    fit.posterior.attrs["bayespass_model"] = "hier"
     for call, what in ((lambda: bp.plan(fit, k=10, target_width=0.1, progressbar=True), "plan"),
                        (lambda: bp.allocate(fit, k=10, budget=5), "allocate")):
-        with pytest.raises(ValueError, match=f"{what}\\(\\) supports the per-config .*'shared' is joint: fit the counts"):
+        with pytest.raises(ValueError, match=f"{what}\\(\\) supports the per-config models, their stack and 'shared'; "
+                                             "model 'hier' is joint: fit the counts"):
             call()
     assert "refits" not in capsys.readouterr().err  # no progress bar was started
 
 
+def _shared_fit(seed=0, tasks=60):
+    """Two configs on shared tasks: A with 2 samples per task, B with 12; one unseen task."""
+    g = np.random.default_rng(seed)
+    x = g.normal(0, 1.5, tasks)
+    p = 1 / (1 + np.exp(-(np.array([0.5, 0.0])[:, None] - x[None, :])))
+    n = np.vstack([np.full(tasks, 2), np.full(tasks, 12)])
+    n[:, -1] = 0
+    counts = bp.make_counts(n, g.binomial(n, p), config=["A", "B"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return counts, bp.fit(counts, "shared", "eb", progressbar=False, seed=seed)
+
+
+def _shared_task_posterior(fit, j, k):
+    """At the fit's first draw: each task's exact posterior mean of p_j and of pass@k_j, by quadrature over the
+    difficulty grid (the Beta integrated in closed form at each node)."""
+    from scipy.special import logsumexp
+
+    from bayespass.models import shared as S
+    from bayespass.stats.kernels import passk_bb_predictive
+
+    post = fit.posterior.isel(chain=[0], draw=[0])
+    alpha, phi, beta, slope = (x[0, 0] for x in S.Shared._params(post))
+    n = fit.constant_data["n"].transpose("config", "task").values.astype(float)
+    c = fit.observed_data["c"].transpose("config", "task").values.astype(float)
+    x = np.linspace(S.KNOTS[0], S.KNOTS[-1], 4001)
+    mu = 1 / (1 + np.exp(-np.clip(alpha[:, None] - slope[:, None] * x[None, :], -30, 30)))  # (J, G)
+    a, b = mu * phi[:, None], (1 - mu) * phi[:, None]
+    from bayespass.stats.kernels import bb_loglik
+
+    ll = np.where(n[:, :, None] > 0, bb_loglik(a[:, None, :], b[:, None, :], n[:, :, None], c[:, :, None]), 0.0)
+    s = ll.sum(0) + S._log_g(beta, S._hat(x))[None, :]  # (T, G)
+    w = np.exp(s - logsumexp(s, axis=1, keepdims=True))
+    mean_p = (w * (a[j] + c[j][:, None]) / (phi[j] + n[j][:, None])).sum(1)
+    q = passk_bb_predictive(n[j][:, None, None], c[j][:, None, None], np.array([k]), a[j][None, :, None],
+                            b[j][None, :, None])[..., 0]  # (T, G)
+    return post, n, c, mean_p, (w * q).sum(1)
+
+
+def test_shared_task_candidates_are_each_task_s_posterior_given_every_count():
+    """'shared' draws a config's p per task given the other configs' counts; weighed by its own counts, the
+    candidates' mean of p and of pass@10 is the exact posterior mean (quadrature over the difficulty) at that draw."""
+    from bayespass.stats.plan import _binom_loglik, _normalised
+
+    _, fit = _shared_fit()
+    model = get_model("shared")
+    for j in (0, 1):
+        post, n, c, mean_p, mean_q = _shared_task_posterior(fit, j, 10)
+        cand = model.task_candidates(post, n, c, j, np.random.default_rng(1), n_draws=1, pool=40_000)
+        w = _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand))
+        assert cand.shape == (60, 40_000)
+        np.testing.assert_allclose((w * cand).sum(1), mean_p, atol=0.01)
+        np.testing.assert_allclose((w * (1 - (1 - cand) ** 10)).sum(1), mean_q, atol=0.01)
+
+
+def test_shared_posterior_p_draws_each_task_s_p_from_its_posterior():
+    """plan's simulated futures of a 'shared' fit: p per (config, task) from its posterior at a draw; over many
+    draws the mean is the exact posterior mean by quadrature, and the two configs' p are tied by the task."""
+    _, fit = _shared_fit()
+    model = get_model("shared")
+    post, n, c, mean_a, _ = _shared_task_posterior(fit, 0, 1)
+    mean_b = _shared_task_posterior(fit, 1, 1)[3]
+    rng = np.random.default_rng(2)
+    draws = np.stack([model.posterior_p(post, n, c, rng) for _ in range(1500)])  # (draw, config, task)
+    np.testing.assert_allclose(draws[:, 0].mean(0), mean_a, atol=0.035)
+    np.testing.assert_allclose(draws[:, 1].mean(0), mean_b, atol=0.035)
+    # the unseen task's difficulty is g's: A's and B's p there rise and fall together
+    assert np.corrcoef(draws[:, 0, -1], draws[:, 1, -1])[0, 1] > 0.5
+
+
+def test_allocate_and_plan_of_a_shared_fit():
+    """allocate() of a 'shared' fit sends a pair's samples to the config whose band is wider (2 samples per task
+    against 12), never to the unseen task; plan() refits its futures with 'shared'."""
+    counts, fit = _shared_fit()
+    a = bp.allocate(fit, k=10, budget=60, pair=("A", "B"), seed=1)
+    more = a.n_more.transpose("config", "task").values
+    assert more.sum() == 60 and more[0].sum() > 3 * more[1].sum() and more[:, -1].sum() == 0
+    assert 0 < a.attrs["expected_variance_reduction"] < a.attrs["task_variance"]
+    pl = bp.plan(fit, k=10, target_width=0.05, n_grid=[2, 12], n_sims=2, progressbar=False)
+    assert str(pl.attrs["model"]).startswith("<bayespass model 'shared'")
+    width = pl.expected_width.sel(config="A").values
+    assert width[1] < width[0]  # A from 2 to 12 samples per task: a narrower band
 def test_plan_refits_futures_with_the_model_and_candidates_the_fit_was_made_with(monkeypatch):
     """A Flex(K=8) fit was refitted as the default flex, and a stack of bb and zoibb with all four candidates."""
     from bayespass.models import fit as fit_module
@@ -242,3 +328,29 @@ def test_a_stacks_futures_mix_its_candidates_by_their_weights():
     assert pop.size == 4000
     assert np.mean(pop == 0.0) == pytest.approx(0.3, abs=0.005)
     assert np.all((pop[pop > 0] > 0) & (pop[pop > 0] < 1))
+
+
+def test_task_weights_are_the_binomial_likelihood_also_at_p_0_and_1():
+    """A task that never passed gives p = 0 the largest weight, one that always passed p = 1 (the atoms of zoibb,
+    flex, lnorm and their stack); 0 log 0 was NaN and read as impossible, so plans and allocations of those models
+    never saw 'never' or 'always'."""
+    from scipy.stats import binom
+
+    from bayespass.stats.plan import _posterior_p, _weights_on
+
+    cand = np.array([0.0, 1e-3, 0.1, 0.5, 0.99, 1.0])
+    n, c = np.array([3, 3, 3, 5, 0]), np.array([0, 1, 3, 5, 0])
+    want = binom.pmf(c[:, None], n[:, None], cand[None, :])
+    np.testing.assert_allclose(_weights_on(cand, n, c), want / want.sum(1, keepdims=True), rtol=1e-12)
+    # zoibb's simulated futures: tasks that never passed in 20 samples are mostly 'never' (an exact 0)
+    g = np.random.default_rng(3)
+    p = np.where(g.random(200) < 0.4, 0.0, g.beta(2, 2, 200))
+    counts = _counts_of(np.full(200, 20), g.binomial(20, p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bp.fit(counts, "zoibb", "eb", progressbar=False)
+    from bayespass.models.predictive import _model
+
+    draw = _posterior_p(fit, _model(fit), np.random.default_rng(4))[0]
+    never = counts.c.values[0] == 0
+    assert (draw[never] == 0).mean() > 0.8 and (draw[~never] == 0).sum() == 0

@@ -937,6 +937,53 @@ class Shared(Model):
         mu = _mean(alpha[..., None], slope[..., None], x)
         return rng.beta(mu * phi[..., None], (1 - mu) * phi[..., None])
 
+    def task_candidates(self, post, n, c, j: int, rng, n_draws: int = 20, pool: int = 500) -> np.ndarray:
+        """Candidate p's of config ``j`` per task (task, pool), drawn given the *other* configs' counts.
+
+        Per parameter draw (``n_draws`` of the posterior), each task's difficulty is drawn from its posterior
+        given the other configs' counts, and config j's p from its Beta there.  Weighed by the binomial
+        likelihood of config j's own counts they are a sample of p_ij's posterior given every count
+        (importance sampling, exact as the pool grows), which :func:`bayespass.allocate` needs.  Tasks no
+        config has seen get p's of new tasks (:meth:`replicate_p`).
+        """
+        alpha, phi, beta, slope = (x.reshape((-1,) + x.shape[2:]) for x in self._params(post))
+        pick = rng.choice(alpha.shape[0], size=min(n_draws, alpha.shape[0]), replace=False)
+        d = _Data(n.astype(float), c.astype(float), slope=np.exp(np.log(slope).mean(0)))
+        per = -(-pool // pick.size)
+        cand = np.empty((d.w.size, pick.size * per))
+        for i, t in enumerate(pick):
+            with np.errstate(all="ignore"):
+                ll, _, a, b = _lik(alpha[t], phi[t], d, d.x, slope[t])  # (J, U, G)
+            s = ll.sum(0) - ll[j] + _log_g(beta[t], d.hat)[None, :]
+            cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
+            node = np.minimum((cdf[:, None, :] < rng.random((d.w.size, per, 1))).sum(-1), d.x.size - 1)
+            cand[:, i * per:(i + 1) * per] = rng.beta(a[j, 0, node], b[j, 0, node])
+        out = np.empty((n.shape[1], cand.shape[1]))
+        out[d.observed] = cand[d.inverse]
+        if not d.observed.all():
+            new = self.replicate_p(post.isel(chain=[0]), rng, int((~d.observed).sum()) * cand.shape[1])
+            out[~d.observed] = new[0, rng.integers(new.shape[1]), j].reshape(-1, cand.shape[1])
+        return np.clip(out, 0.0, 1.0)
+
+    def posterior_p(self, post, n, c, rng) -> np.ndarray:
+        """One draw of every (config, task)'s p from the posterior, for :func:`bayespass.plan`'s simulated futures.
+
+        A parameter draw, each task's difficulty from its posterior given every config's counts, then each
+        config's p given the difficulty and its own counts (a Beta).
+        """
+        alpha, phi, beta, slope = (x.reshape((-1,) + x.shape[2:]) for x in self._params(post))
+        t = rng.integers(alpha.shape[0])
+        n, c = n.astype(float), c.astype(float)
+        d = _Data(n, c, slope=slope[t])
+        with np.errstate(all="ignore"):
+            ll, _, a, b = _lik(alpha[t], phi[t], d, d.x, slope[t])  # (J, U, G)
+        log_g = _log_g(beta[t], d.hat)
+        s = np.tile(log_g, (n.shape[1], 1))
+        s[d.observed] += ll.sum(0)[d.inverse]
+        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
+        node = np.minimum((cdf < rng.random((n.shape[1], 1))).sum(1), d.x.size - 1)  # a difficulty per task
+        return rng.beta(a[:, 0, node] + c, b[:, 0, node] + n - c)
+
     def loglik_tasks(self, post, n, c):
         """Log-likelihood per (chain, draw, config, task), the difficulty integrated out under g.
 

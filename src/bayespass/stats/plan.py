@@ -22,14 +22,14 @@ from ..validate import as_fit, as_k, check_positive_int, check_prob, split_pair
 __all__ = ["allocate", "plan"]
 
 
-def _per_config_model(idata, *, what: str):
-    """Return the fit's model, with a clear error for a joint model (whose tasks' p are not per config)."""
+def _plannable_model(idata, *, what: str):
+    """Return the fit's model, with a clear error for a joint model that cannot draw its tasks' p (``hier``)."""
     from ..models.predictive import _model
 
     model = _model(idata)
-    if model.joint:
-        raise ValueError(f"{what}() supports the per-config models and their stack; model {model.name!r} is joint: "
-                         f"fit the counts with a per-config model first (bp.fit(counts), 'bayespass fit COUNTS')")
+    if model.joint and not hasattr(model, "task_candidates"):
+        raise ValueError(f"{what}() supports the per-config models, their stack and 'shared'; model {model.name!r} "
+                         f"is joint: fit the counts with one of those first (bp.fit(counts), 'bayespass fit COUNTS')")
     return model
 
 
@@ -56,11 +56,13 @@ def _refit_spec(model) -> tuple:
 def _posterior_p(idata, model, rng, pool: int = 4000) -> np.ndarray:
     """One draw of every task's p (config, task) from the fit of ``model``: hyperparameters, then p given the counts."""
     post = idata.posterior
+    n = idata.constant_data["n"].transpose("config", "task").values
+    c = idata.observed_data["c"].transpose("config", "task").values
+    if model.joint:  # 'shared': the tasks' difficulties tie the configs' p
+        return model.posterior_p(post, n, c, rng)
     ch, dr = rng.integers(post.sizes["chain"]), rng.integers(post.sizes["draw"])
     packed = theta_of(post)
     theta = packed.isel(chain=ch, draw=dr).transpose("config", "param").values
-    n = idata.constant_data["n"].transpose("config", "task").values
-    c = idata.observed_data["c"].transpose("config", "task").values
     out = np.zeros(n.shape)
     for j in range(n.shape[0]):
         if getattr(model, "components", None):  # a stack: its candidates' populations, mixed task by task
@@ -98,9 +100,10 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     Parameters
     ----------
     fit : arviz.InferenceData or xarray.DataTree
-        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`), or a run (``bp.load_run``: its
-        main fit); it is refitted, with the same
-        model and method, once per simulation and candidate n.
+        A fit of a per-config model, ``"auto"`` or ``"shared"`` (:func:`bayespass.fit`), or a run
+        (``bp.load_run``: its main fit); it is refitted, with the same model and method, once per simulation
+        and candidate n.  A ``shared`` future draws each task's difficulty from its posterior given every
+        config's counts, then each config's p given it and its own counts.
     k : int
         The pass@k whose band is planned.
     target_width : float
@@ -133,7 +136,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from .curve import passk_curve
 
     fit = as_fit(fit, what="plan")
-    fitted = _per_config_model(fit, what="plan")  # before the bar and the refits
+    fitted = _plannable_model(fit, what="plan")  # before the bar and the refits
     kk = as_k(k)
     if kk.size != 1:
         raise ValueError(f"k must be one value for plan(); got {k!r}")
@@ -196,11 +199,23 @@ def _task_weights(theta: xr.DataArray, model, j: int, n: np.ndarray, c: np.ndarr
 
 def _weights_on(cand: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Each task's posterior weights (task, pool) on candidate p's drawn from its prior: the binomial likelihood."""
+    return _normalised(_binom_loglik(n[:, None], c[:, None], cand[None, :]))
+
+
+def _binom_loglik(n: np.ndarray, c: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``c log p + (n - c) log(1 - p)``, exact at p = 0 and 1: a term whose count is 0 is 0 (0 log 0 = 0).
+
+    Written as the products it made NaN there, and NaN was read as impossible: a task that never passed gave no
+    weight to p = 0, the atom of zoibb, flex, lnorm and their stack that says "never".
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        lw = c[:, None] * np.log(cand)[None, :] + (n - c)[:, None] * np.log1p(-cand)[None, :]
-    lw = np.where(np.isnan(lw), -np.inf, lw)
-    w = np.exp(lw - lw.max(1, keepdims=True))
-    return w / w.sum(1, keepdims=True)
+        return np.where(c > 0, c * np.log(p), 0.0) + np.where(n - c > 0, (n - c) * np.log1p(-p), 0.0)
+
+
+def _normalised(lw: np.ndarray) -> np.ndarray:
+    """Weights ``exp(lw)`` normalised over the last axis."""
+    w = np.exp(lw - lw.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True)
 
 
 def _binom_pmf(y: np.ndarray, m: int, p: np.ndarray) -> np.ndarray:
@@ -222,13 +237,29 @@ def _variance_reduction(cand: np.ndarray, w: np.ndarray, k: int, m: int) -> np.n
     """Return each task's expected reduction of posterior variance of pass@k from ``m`` more samples.
 
     ``sum_y P(y) (E[f | y] - E[f])^2`` with ``f(p) = 1 - (1 - p)^k`` and y ~ Binomial(m, p) under the
-    task's posterior: exact over the candidate set, two matrix products.
+    task's posterior: exact over the candidate set, two matrix products.  ``cand``: one set for every task
+    (pool,), or one per task (task, pool), as ``w``.
     """
     f = _passk_of(cand, k)
+    if cand.ndim == 2:  # candidates of their own per task ('shared'): (task, pool), in blocks of tasks
+        y, step = np.arange(m + 1), max(1, 2_000_000 // (cand.shape[1] * (m + 1)))
+        out = np.empty(cand.shape[0])
+        for lo in range(0, cand.shape[0], step):
+            sl = slice(lo, lo + step)
+            pmf = _binom_pmf(y[None, None, :], m, cand[sl, :, None])  # (task, pool, y)
+            p_y = np.einsum("tp,tpy->ty", w[sl], pmf)
+            ef_y = np.einsum("tp,tpy->ty", w[sl] * f[sl], pmf) / np.maximum(p_y, 1e-300)
+            out[sl] = (p_y * (ef_y - _wmean(w[sl], f[sl])[:, None]) ** 2).sum(1)
+        return out
     pmf = _binom_pmf(np.arange(m + 1)[None, :], m, cand[:, None])  # (pool, y)
     p_y = w @ pmf
     ef_y = (w * f) @ pmf / np.maximum(p_y, 1e-300)
     return (p_y * (ef_y - (w @ f)[:, None]) ** 2).sum(1)
+
+
+def _wmean(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Each task's weighted mean of ``x`` at the candidates: one set for all (pool,) or one per task (task, pool)."""
+    return w @ x if x.ndim == 1 else (w * x).sum(-1)
 
 
 def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_draws: int = 20, pool: int = 500,
@@ -246,8 +277,10 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     Parameters
     ----------
     fit : arviz.InferenceData or xarray.DataTree
-        A fit of a per-config model or ``"auto"`` (:func:`bayespass.fit`), or a run (``bp.load_run``: its
-        main fit).
+        A fit of a per-config model, ``"auto"`` or ``"shared"`` (:func:`bayespass.fit`), or a run
+        (``bp.load_run``: its main fit).  With ``shared`` a task's candidate p's are drawn given the other
+        configs' counts (its difficulty) and weighed by its own; a pair's variance is the sum of the two
+        configs' (their covariance through the shared tasks is not counted).
     k : int
         The pass@k whose band should shrink.
     budget : int
@@ -280,7 +313,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     if kk.size != 1:
         raise ValueError(f"k must be one value for allocate(); got {k!r}")
     budget, step = check_positive_int(budget, name="budget"), check_positive_int(step, name="step")
-    model = _per_config_model(fit, what="allocate")
+    model = _plannable_model(fit, what="allocate")
     configs = [str(x) for x in fit.observed_data.config.values]
     chosen = _check_pair(pair, configs)
     n = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)
@@ -289,12 +322,16 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     units = max(1, min(budget // step, 16))
     gains = np.full(n.shape + (units,), -1.0)  # marginal reduction of the u-th unit (-1: never given)
     now = 0.0  # the tasks' part of the posterior variance of pass@k (of A - B with a pair), before
-    theta = theta_of(fit.posterior)  # packed once for every config
+    theta = None if model.joint else theta_of(fit.posterior)  # packed once for every config
     for j in chosen:
-        cand, w = _task_weights(theta, model, j, n[j], c[j], rng, n_draws, pool)
+        if model.joint:  # per task: given the other configs' counts, weighed by its own
+            cand = model.task_candidates(fit.posterior, n, c, j, rng, n_draws, pool)
+            w = _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand))
+        else:
+            cand, w = _task_weights(theta, model, j, n[j], c[j], rng, n_draws, pool)
         scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2  # pass@k of a config is the mean over its tasks
         f = _passk_of(cand, int(kk[0]))
-        now += float(((w @ f**2 - (w @ f) ** 2) * (n[j] > 0)).sum()) * scale
+        now += float(((_wmean(w, f**2) - _wmean(w, f) ** 2) * (n[j] > 0)).sum()) * scale
         vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
                                                       for u in range(1, units + 1)])
         gains[j] = np.maximum(np.diff(vr, axis=1), 0.0) * scale * (n[j] > 0)[:, None]
