@@ -12,6 +12,7 @@ Reported per config: the forecast and reached widths per n, their ratio, the pla
 ``--target``, and whether the band reached at that n is within 20% of the target.
 
 Usage: python benchmarks/plan_real.py [--model bb] [--m 2] [--k 10] [--target 0.04] [--draws 3] [--json F]
+       python benchmarks/plan_real.py --model shared --joint    # the 12 configs fitted and planned together
 """
 
 from __future__ import annotations
@@ -65,6 +66,30 @@ def one_config(full, cfg: str, args) -> dict:
             "reached_at_needed": None if at is None else at["reached"], "rows": rows}
 
 
+def widths(counts, model: str, k: int) -> np.ndarray:
+    """Band widths of pass@k of every config of one fit of ``model`` (a joint one) to ``counts``."""
+    band = bp.passk_curve(bp.fit(counts, model, "eb", progressbar=False), [k]).eti.sel(k=k)
+    return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values.ravel()
+
+
+def joint(full, configs: list, args) -> list:
+    """``--joint``: the configs fitted together (``shared``), planned once; each n's draws fitted together."""
+    sub = full.sel(config=configs)
+    fit = bp.fit(draw(sub, args.m, args.seed), args.model, "eb", progressbar=False)
+    plan = bp.plan(fit, k=args.k, target_width=args.target, seed=args.seed)
+    reached = {int(n): np.mean([widths(draw(sub, int(n), 1000 * args.seed + 100 + d), args.model, args.k)
+                                for d in range(args.draws)], axis=0) for n in plan.n.values}
+    out = []
+    for j, cfg in enumerate(configs):
+        rows = [{"n": n, "forecast": float(plan.expected_width.sel(config=cfg, n=n)), "reached": float(r[j]),
+                 "reached_sd": float("nan")} for n, r in reached.items()]
+        needed = plan.n_needed.sel(config=cfg).item()
+        at = next((r for r in rows if r["n"] == needed), None)
+        out.append({"config": cfg, "current": float(plan.current_width.sel(config=cfg)), "n_needed": needed,
+                    "reached_at_needed": None if at is None else at["reached"], "rows": rows})
+    return out
+
+
 def report(results: list, args) -> None:
     print(f"\nplan on real MBPP: model {args.model}, from m = {args.m}, pass@{args.k}, target width {args.target}, "
           f"{args.draws} draws per n\n")
@@ -95,16 +120,23 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default=None, help="comma-separated config names (default: every config)")
+    ap.add_argument("--joint", action="store_true",
+                    help="fit the configs together (--model shared) and plan them at once (default: one by one)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     full = real_configs()
     configs = args.configs.split(",") if args.configs else [str(c) for c in full.config.values]
     results, t0 = [], time.perf_counter()
+    if args.joint:
+        configs, results = [], joint(full, configs, args)
+        print(f"joint fits: done ({time.perf_counter() - t0:.0f} s)", flush=True)
     for cfg in configs:
         results.append(one_config(full, cfg, args))
         print(f"{cfg}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    if args.json and args.joint:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
     report(results, args)
 
 

@@ -275,3 +275,4 @@ def test_allocate_and_plan_cli_read_a_run_directory_s_main_fit_without_fitting_a
     res = runner.invoke(app, ["plan", str(run), "--width", "0.3", "--n-grid", "8", "--sims", "1"])
     assert res.exit_code == 0, res.output
     assert f"{run}: fit bb-eb" in res.output and "simulated futures (bb)" in res.output  # the fit's model, not auto
+    assert "(model bb by eb;" in res.output  # its name, not the model object's repr

@@ -183,7 +183,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                        "current_width": ("config", width(fit)), "n_needed": ("config", needed)},
                       coords={"config": configs, "n": n_grid},
                       attrs={"k": int(kk[0]), "target_width": float(target_width), "ci_prob": prob,
-                             "n_sims": n_sims, "model": str(model), "method": str(method)})
+                             "n_sims": n_sims, "model": str(getattr(model, "name", model)), "method": str(method)})
 
 
 def _task_weights(theta: xr.DataArray, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
