@@ -186,12 +186,43 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
                              "n_sims": n_sims, "model": str(getattr(model, "name", model)), "method": str(method)})
 
 
-def _task_weights(theta: xr.DataArray, model, j: int, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
+def _candidate_sets(fit, theta, model, j: int, n, c, rng, n_draws: int, pool: int) -> list:
+    """``[(cand, w)]`` of config ``j``'s tasks whose variance reductions :func:`allocate` averages.
+
+    One set for a model; for a stack, one per candidate, each under its own posterior (its draws of the stack's),
+    weighed equally: beyond the samples drawn the stack's band is the hull of its candidates' bands, which
+    shrinks only as each of them does, and the stacked mixture's variance is low where a candidate of high
+    weight is sure (a task that never passed is p = 0 to zoibb) while another, inside the hull, is not.
+    """
+    if model.joint:  # per task: given the other configs' counts, weighed by its own
+        cand = model.task_candidates(fit.posterior, n, c, j, rng, n_draws, pool)
+        return [(cand, _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand)))]
+    flat = theta.isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
+    if not getattr(model, "components", None):
+        return [_task_weights(flat, model, n[j], c[j], rng, n_draws, pool)]
+    comp = flat[:, 0].astype(int)
+    return [_task_weights(flat[comp == i], model, n[j], c[j], rng, n_draws, pool) for i in np.unique(comp)]
+
+
+def _config_reduction(sets: list, k: int, units: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each task's posterior variance of pass@k and its reductions (task, units + 1), averaged over the sets.
+
+    The reductions are those of 0, 1, ..., ``units`` units of ``step`` more samples.
+    """
+    var, vr = 0.0, 0.0
+    for cand, w in sets:
+        f = _passk_of(cand, k)
+        var = var + (_wmean(w, f**2) - _wmean(w, f) ** 2) / len(sets)
+        vr = vr + np.column_stack([np.zeros(w.shape[0])] + [_variance_reduction(cand, w, k, u * step)
+                                                            for u in range(1, units + 1)]) / len(sets)
+    return var, vr
+
+
+def _task_weights(flat: np.ndarray, model, n: np.ndarray, c: np.ndarray, rng, n_draws: int, pool: int):
     """Candidate p's (hyperparameter draws x population draws) and each task's posterior weights on them.
 
-    ``theta`` is the fit's (chain, draw, config, param), :func:`~bayespass.models.stack.theta_of`.
+    ``flat``: one config's posterior draws (draw, param), packed as :func:`~bayespass.models.stack.theta_of` packs.
     """
-    flat = theta.isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
     pick = flat[rng.choice(flat.shape[0], size=min(n_draws, flat.shape[0]), replace=False)]
     cand = np.clip(model.draw_p(pick, pool, rng).ravel(), 0.0, 1.0)
     return cand, _weights_on(cand, n, c)
@@ -324,16 +355,10 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     now = 0.0  # the tasks' part of the posterior variance of pass@k (of A - B with a pair), before
     theta = None if model.joint else theta_of(fit.posterior)  # packed once for every config
     for j in chosen:
-        if model.joint:  # per task: given the other configs' counts, weighed by its own
-            cand = model.task_candidates(fit.posterior, n, c, j, rng, n_draws, pool)
-            w = _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand))
-        else:
-            cand, w = _task_weights(theta, model, j, n[j], c[j], rng, n_draws, pool)
         scale = 1.0 / max(int((n[j] > 0).sum()), 1) ** 2  # pass@k of a config is the mean over its tasks
-        f = _passk_of(cand, int(kk[0]))
-        now += float(((_wmean(w, f**2) - _wmean(w, f) ** 2) * (n[j] > 0)).sum()) * scale
-        vr = np.column_stack([np.zeros(n.shape[1])] + [_variance_reduction(cand, w, int(kk[0]), u * step)
-                                                      for u in range(1, units + 1)])
+        var, vr = _config_reduction(_candidate_sets(fit, theta, model, j, n, c, rng, n_draws, pool), int(kk[0]),
+                                    units, step)
+        now += float((var * (n[j] > 0)).sum()) * scale
         gains[j] = np.maximum(np.diff(vr, axis=1), 0.0) * scale * (n[j] > 0)[:, None]
     if max_n is not None:
         cap = _cap(max_n, configs, fit.observed_data.task.values)
