@@ -392,3 +392,29 @@ def test_shared_plan_predicts_the_width_reached_when_the_planned_samples_are_dra
                                                 + counts_at(n - 3, 100 + r).c.values}))
                         for r in range(3)], axis=0)
         np.testing.assert_allclose(real, pred[:, i + 1], rtol=0.2, err_msg=f"n = {n}")
+
+
+def test_a_stacks_allocation_weighs_each_candidate_under_its_own_posterior():
+    """Beyond the samples drawn the default's band is the hull of its candidates' bands, so allocate() scores a
+    task by its candidates' own variance reductions, averaged: one candidate set per candidate of the stack, each
+    from that candidate's draws only (bb's population has no exact zeros, zoibb's and flex's do), and the task's
+    variance is the mean of theirs."""
+    from bayespass.models.predictive import _model
+    from bayespass.models.stack import theta_of
+    from bayespass.stats.plan import _candidate_sets, _config_reduction, _passk_of
+
+    g = np.random.default_rng(11)
+    n = np.full((1, 150), 2)
+    c = g.binomial(n, np.where(g.random(150) < 0.3, 0.0, g.beta(0.6, 0.8, 150)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bp.fit(_counts_of(n[0], c[0]), progressbar=False)
+    model = _model(fit)
+    sets = _candidate_sets(fit, theta_of(fit.posterior), model, 0, n, c, np.random.default_rng(0), 20, 500)
+    assert len(sets) == len(model.components) == 4
+    zeros = {m.name: float((cand == 0).mean()) for m, (cand, _) in zip(model.components, sets, strict=True)}
+    assert zeros["bb"] < 0.01 and zeros["zoibb"] > 0.1 and zeros["flex"] > 0.1, zeros
+    var, vr = _config_reduction(sets, 10, 2, 1)
+    own = [(w * _passk_of(cand, 10) ** 2).sum(1) - (w * _passk_of(cand, 10)).sum(1) ** 2 for cand, w in sets]
+    np.testing.assert_allclose(var, np.mean(own, axis=0), rtol=1e-9, atol=1e-15)
+    assert vr.shape == (150, 3) and (vr[:, 0] == 0).all() and (vr[:, 2] >= vr[:, 1] - 1e-12).all()
