@@ -300,7 +300,9 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     Each (config, task) is scored by the expected reduction of the posterior variance of the
     dataset-level pass@k (the mean over a config's tasks) from ``step`` more samples, computed exactly
     by preposterior analysis over the task's posterior (hyperparameter draws x the fitted population,
-    reweighted by the task's counts).  ``budget`` samples are given out greedily in units of ``step``,
+    reweighted by the task's counts; for a stack, the mean of its candidates' reductions, each under its own
+    posterior, as its band beyond the samples is the hull of theirs).  ``budget`` samples are given out
+    greedily in units of ``step``,
     each unit to the largest marginal reduction (the reduction of a task's next unit given those it
     already has), so sure tasks (all pass at large n) get nothing and the tasks that decide the band
     (e.g. all-fail tasks at large k: is p tiny or zero?) get most.
