@@ -339,7 +339,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
         ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs) and
         ``task_variance``, what it reduces: the part of the posterior variance of pass@k (summed over the
         configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
-        hyperparameters (their share is not counted).
+        hyperparameters (their share is not counted; for a stack, the mean of its candidates').
     """
     fit = as_fit(fit, what="allocate")
     kk = as_k(k)
