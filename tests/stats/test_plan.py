@@ -115,14 +115,14 @@ def _shared_task_posterior(fit, j, k):
 def test_shared_task_candidates_are_each_task_s_posterior_given_every_count():
     """'shared' draws a config's p per task given the other configs' counts; weighed by its own counts, the
     candidates' mean of p and of pass@10 is the exact posterior mean (quadrature over the difficulty) at that draw."""
-    from bayespass.stats.plan import _binom_loglik, _normalised
+    from bayespass.stats.plan import _weights_on
 
     _, fit = _shared_fit()
     model = get_model("shared")
     for j in (0, 1):
         post, n, c, mean_p, mean_q = _shared_task_posterior(fit, j, 10)
         cand = model.task_candidates(post, n, c, j, np.random.default_rng(1), n_draws=1, pool=40_000)
-        w = _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand))
+        w = _weights_on(cand, n[j], c[j])
         assert cand.shape == (60, 40_000)
         np.testing.assert_allclose((w * cand).sum(1), mean_p, atol=0.01)
         np.testing.assert_allclose((w * (1 - (1 - cand) ** 10)).sum(1), mean_q, atol=0.01)

@@ -196,7 +196,7 @@ def _candidate_sets(fit, theta, model, j: int, n, c, rng, n_draws: int, pool: in
     """
     if model.joint:  # per task: given the other configs' counts, weighed by its own
         cand = model.task_candidates(fit.posterior, n, c, j, rng, n_draws, pool)
-        return [(cand, _normalised(_binom_loglik(n[j][:, None], c[j][:, None], cand)))]
+        return [(cand, _weights_on(cand, n[j], c[j]))]
     flat = theta.isel(config=j).stack(s=("chain", "draw")).transpose("s", "param").values
     if not getattr(model, "components", None):
         return [_task_weights(flat, model, n[j], c[j], rng, n_draws, pool)]
@@ -229,8 +229,11 @@ def _task_weights(flat: np.ndarray, model, n: np.ndarray, c: np.ndarray, rng, n_
 
 
 def _weights_on(cand: np.ndarray, n: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Each task's posterior weights (task, pool) on candidate p's drawn from its prior: the binomial likelihood."""
-    return _normalised(_binom_loglik(n[:, None], c[:, None], cand[None, :]))
+    """Each task's posterior weights (task, pool) on candidate p's drawn from its prior: the binomial likelihood.
+
+    ``cand``: one set for every task (pool,), or one per task (task, pool).
+    """
+    return _normalised(_binom_loglik(n[:, None], c[:, None], cand))
 
 
 def _binom_loglik(n: np.ndarray, c: np.ndarray, p: np.ndarray) -> np.ndarray:
