@@ -843,9 +843,8 @@ class Shared(Model):
         with np.errstate(all="ignore"):
             ll, _, _, _ = _lik(alpha, phi, d, d.x, slope)
         s = ll.sum(0) + _log_g(beta, d.hat)[None, :]
-        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
         targets = (np.arange(nodes) + 0.5) / nodes
-        idx = np.minimum((cdf[:, :, None] < targets[None, None, :]).sum(1), d.x.size - 1)  # (U, Q)
+        idx = _node_index(s, np.broadcast_to(targets, (s.shape[0], nodes)))  # (U, Q)
         return d.x[idx], np.take_along_axis(s, idx, axis=1)
 
     @staticmethod
@@ -931,9 +930,7 @@ class Shared(Model):
         grid = np.linspace(KNOTS[0], KNOTS[-1], 801)
         hat = _hat(grid)
         s = beta @ hat.T  # (C, D, G)
-        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=-1, keepdims=True)), axis=-1)
-        u = rng.random(alpha.shape[:2] + (n_tasks,))
-        x = grid[np.minimum((cdf[..., None, :] < u[..., None]).sum(-1), grid.size - 1)][:, :, None, :]
+        x = grid[_node_index(s, rng.random(alpha.shape[:2] + (n_tasks,)))][:, :, None, :]
         mu = _mean(alpha[..., None], slope[..., None], x)
         return rng.beta(mu * phi[..., None], (1 - mu) * phi[..., None])
 
@@ -955,8 +952,7 @@ class Shared(Model):
             with np.errstate(all="ignore"):
                 ll, _, a, b = _lik(alpha[t], phi[t], d, d.x, slope[t])  # (J, U, G)
             s = ll.sum(0) - ll[j] + _log_g(beta[t], d.hat)[None, :]
-            cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
-            node = np.minimum((cdf[:, None, :] < rng.random((d.w.size, per, 1))).sum(-1), d.x.size - 1)
+            node = _node_index(s, rng.random((d.w.size, per)))
             cand[:, i * per:(i + 1) * per] = rng.beta(a[j, 0, node], b[j, 0, node])
         out = np.empty((n.shape[1], cand.shape[1]))
         out[d.observed] = cand[d.inverse]
@@ -980,8 +976,7 @@ class Shared(Model):
         log_g = _log_g(beta[t], d.hat)
         s = np.tile(log_g, (n.shape[1], 1))
         s[d.observed] += ll.sum(0)[d.inverse]
-        cdf = np.cumsum(np.exp(s - logsumexp(s, axis=1, keepdims=True)), axis=1)
-        node = np.minimum((cdf < rng.random((n.shape[1], 1))).sum(1), d.x.size - 1)  # a difficulty per task
+        node = _node_index(s, rng.random((n.shape[1], 1)))[:, 0]  # a difficulty per task
         return rng.beta(a[:, 0, node] + c, b[:, 0, node] + n - c)
 
     def loglik_tasks(self, post, n, c):
@@ -1012,6 +1007,15 @@ class Shared(Model):
         step = 250
         thread_map(block, [(j, slice(i, i + step)) for j in range(J) for i in range(0, C * D, step)])
         return np.where(n > 0, out.reshape((C, D) + n.shape), 0.0)
+
+
+def _node_index(log_w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Grid nodes (..., Q) at probabilities ``u`` (..., Q) of the distributions with log weights ``log_w`` (..., G).
+
+    The inverse of each row's cumulative distribution: uniform ``u`` draws a node, fixed quantiles place them.
+    """
+    cdf = np.cumsum(np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True)), axis=-1)
+    return np.minimum((cdf[..., None, :] < u[..., None]).sum(-1), log_w.shape[-1] - 1)
 
 
 def _rerun_note(r, draws: int) -> str:
