@@ -47,8 +47,7 @@ def draw(full, m: int, seed: int):
 
 
 def width(counts, model: str, k: int) -> float:
-    band = bp.passk_curve(bp.fit(counts, model, "eb", progressbar=False), [k]).eti.sel(k=k).values.ravel()
-    return float(band[1] - band[0])
+    return float(widths(counts, model, k)[0])
 
 
 def one_config(full, cfg: str, args) -> dict:
@@ -67,7 +66,7 @@ def one_config(full, cfg: str, args) -> dict:
 
 
 def widths(counts, model: str, k: int) -> np.ndarray:
-    """Band widths of pass@k of every config of one fit of ``model`` (a joint one) to ``counts``."""
+    """Band widths of pass@k of every config of one fit of ``model`` to ``counts``."""
     band = bp.passk_curve(bp.fit(counts, model, "eb", progressbar=False), [k]).eti.sel(k=k)
     return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values.ravel()
 
@@ -133,9 +132,9 @@ def main() -> None:
     for cfg in configs:
         results.append(one_config(full, cfg, args))
         print(f"{cfg}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
-        if args.json:
+        if args.json:  # after each config: an interrupted run keeps what it measured
             Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
-    if args.json and args.joint:
+    if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
     report(results, args)
 

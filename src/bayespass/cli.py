@@ -414,13 +414,18 @@ def _saved_fit(data: Path):
     return az.from_netcdf(str(data)).load()
 
 
+def _run_fit_name(run: Path, fit: str | None = None) -> str:
+    """Return the name of a run directory's fit: ``fit``, or by default its main fit (from run.json)."""
+    from .pipeline import _main_fit
+
+    return fit or _main_fit(json.loads((run / "run.json").read_text()))
+
+
 def _run_main_fit(data: Path):
     """Return a run directory's main fit (``fits/<main>.nc``), loaded, saying so; None where there is none."""
     if not (data.is_dir() and (data / "run.json").exists()):
         return None
-    from .pipeline import _main_fit
-
-    path = data / "fits" / f"{_main_fit(json.loads((data / 'run.json').read_text()))}.nc"
+    path = data / "fits" / f"{_run_fit_name(data)}.nc"
     if not path.is_file():
         return None
     typer.echo(f"{data}: fit {path.stem}", err=True)
@@ -495,9 +500,7 @@ def _fit_file(path: Path, fit: str | None) -> Path:
             hint = (f" ('bayespass execute' wrote its counts: fit them with 'bayespass fit {path}' and pass the fit)"
                     if (path / "counts.nc").exists() else "")
             fail(f"{str(path)!r} is a directory without run.json: pass a fit file or a run directory{hint}")
-        from .pipeline import _main_fit
-
-        name = fit or _main_fit(json.loads((path / "run.json").read_text()))
+        name = _run_fit_name(path, fit)
         have = sorted(p.stem for p in (path / "fits").glob("*.nc"))
         if name not in have:
             fail(f"--fit {name!r}: the run directory has no fits/{name}.nc; it has {have}")
