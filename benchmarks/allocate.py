@@ -13,7 +13,12 @@ the mean samples used by each arm, the saving, and the coverage of the final ban
 truth is the mean over the T tasks of 1 - (1 - p)^k): an allocation that depends only on the data
 seen keeps the posterior valid, and this checks it.
 
-Usage: python benchmarks/allocate.py [--reps 10] [--tasks 150] [--k 10] [--width 0.05] [--model bb]
+``--trace`` prints every round's band width and how many tasks have at least k samples: for a stack the
+band beyond the samples drawn is the hull of the candidates' bands, and becomes the mixture's, narrower, once
+99% of the tasks have n >= k (``stats.stack_band`` "hull-beyond"), a line that uniform sampling crosses and
+adaptive allocation need not.
+
+Usage: python benchmarks/allocate.py [--reps 10] [--tasks 150] [--k 10] [--width 0.05] [--model bb] [--trace]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import bayespass as bp  # noqa: E402
+from bayespass.data.counts import identified_k  # noqa: E402
 
 
 def truth(family, T, rng):
@@ -58,6 +64,9 @@ def one_arm(p, arm, args, rng):
     c = rng.binomial(n, p)
     for _ in range(args.max_rounds):
         f, lo, hi = band(n, c, args.model, args.k, args.ci_prob)
+        if getattr(args, "trace", False):
+            print(f"  {arm}: {int(n.sum())} samples, {int((n >= args.k).sum())} tasks with n >= k, "
+                  f"identified up to k = {int(identified_k(n[None])[0])}, band width {hi - lo:.4f}", flush=True)
         if hi - lo <= args.width:
             break
         if arm == "uniform":
@@ -82,6 +91,9 @@ def main():
     ap.add_argument("--model", default="bb")
     ap.add_argument("--max-rounds", type=int, default=60)
     ap.add_argument("--families", default="zoib-like,two-beta,logit-normal,zeros+tiny")
+    ap.add_argument("--trace", action="store_true",
+                    help="print every round: samples, tasks with n >= k, identified k (data.counts.identified_k), "
+                         "band width")
     args = ap.parse_args()
     print(f"T={args.tasks} tasks, n0={args.n0}, k={args.k}, target {args.ci_prob:.0%} band width {args.width}, "
           f"model {args.model} (EB), rounds of {args.tasks // 2} samples, {args.reps} replicates\n")
