@@ -418,3 +418,60 @@ def test_a_stacks_allocation_weighs_each_candidate_under_its_own_posterior():
     own = [(w * _passk_of(cand, 10) ** 2).sum(1) - (w * _passk_of(cand, 10)).sum(1) ** 2 for cand, w in sets]
     np.testing.assert_allclose(var, np.mean(own, axis=0), rtol=1e-9, atol=1e-15)
     assert vr.shape == (150, 3) and (vr[:, 0] == 0).all() and (vr[:, 2] >= vr[:, 1] - 1e-12).all()
+
+
+@pytest.mark.parametrize("tasks", [40, 150, 350])
+def test_samples_to_identify_are_the_fewest_that_bring_pass_at_k_within_the_samples(tasks):
+    """to_identify: after topping up every task but the 1% (rounded down) that fall furthest short to k samples,
+    identified_k reaches k, and with any one of those samples less it does not."""
+    from bayespass.data.counts import IDENTIFIED_SHARE, identified_k, samples_to_identify
+
+    g = np.random.default_rng(tasks)
+    n = g.integers(0, 14, (3, tasks))
+    n[2] = 12  # already identified at k = 10: nothing to add
+    k = 10
+    need = samples_to_identify(n, k)
+    assert need[2] == 0
+    for j in range(2):
+        seen = np.flatnonzero(n[j] > 0)
+        drop = int(np.floor(IDENTIFIED_SHARE * seen.size))  # 0 under 100 tasks, as identified_k
+        keep = seen[np.argsort(n[j, seen], kind="stable")[drop:]]  # all but the furthest short
+        top = np.zeros(tasks, int)
+        top[keep] = np.maximum(k - n[j, keep], 0)
+        assert top.sum() == need[j] > 0
+        assert identified_k((n[j] + top)[None])[0] >= k
+        for t in np.flatnonzero(top):
+            less = top.copy()
+            less[t] -= 1
+            assert identified_k((n[j] + less)[None])[0] < k
+        # the closed form: the shortfalls summed, less the largest `drop` of them
+        short = np.sort(np.maximum(k - n[j, seen], 0))
+        assert need[j] == short.sum() - short[short.size - drop:].sum()
+
+
+def test_allocate_of_a_stack_says_what_topping_up_to_k_would_take(tmp_path):
+    """Beyond the samples drawn a stack's band is the hull of its candidates'; allocate() returns, and the CLI
+    says, how many samples would bring pass@k within them. Not said for bb, whose band has no such rule."""
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    g = np.random.default_rng(12)
+    n = np.where(np.arange(60) < 30, 2, 6)[None]
+    c = g.binomial(n, g.beta(0.8, 0.8, (1, 60)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {m: bp.fit(_counts_of(n, c), m, "eb", progressbar=False) for m in ("auto", "bb")}
+    for m, fit in fits.items():
+        fit.to_netcdf(str(tmp_path / f"{m}.nc"))
+    assert int(bp.allocate(fits["auto"], k=8, budget=10).to_identify.sel(config="a")) == 30 * 6 + 30 * 2
+    assert int(bp.allocate(fits["auto"], k=2, budget=10).to_identify.sel(config="a")) == 0
+    res = CliRunner().invoke(app, ["allocate", str(tmp_path / "auto.nc"), "--k", "8", "--budget", "10",
+                                   "--out", str(tmp_path / "next.csv")])
+    assert res.exit_code == 0, res.output
+    assert "beyond the samples drawn for 1 config(s)" in res.output and "samples that takes, per config: a 240" in res.output
+    import pandas as pd
+
+    assert "to_identify" not in pd.read_csv(tmp_path / "next.csv").columns
+    res = CliRunner().invoke(app, ["allocate", str(tmp_path / "bb.nc"), "--k", "8", "--budget", "10"])
+    assert res.exit_code == 0 and "hull" not in res.output, res.output

@@ -305,6 +305,22 @@ def identified_k(n) -> np.ndarray:
     return out
 
 
+def samples_to_identify(n, k: int) -> np.ndarray:
+    """(config,): the fewest more samples after which :func:`identified_k` reaches ``k``.
+
+    Every observed task is topped up to k samples, except the :data:`IDENTIFIED_SHARE` of them (rounded down)
+    that fall furthest short.  ``n`` (config, task); a config without an observed task needs none (there is
+    nothing to identify).
+    """
+    n = np.asarray(n)
+    out = np.zeros(n.shape[0], dtype=np.int64)
+    for j, row in enumerate(n):
+        seen = row[row > 0]
+        short = np.sort(np.maximum(k - seen, 0))[::-1]  # the largest shortfalls first
+        out[j] = int(short[int(np.floor(IDENTIFIED_SHARE * seen.size + 1e-9)):].sum())
+    return out
+
+
 def _plain(v):
     """Return a cell's value as the user wrote it: numpy scalars as Python ones, a missing cell as ''."""
     if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from ..data.counts import samples_to_identify
 from ..defaults import rcParams
 from ..models.stack import theta_of
 from ..validate import as_fit, as_k, check_positive_int, check_prob, split_pair
@@ -338,7 +339,13 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     -------
     xarray.Dataset
         Over ``(config, task)``: ``n_more`` (samples to draw next) and ``gain`` (expected reduction of
-        the variance of the config's dataset pass@k from the first unit).  ``attrs``: ``k``, ``budget``,
+        the variance of the config's dataset pass@k from the first unit); over ``config``: ``to_identify``,
+        the fewest samples after which pass@k is within the samples drawn
+        (:func:`bayespass.data.counts.samples_to_identify`; 0 where it is already).  Beyond them a stack's band
+        is the hull of its candidates' bands, which the allocation shrinks; within them it is the narrower
+        band of their mixture (``rcParams["stats.stack_band"]``), so where ``to_identify`` is within reach,
+        topping every task up to k samples may reach a width sooner (``benchmarks/RESULTS.md``, "`allocate` of
+        the default on all four families").  ``attrs``: ``k``, ``budget``,
         ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs) and
         ``task_variance``, what it reduces: the part of the posterior variance of pass@k (summed over the
         configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
@@ -374,7 +381,8 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     n_more = np.zeros(n.shape, np.int64)
     np.add.at(n_more, (jj, tt), step)
     return xr.Dataset({"n_more": (("config", "task"), n_more),
-                       "gain": (("config", "task"), np.maximum(gains[..., 0], 0.0))},
+                       "gain": (("config", "task"), np.maximum(gains[..., 0], 0.0)),
+                       "to_identify": ("config", samples_to_identify(n, int(kk[0])))},
                       coords={"config": configs, "task": fit.observed_data.task.values},
                       attrs={"k": int(kk[0]), "budget": int(budget), "step": int(step),
                              "pair": "" if pair is None else f"{pair[0]} - {pair[1]}",
