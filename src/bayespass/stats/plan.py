@@ -343,9 +343,9 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
         the fewest samples after which pass@k is within the samples drawn
         (:func:`bayespass.data.counts.samples_to_identify`; 0 where it is already).  Beyond them a stack's band
         is the hull of its candidates' bands, which the allocation shrinks; within them it is the narrower
-        band of their mixture (``rcParams["stats.stack_band"]``), so where ``to_identify`` is within reach,
-        topping every task up to k samples may reach a width sooner (``benchmarks/RESULTS.md``, "`allocate` of
-        the default on all four families").  ``attrs``: ``k``, ``budget``,
+        band of their mixture (``rcParams["stats.stack_band"]``).  Topping every task up to k samples once the
+        mixture's band is narrow enough saved fewer samples in simulation than going on with this allocation
+        (``benchmarks/RESULTS.md``, "`allocate` of the default on all four families").  ``attrs``: ``k``, ``budget``,
         ``step``, ``expected_variance_reduction`` (of the allocation, summed over configs) and
         ``task_variance``, what it reduces: the part of the posterior variance of pass@k (summed over the
         configs given samples: of A - B with a pair) that comes from the tasks' own p, given the
