@@ -400,7 +400,7 @@ def _note_to_identify(a: xr.Dataset, idata, k: int) -> None:
     need = a.to_identify.where(a.to_identify > 0, drop=True)
     if need.size:
         each = ", ".join(f"{c} {int(v)}" for c, v in zip(need.config.values, need.values, strict=True))
-        typer.echo(f"pass@{k} is beyond the samples drawn for {need.size} config(s): there the default's band is "
+        typer.echo(f"pass@{k} is beyond the samples drawn for {need.size} config(s): there the stacked fit's band is "
                    f"the hull of its candidates' bands, which this allocation shrinks. Once 99% of a config's tasks "
                    f"(all, under 100 tasks) have {k} samples it becomes their mixture's band, narrower; samples that "
                    f"takes, per config: {each}", err=True)
