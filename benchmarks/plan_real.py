@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bayespass as bp  # noqa: E402
+from bayespass.pipeline.adaptive import band_width  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,8 +68,7 @@ def one_config(full, cfg: str, args) -> dict:
 
 def widths(counts, model: str, k: int) -> np.ndarray:
     """Band widths of pass@k of every config of one fit of ``model`` to ``counts``."""
-    band = bp.passk_curve(bp.fit(counts, model, "eb", progressbar=False), [k]).eti.sel(k=k)
-    return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values.ravel()
+    return np.array(list(band_width(bp.fit(counts, model, "eb", progressbar=False), k).values()))
 
 
 def joint(full, configs: list, args) -> list:

@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def width_cv(counts, k: int, seeds: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Band widths (seed, config) of pass@k, their CV per config, and the fit's slopes' weight."""
     import bayespass as bp
+    from bayespass.pipeline.adaptive import band_width
 
     widths, weight = [], float("nan")
     for seed in range(seeds):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = bp.fit(counts, "shared", "eb", progressbar=False, seed=seed)
-        band = bp.passk_curve(fit, [k])["eti"].sel(k=k)
-        widths.append((band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values.ravel())
+        widths.append(list(band_width(fit, k).values()))
         weight = float(fit.posterior.attrs.get("slopes_weight", np.nan))
     widths = np.array(widths)
     return widths, widths.std(0) / widths.mean(0), weight

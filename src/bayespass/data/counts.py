@@ -301,8 +301,13 @@ def identified_k(n) -> np.ndarray:
     for j, row in enumerate(n):
         seen = np.sort(row[row > 0])
         if seen.size:
-            out[j] = seen[int(np.floor(IDENTIFIED_SHARE * seen.size + 1e-9))]
+            out[j] = seen[_may_fall_short(seen.size)]
     return out
+
+
+def _may_fall_short(observed: int) -> int:
+    """How many of ``observed`` tasks may have fewer than k samples with pass@k still identified (rounded down)."""
+    return int(np.floor(IDENTIFIED_SHARE * observed + 1e-9))
 
 
 def samples_to_identify(n, k: int) -> np.ndarray:
@@ -317,7 +322,7 @@ def samples_to_identify(n, k: int) -> np.ndarray:
     for j, row in enumerate(n):
         seen = row[row > 0]
         short = np.sort(np.maximum(k - seen, 0))[::-1]  # the largest shortfalls first
-        out[j] = int(short[int(np.floor(IDENTIFIED_SHARE * seen.size + 1e-9)):].sum())
+        out[j] = int(short[_may_fall_short(seen.size):].sum())
     return out
 
 
