@@ -45,9 +45,9 @@ from .base import Model, pt_backend, register
 KNOTS = np.linspace(-10.0, 10.0, 13)
 #: parameter draws per chain behind the pass@k draws of `shared` (each carries many draws of the task-level
 #: unknowns).  25 cut the seed-to-seed variation of the 90% band's width 2-3x (CV 0.11-0.13 -> 0.04-0.05 on the
-#: real MBPP configs at m = 2) but make P(better) at m = 1, k = 10 less calibrated (ECE 0.035 -> 0.076 on the
-#: tuning configs, 0.106 -> 0.130 held out; m = 2 within 0.05 either way; benchmarks/RESULTS.md, sixty-fifth
-#: session): the posterior of the dispersions at m = 1 is over-confident, and 5 stays until it is not
+#: real MBPP configs at m = 2) but make P(better) at m = 1, k = 10, already under-confident, more so (ECE
+#: 0.035 -> 0.076 on the tuning configs, 0.106 -> 0.130 held out; m = 2 alike) and add 1-2 s to the EB fit
+#: of 34 x 378, at its 10 s line at m = 50 (benchmarks/RESULTS.md, sixty-fifth session)
 N_THETA = 5
 #: the grid of MCMC assumes dispersions up to this multiple of the posterior mode's (or 3 sd above it where
 #: their posterior is wider; at m = 50 on 34 x 378 the sd of log phi is about 0.05): tests/models/test_shared.py
