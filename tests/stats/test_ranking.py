@@ -370,5 +370,13 @@ def test_band_from_one_sample_per_task_holds_whatever_the_spread():
     # two samples per task identify the spread: the model's band, not the identified set (whose top is
     # 1 - (1 - 0.33)^10 = 0.98 here)
     two = bp.make_counts(np.full((2, t), 2), rng.binomial(2, p))
-    top = bp.compare_configs(two, k=(10,), model="shared", method="eb")["passk_eti"].sel(ci_bound="upper").values
+    cmp_two = bp.compare_configs(two, k=(10,), model="shared", method="eb")
+    top = cmp_two["passk_eti"].sel(ci_bound="upper").values
     assert np.all(top < 0.99) and np.all(np.abs(top - true_passk(p, [10])[:, 0]) < 0.1), top
+    # P(better)'s table says what one sample per task leaves P(better) at k > 1 resting on; not at k = 1, nor
+    # from two samples per task
+    assert cmp.attrs["single_sample_configs"] == 2 and cmp_two.attrs["single_sample_configs"] == 0
+    said = "Every config has one sample on most of its tasks"
+    assert said in prob_better_table(cmp, k=[1, 10]).note
+    assert said not in prob_better_table(cmp, k=[1]).note
+    assert said not in prob_better_table(cmp_two, k=[10]).note
