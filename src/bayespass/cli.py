@@ -381,7 +381,7 @@ def allocate_cmd(
                f"{' of ' + a.attrs['pair'] if a.attrs['pair'] else ''}; expected variance reduction {cut:.3g}: "
                f"the tasks' part of its standard deviation from {now ** 0.5:.4f} to {max(now - cut, 0) ** 0.5:.4f}",
                err=True)
-    _note_to_identify(a, idata, k)
+    _note_to_identify(idata, k)
     from .results import Table
 
     _print_table(Table.of(top.head(20).assign(gain=[f"{g:.2e}" for g in top.head(20).gain]),
@@ -391,19 +391,13 @@ def allocate_cmd(
         typer.echo(f"wrote {out}", err=True)
 
 
-def _note_to_identify(a: xr.Dataset, idata, k: int) -> None:
+def _note_to_identify(idata, k: int) -> None:
     """Say, for a stack, which configs' pass@k is beyond the samples drawn and what topping up to k would cost."""
-    from .defaults import rcParams
+    from .stats.plan import identify_note
 
-    if "stack_components" not in idata.posterior.attrs or rcParams["stats.stack_band"] != "hull-beyond":
-        return
-    need = a.to_identify.where(a.to_identify > 0, drop=True)
-    if need.size:
-        each = ", ".join(f"{c} {int(v)}" for c, v in zip(need.config.values, need.values, strict=True))
-        typer.echo(f"pass@{k} is beyond the samples drawn for {need.size} config(s): there the stacked fit's band is "
-                   f"the hull of its candidates' bands, which this allocation shrinks. Once 99% of a config's tasks "
-                   f"(all, under 100 tasks) have {k} samples it becomes their mixture's band, narrower; samples that "
-                   f"takes, per config: {each}", err=True)
+    note = identify_note(idata, k)
+    if note is not None:
+        typer.echo(note, err=True)
 
 
 def _common_tasks(data: Path, fit) -> xr.Dataset:

@@ -475,3 +475,18 @@ def test_allocate_of_a_stack_says_what_topping_up_to_k_would_take(tmp_path):
     assert "to_identify" not in pd.read_csv(tmp_path / "next.csv").columns
     res = CliRunner().invoke(app, ["allocate", str(tmp_path / "bb.nc"), "--k", "8", "--budget", "10"])
     assert res.exit_code == 0 and "hull" not in res.output, res.output
+    # the same note from the fit alone, and from the rounds of `bayespass run --until-width` when they stop short
+    from types import SimpleNamespace
+
+    from bayespass.pipeline.adaptive import _say_unreached
+    from bayespass.stats.plan import identify_note
+
+    assert identify_note(fits["auto"], 8).endswith("samples that takes, per config: a 240")
+    assert identify_note(fits["auto"], 2) is None and identify_note(fits["bb"], 8) is None
+    said = []
+    ctx = SimpleNamespace(echo=said.append, cfg=SimpleNamespace(width_k=8))
+    _say_unreached(ctx, fits["auto"], "reached")
+    _say_unreached(ctx, fits["bb"], "max_samples (500) drawn")
+    assert said == []
+    _say_unreached(ctx, fits["auto"], "max_samples (500) drawn")
+    assert len(said) == 1 and said[0].endswith("per config: a 240")

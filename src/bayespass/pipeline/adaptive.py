@@ -190,11 +190,21 @@ def generate_until_width(ctx) -> None:
                       f"(target {cfg.until_width:g}){'; stopping: ' + stop if stop else ''}")
         if stop:
             _save_rounds(out, state)
+            _say_unreached(ctx, idata, stop)
             break
         state["targets"] = nxt
     ctx.recs = recs
     if source.coder.name == "synthetic":
         write_truth(source.coder, cfg, out)
+
+
+def _say_unreached(ctx, idata, stop: str) -> None:
+    """Where the target was not reached with a stacked fit, say what bringing pass@k within the samples costs."""
+    from ..stats.plan import identify_note
+
+    note = None if stop == "reached" else identify_note(idata, ctx.cfg.width_k)
+    if note is not None:
+        say(ctx.echo, f"  {note}")
 
 
 def _stop_reason(width: dict, target: float, n: int, max_samples: int) -> str | None:

@@ -390,6 +390,28 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
                              "task_variance": now})
 
 
+def identify_note(fit, k: int) -> str | None:
+    """Say, for a stacked fit, which configs' pass@k is beyond the samples drawn and what topping up to k costs.
+
+    Beyond them the stack's band is the hull of its candidates' bands (``rcParams["stats.stack_band"]``
+    "hull-beyond"); once every task but the 1% furthest short has k samples it is their mixture's band,
+    narrower (:func:`bayespass.data.counts.samples_to_identify`).  None for any other fit, or where every
+    config's pass@k is within its samples.
+    """
+    idata = as_fit(fit, what="identify_note")
+    if "stack_components" not in idata.posterior.attrs or rcParams["stats.stack_band"] != "hull-beyond":
+        return None
+    n = idata.constant_data["n"].transpose("config", "task")
+    need = samples_to_identify(n.values, int(k))
+    if not need.any():
+        return None
+    each = ", ".join(f"{c} {int(v)}" for c, v in zip(n.config.values, need, strict=True) if v > 0)
+    return (f"pass@{k} is beyond the samples drawn for {int((need > 0).sum())} config(s): there the stacked fit's "
+            f"band is the hull of its candidates' bands, which adaptive allocation shrinks. Once 99% of a config's "
+            f"tasks (all, under 100 tasks) have {k} samples it becomes their mixture's band, narrower; samples that "
+            f"takes, per config: {each}")
+
+
 def _cap(max_n, configs, tasks) -> np.ndarray:
     """Return ``max_n`` as a (config, task) array aligned with the fit."""
     if not isinstance(max_n, xr.DataArray) or set(max_n.dims) != {"config", "task"}:
