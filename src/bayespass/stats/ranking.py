@@ -465,7 +465,8 @@ def prob_better_table(cmp: xr.Dataset, k=None, *, pairs: str = "auto") -> Table:
 
 def _single_sample_note(cmp: xr.Dataset, ks) -> str:
     """Say what P(better) at k > 1 is worth where every config has one sample on most of its tasks (else "")."""
-    if cmp.attrs.get("single_sample_configs", 0) < cmp.sizes["config"] or not (np.asarray(ks) > 1).any():
+    every = cmp.sizes.get("rank", cmp.sizes["config"])  # all the configs compared (pairs= selects some of them)
+    if cmp.attrs.get("single_sample_configs", 0) < every or not (np.asarray(ks) > 1).any():
         return ""
     out = (" Every config has one sample on most of its tasks: at k > 1 P(better) rests on the model's assumption "
            "about how p spreads over the tasks, which one sample cannot check.")
