@@ -4,6 +4,7 @@ closed forms of the baselines, the leaderboard, plots and the CLI."""
 import io
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -380,3 +381,10 @@ def test_band_from_one_sample_per_task_holds_whatever_the_spread():
     assert said in prob_better_table(cmp, k=[1, 10]).note and "erred towards 0.5" in prob_better_table(cmp).note
     assert said not in prob_better_table(cmp, k=[1]).note
     assert said not in prob_better_table(cmp_two, k=[10]).note
+    # nor where some compared config has more, also when pairs= picks only one-sample ones
+    mixed = bp.make_counts(np.vstack([np.ones((2, t), int), np.full((1, t), 3)]),
+                           np.vstack([counts.c.values, rng.binomial(3, p[:1])]), config=["a", "b", "m"])
+    with warnings.catch_warnings():  # bb on one sample per task, and configs of unequal samples: both warned
+        warnings.simplefilter("ignore")
+        cmp_mixed = bp.compare_configs(mixed, k=(1, 10), model="bb", method="eb", pairs=[("a", "b")])
+    assert cmp_mixed.attrs["single_sample_configs"] == 2 and said not in prob_better_table(cmp_mixed).note
