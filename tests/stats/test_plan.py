@@ -489,4 +489,4 @@ def test_allocate_of_a_stack_says_what_topping_up_to_k_would_take(tmp_path):
     _say_unreached(ctx, fits["bb"], "max_samples (500) drawn")
     assert said == []
     _say_unreached(ctx, fits["auto"], "max_samples (500) drawn")
-    assert len(said) == 1 and said[0].endswith("per config: a 240")
+    assert len(said) == 1 and " ".join(said[0].split()).endswith("per config: a 240")  # wrapped for the terminal

@@ -200,11 +200,13 @@ def generate_until_width(ctx) -> None:
 
 def _say_unreached(ctx, idata, stop: str) -> None:
     """Where the target was not reached with a stacked fit, say what bringing pass@k within the samples costs."""
+    import textwrap
+
     from ..stats.plan import identify_note
 
     note = None if stop == "reached" else identify_note(idata, ctx.cfg.width_k)
     if note is not None:
-        say(ctx.echo, f"  {note}")
+        say(ctx.echo, textwrap.fill(note, 110, initial_indent="  note: ", subsequent_indent="        "))
 
 
 def _stop_reason(width: dict, target: float, n: int, max_samples: int) -> str | None:
