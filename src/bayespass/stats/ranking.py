@@ -212,7 +212,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     n = idata.constant_data["n"].sel(config=configs).transpose("config", "task").values.astype(np.int64)
     c = idata.observed_data["c"].sel(config=configs).transpose("config", "task").values.astype(np.int64)
     _warn_task_sets(n, configs)
-    _warn_single_against_more(idata.constant_data["n"], configs, k)
+    ones = _single_sample_configs(idata.constant_data["n"].sel(config=configs))  # one sample on most tasks
+    _warn_single_against_more(ones, configs, k)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
     eti = _single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob).values
@@ -233,8 +234,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         ds.attrs["slopes_weight"] = float(post["slopes_weight"])
     if "sibling_sd_median" in post:  # shared: siblings' abilities pooled, their spread learnt
         ds.attrs["sibling_sd"] = float(post["sibling_sd_median"])
-    # how many configs have one sample on most tasks (prob_better_table says what that means for P(better))
-    ds.attrs["single_sample_configs"] = len(_single_sample_configs(idata.constant_data["n"].sel(config=configs)))
+    ds.attrs["single_sample_configs"] = len(ones)  # prob_better_table says what that means for P(better)
     ds = ds if pairs is None else ds.sel(config=first, config_b=second)
     if extend_inferencedata:
         attach(data, "config_comparison", ds)
@@ -298,13 +298,10 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
 
 
-def _warn_single_against_more(n: xr.DataArray, configs: list, k: np.ndarray) -> None:
-    """Warn when configs with one sample per task are compared at k > 1 with configs that have more."""
+def _warn_single_against_more(ones: list, configs: list, k: np.ndarray) -> None:
+    """Warn when configs with one sample per task (``ones``) are compared at k > 1 with configs that have more."""
     import warnings
 
-    from ..models.fit import _single_sample_configs
-
-    ones = _single_sample_configs(n)
     if not ones or len(ones) == len(configs) or not (np.asarray(k) > 1).any():
         return
     warnings.warn(
