@@ -1,0 +1,134 @@
+"""What stopping on the band's width does to its coverage: the same counts, with and without the stop.
+
+``benchmarks/allocate.py`` stops each run at the first round whose ``ci_prob`` band of pass@k is at most
+``--width`` wide, and its uniform arm's final band of the default covered the truth in 17 of 24 runs (RESULTS,
+"twelve replicates of the two families with zeros").  Two causes would give that: the stop (it keeps the
+first band that came out narrow, and a band's width and its position can go together), or a bias of the band
+itself at the sample sizes where the run stops.  This benchmark tells them apart.
+
+Each replicate draws one uniform sampling path exactly as ``allocate.py``'s uniform arm (same truths, same
+seeds: replicates 0-11 repeat its runs), but does not stop: it refits after every round up to ``--n-max``
+samples per task and records every round's band.  Then, over the replicates:
+
+* **with the stop**: the band of the first round at most ``--width`` wide (what ``allocate.py`` and
+  ``bayespass run --until-width`` report);
+* **without the stop**: the band after a fixed number of samples per task (every task has the same n), the
+  same for every replicate whatever its band looks like; and, at each fixed n, the coverage among the
+  replicates whose band there is at most ``--width`` wide and among the rest.
+
+If the fixed-n coverage is near ``ci_prob`` and the stopped one is not, the stop is the cause; if the fixed-n
+coverage at the n where runs stop is already low, the band is.
+
+Usage: python benchmarks/stop_bias.py [--reps 50] [--families zeros+tiny,zoib-like] [--model auto]
+       [--n-fixed 8,10,12,14,16,20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from allocate import band, truth  # noqa: E402
+
+
+def path(p, args, rng):
+    """One uniform path of ``allocate.py``'s uniform arm, refitted every round from ``--n-start`` samples on.
+
+    Returns rows (min n, total samples, lo, hi, posterior mean) for every fitted round.
+    """
+    T = p.size
+    n = np.full(T, args.n0)
+    c = rng.binomial(n, p)
+    rows = []
+    while n.min() <= args.n_max:
+        if n.min() >= args.n_start:
+            f, lo, hi = band(n, c, args.model, args.k, args.ci_prob)
+            rows.append((int(n.min()), int(n.sum()), lo, hi))
+        extra = np.zeros(T, np.int64)
+        extra[np.argsort(n, kind="stable")[: T // 2]] = 1
+        c = c + rng.binomial(extra, p)
+        n = n + extra
+    return rows
+
+
+def summarise(runs, args):
+    """Coverage with the stop and at each fixed n, from the recorded paths."""
+    out = {"stopped": [], "fixed": {}}
+    for true, rows in runs:
+        narrow = [r for r in rows if r[3] - r[2] <= args.width]
+        if narrow:
+            _, tot, lo, hi = narrow[0]
+            out["stopped"].append((tot, lo <= true <= hi, lo > true, (lo + hi) / 2 - true))
+    for m in args.n_fixed:
+        cells = []
+        for true, rows in runs:
+            at = [r for r in rows if r[0] == m and r[1] == m * args.tasks]
+            if at:
+                _, _, lo, hi = at[0]
+                cells.append((hi - lo <= args.width, lo <= true <= hi, lo > true, hi - lo))
+        out["fixed"][m] = cells
+    return out
+
+
+def report(fam, out, args):
+    s = np.array(out["stopped"], float)
+    if s.size:
+        print(f"| {fam} | with the stop | {len(s)} | {s[:, 0].mean():.0f} samples | {s[:, 1].mean():.2f} | "
+              f"{s[:, 2].mean():.2f} | {s[:, 3].mean():+.4f} (midpoint - truth) |")
+    for m, cells in out["fixed"].items():
+        if not cells:
+            continue
+        a = np.array(cells, float)
+        nar = a[a[:, 0] == 1]
+        wide = a[a[:, 0] == 0]
+        cov_n = f"{nar[:, 1].mean():.2f} of {len(nar)}" if len(nar) else "-"
+        cov_w = f"{wide[:, 1].mean():.2f} of {len(wide)}" if len(wide) else "-"
+        print(f"| {fam} | n = {m} per task | {len(a)} | width {a[:, 3].mean():.4f} | {a[:, 1].mean():.2f} | "
+              f"{a[:, 2].mean():.2f} | narrow: {cov_n}; wide: {cov_w} |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--rep0", type=int, default=0, help="first replicate (to split a run across processes)")
+    ap.add_argument("--tasks", type=int, default=150)
+    ap.add_argument("--n0", type=int, default=2)
+    ap.add_argument("--n-start", type=int, default=6, help="fit from this many samples per task on")
+    ap.add_argument("--n-max", type=int, default=20)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--width", type=float, default=0.05)
+    ap.add_argument("--ci-prob", type=float, default=0.9)
+    ap.add_argument("--model", default="auto")
+    ap.add_argument("--families", default="zeros+tiny,zoib-like")
+    ap.add_argument("--n-fixed", default="8,10,12,14,16,20")
+    ap.add_argument("--json", help="write every replicate's path here")
+    args = ap.parse_args()
+    args.n_fixed = [int(x) for x in args.n_fixed.split(",")]
+    print(f"T={args.tasks} tasks, n0={args.n0}, k={args.k}, {args.ci_prob:.0%} band of pass@k, stop at width "
+          f"{args.width}, model {args.model} (EB), uniform rounds of {args.tasks // 2} samples, replicates "
+          f"{args.rep0}-{args.rep0 + args.reps - 1}\n")
+    print("| truth | band | replicates | size | covers | above the truth | coverage by width there |")
+    print("|---|---|---|---|---|---|---|")
+    t0 = time.perf_counter()
+    dump = {}
+    for fam in args.families.split(","):
+        runs = []
+        for r in range(args.rep0, args.rep0 + args.reps):
+            p = truth(fam, args.tasks, np.random.default_rng(1000 + r))
+            true = float(np.mean(-np.expm1(args.k * np.log1p(-np.minimum(p, 1 - 1e-15)))))
+            runs.append((true, path(p, args, np.random.default_rng([r, len("uniform")]))))
+        dump[fam] = [{"truth": t, "rows": rows} for t, rows in runs]
+        report(fam, summarise(runs, args), args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "runs": dump}, fh)
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

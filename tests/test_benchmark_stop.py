@@ -1,0 +1,59 @@
+"""benchmarks/stop_bias.py: the band with the width-based stop and at fixed n, from recorded sampling paths."""
+
+import importlib.util
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def stop_bias():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_stop_bias", BENCH / "stop_bias.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(BENCH))
+    return mod
+
+
+def test_stop_keeps_the_first_narrow_band_and_fixed_n_keeps_every_replicate(stop_bias):
+    args = Namespace(width=0.05, tasks=4, n_fixed=[2, 3])
+    # rows: (min n, total samples, lo, hi); 4 tasks, rounds of 2 samples
+    runs = [
+        (0.50, [(2, 8, 0.40, 0.60), (2, 10, 0.45, 0.49), (3, 12, 0.47, 0.51)]),  # stops at 10, band misses below
+        (0.50, [(2, 8, 0.48, 0.52), (2, 10, 0.30, 0.70), (3, 12, 0.45, 0.55)]),  # stops at 8, covers
+        (0.50, [(2, 8, 0.40, 0.60), (2, 10, 0.40, 0.60), (3, 12, 0.45, 0.55)]),  # never narrow
+    ]
+    out = stop_bias.summarise(runs, args)
+    stopped = np.array(out["stopped"], float)
+    assert stopped[:, 0].tolist() == [10, 8]  # the first narrow round, the later narrow one not taken
+    assert stopped[:, 1].tolist() == [0, 1]
+    assert stopped[:, 2].tolist() == [0, 0]  # the miss is below the truth, not above
+    np.testing.assert_allclose(stopped[:, 3], [-0.03, 0.0], atol=1e-12)
+    # at n = 2 only the round where every task has 2 samples (8 in all) counts, narrow or not
+    assert [c[:2] for c in out["fixed"][2]] == [(False, True), (True, True), (False, True)]
+    assert [c[:2] for c in out["fixed"][3]] == [(True, True), (False, True), (False, True)]
+
+
+def test_a_uniform_path_tops_up_the_fewest_and_fits_from_n_start(stop_bias, monkeypatch):
+    seen = []
+
+    def fake_band(n, c, model, k, prob):
+        seen.append(n.copy())
+        assert (c <= n).all()
+        return None, 0.0, 1.0
+
+    monkeypatch.setattr(stop_bias, "band", fake_band)
+    args = Namespace(n0=2, n_start=3, n_max=4, model="bb", k=10, ci_prob=0.9)
+    rows = stop_bias.path(np.array([0.1, 0.5, 0.9, 0.0]), args, np.random.default_rng(0))
+    # rounds add one sample to the half with fewest: n = 2222 -> 3322 -> 3333 -> 4433 -> 4444 -> 5544 -> 5555;
+    # fitted from min n = 3 (not 3322) while min n <= 4
+    assert [s.tolist() for s in seen] == [[3, 3, 3, 3], [4, 4, 3, 3], [4, 4, 4, 4], [5, 5, 4, 4]]
+    assert [r[:2] for r in rows] == [(3, 12), (3, 14), (4, 16), (4, 18)]
