@@ -17,10 +17,13 @@ samples per task and records every round's band.  Then, over the replicates:
   replicates whose band there is at most ``--width`` wide and among the rest.
 
 If the fixed-n coverage is near ``ci_prob`` and the stopped one is not, the stop is the cause; if the fixed-n
-coverage at the n where runs stop is already low, the band is.
+coverage at the n where runs stop is already low, the band is.  Rounds before ``--n-start`` samples per task are not
+fitted, so "with the stop" means the first narrow band from there on: with ``--n-start 14 --n-max 14`` (one
+fixed n, the fast way to measure one cell on many seeds) only the fixed-n rows mean anything.
 
 Usage: python benchmarks/stop_bias.py [--reps 50] [--families zeros+tiny,zoib-like] [--model auto]
-       [--n-fixed 8,10,12,14,16,20] [--json out.json]
+       [--n-fixed 8,10,12,14,16,20] [--seed-offset 1000] [--json out.json]
+One fixed n only (fits two rounds per replicate): --n-start 14 --n-max 14 --n-fixed 14.
 """
 
 from __future__ import annotations
@@ -48,12 +51,21 @@ def path(p, args, rng):
     while n.min() <= args.n_max:
         if n.min() >= args.n_start:
             f, lo, hi = band(n, c, args.model, args.k, args.ci_prob)
-            rows.append((int(n.min()), int(n.sum()), lo, hi))
+            rows.append((int(n.min()), int(n.sum()), lo, hi, posterior_mean(f, args.k)))
         extra = np.zeros(T, np.int64)
         extra[np.argsort(n, kind="stable")[: T // 2]] = 1
         c = c + rng.binomial(extra, p)
         n = n + extra
     return rows
+
+
+def posterior_mean(fit, k: int) -> float:
+    """The posterior mean of dataset pass@k (None without a fit, as in the tests)."""
+    if fit is None:
+        return None
+    import bayespass as bp
+
+    return float(bp.passk_curve(fit, [k])["mean"].sel(k=k).values[0])
 
 
 def summarise(runs, args):
@@ -62,24 +74,28 @@ def summarise(runs, args):
     for true, rows in runs:
         narrow = [r for r in rows if r[3] - r[2] <= args.width]
         if narrow:
-            _, tot, lo, hi = narrow[0]
-            out["stopped"].append((tot, lo <= true <= hi, lo > true, (lo + hi) / 2 - true))
+            _, tot, lo, hi, mean = narrow[0]
+            out["stopped"].append((tot, lo <= true <= hi, lo > true, _bias(mean, true)))
     for m in args.n_fixed:
         cells = []
         for true, rows in runs:
             at = [r for r in rows if r[0] == m and r[1] == m * args.tasks]
             if at:
-                _, _, lo, hi = at[0]
-                cells.append((hi - lo <= args.width, lo <= true <= hi, lo > true, hi - lo))
+                _, _, lo, hi, mean = at[0]
+                cells.append((hi - lo <= args.width, lo <= true <= hi, lo > true, hi - lo, _bias(mean, true)))
         out["fixed"][m] = cells
     return out
+
+
+def _bias(mean, true):
+    return np.nan if mean is None else mean - true
 
 
 def report(fam, out, args):
     s = np.array(out["stopped"], float)
     if s.size:
         print(f"| {fam} | with the stop | {len(s)} | {s[:, 0].mean():.0f} samples | {s[:, 1].mean():.2f} | "
-              f"{s[:, 2].mean():.2f} | {s[:, 3].mean():+.4f} (midpoint - truth) |")
+              f"{s[:, 2].mean():.2f} | mean - truth {s[:, 3].mean():+.4f} |")
     for m, cells in out["fixed"].items():
         if not cells:
             continue
@@ -89,7 +105,8 @@ def report(fam, out, args):
         cov_n = f"{nar[:, 1].mean():.2f} of {len(nar)}" if len(nar) else "-"
         cov_w = f"{wide[:, 1].mean():.2f} of {len(wide)}" if len(wide) else "-"
         print(f"| {fam} | n = {m} per task | {len(a)} | width {a[:, 3].mean():.4f} | {a[:, 1].mean():.2f} | "
-              f"{a[:, 2].mean():.2f} | narrow: {cov_n}; wide: {cov_w} |", flush=True)
+              f"{a[:, 2].mean():.2f} | narrow: {cov_n}; wide: {cov_w} | mean - truth {a[:, 4].mean():+.4f} |",
+              flush=True)
 
 
 def main():
@@ -106,22 +123,28 @@ def main():
     ap.add_argument("--model", default="auto")
     ap.add_argument("--families", default="zeros+tiny,zoib-like")
     ap.add_argument("--n-fixed", default="8,10,12,14,16,20")
+    ap.add_argument("--seed-offset", type=int, default=1000,
+                    help="truths from seeds OFFSET + r; 1000 (the default) repeats allocate.py's replicates (data "
+                         "seeds [r, 7]), any other offset draws other data too (seeds [OFFSET + r, 7])")
+    ap.add_argument("--other-data", action="store_true",
+                    help="data seeds [OFFSET + r, 7] also with the default offset (allocate.py's truths, other data)")
     ap.add_argument("--json", help="write every replicate's path here")
     args = ap.parse_args()
     args.n_fixed = [int(x) for x in args.n_fixed.split(",")]
     print(f"T={args.tasks} tasks, n0={args.n0}, k={args.k}, {args.ci_prob:.0%} band of pass@k, stop at width "
           f"{args.width}, model {args.model} (EB), uniform rounds of {args.tasks // 2} samples, replicates "
           f"{args.rep0}-{args.rep0 + args.reps - 1}\n")
-    print("| truth | band | replicates | size | covers | above the truth | coverage by width there |")
-    print("|---|---|---|---|---|---|---|")
+    print("| truth | band | replicates | size | covers | above the truth | coverage by width there | bias |")
+    print("|---|---|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     dump = {}
     for fam in args.families.split(","):
         runs = []
         for r in range(args.rep0, args.rep0 + args.reps):
-            p = truth(fam, args.tasks, np.random.default_rng(1000 + r))
+            p = truth(fam, args.tasks, np.random.default_rng(args.seed_offset + r))
             true = float(np.mean(-np.expm1(args.k * np.log1p(-np.minimum(p, 1 - 1e-15)))))
-            runs.append((true, path(p, args, np.random.default_rng([r, len("uniform")]))))
+            data_seed = r if args.seed_offset == 1000 and not args.other_data else args.seed_offset + r
+            runs.append((true, path(p, args, np.random.default_rng([data_seed, len("uniform")]))))
         dump[fam] = [{"truth": t, "rows": rows} for t, rows in runs]
         report(fam, summarise(runs, args), args)
     if args.json:

@@ -25,21 +25,22 @@ def stop_bias():
 
 def test_stop_keeps_the_first_narrow_band_and_fixed_n_keeps_every_replicate(stop_bias):
     args = Namespace(width=0.05, tasks=4, n_fixed=[2, 3])
-    # rows: (min n, total samples, lo, hi); 4 tasks, rounds of 2 samples
+    # rows: (min n, total samples, lo, hi, posterior mean); 4 tasks, rounds of 2 samples
     runs = [
-        (0.50, [(2, 8, 0.40, 0.60), (2, 10, 0.45, 0.49), (3, 12, 0.47, 0.51)]),  # stops at 10, band misses below
-        (0.50, [(2, 8, 0.48, 0.52), (2, 10, 0.30, 0.70), (3, 12, 0.45, 0.55)]),  # stops at 8, covers
-        (0.50, [(2, 8, 0.40, 0.60), (2, 10, 0.40, 0.60), (3, 12, 0.45, 0.55)]),  # never narrow
+        (0.50, [(2, 8, 0.40, 0.60, 0.5), (2, 10, 0.45, 0.49, 0.48), (3, 12, 0.47, 0.51, 0.49)]),  # stops at 10, misses
+        (0.50, [(2, 8, 0.48, 0.52, 0.51), (2, 10, 0.30, 0.70, 0.5), (3, 12, 0.45, 0.55, 0.5)]),  # stops at 8, covers
+        (0.50, [(2, 8, 0.40, 0.60, 0.5), (2, 10, 0.40, 0.60, 0.5), (3, 12, 0.45, 0.55, 0.53)]),  # never narrow
     ]
     out = stop_bias.summarise(runs, args)
     stopped = np.array(out["stopped"], float)
     assert stopped[:, 0].tolist() == [10, 8]  # the first narrow round, the later narrow one not taken
     assert stopped[:, 1].tolist() == [0, 1]
     assert stopped[:, 2].tolist() == [0, 0]  # the miss is below the truth, not above
-    np.testing.assert_allclose(stopped[:, 3], [-0.03, 0.0], atol=1e-12)
+    np.testing.assert_allclose(stopped[:, 3], [-0.02, 0.01], atol=1e-12)  # the mean at the stop, minus the truth
     # at n = 2 only the round where every task has 2 samples (8 in all) counts, narrow or not
     assert [c[:2] for c in out["fixed"][2]] == [(False, True), (True, True), (False, True)]
     assert [c[:2] for c in out["fixed"][3]] == [(True, True), (False, True), (False, True)]
+    np.testing.assert_allclose([c[4] for c in out["fixed"][3]], [-0.01, 0.0, 0.03], atol=1e-12)
 
 
 def test_a_uniform_path_tops_up_the_fewest_and_fits_from_n_start(stop_bias, monkeypatch):
@@ -57,3 +58,4 @@ def test_a_uniform_path_tops_up_the_fewest_and_fits_from_n_start(stop_bias, monk
     # fitted from min n = 3 (not 3322) while min n <= 4
     assert [s.tolist() for s in seen] == [[3, 3, 3, 3], [4, 4, 3, 3], [4, 4, 4, 4], [5, 5, 4, 4]]
     assert [r[:2] for r in rows] == [(3, 12), (3, 14), (4, 16), (4, 18)]
+    assert all(r[4] is None for r in rows)  # no fit, no posterior mean
