@@ -1,6 +1,5 @@
 """The scores of benchmarks/compare.py (issue 18's ranking benchmark) against brute force."""
 
-import importlib.util
 import itertools
 from pathlib import Path
 
@@ -12,11 +11,8 @@ PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
 
 
 @pytest.fixture(scope="module")
-def compare():
-    spec = importlib.util.spec_from_file_location("bench_compare", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def compare(load_benchmark):
+    return load_benchmark("compare")
 
 
 def _every_tie_break(x):
@@ -52,13 +48,11 @@ def test_flips_counts_the_pairs_ordered_otherwise(compare):
     assert compare.flips(np.array([1.0, 1.0, 2.0, 3.0]), ref) == 1  # (0, 1) tied where ref orders it
 
 
-def test_mixed_replicate_splits_the_configs_and_scores_every_ordered_pair_once():
+def test_mixed_replicate_splits_the_configs_and_scores_every_ordered_pair_once(load_benchmark):
     """benchmarks/compare_mixed.py: half the configs at m_low, the rest at m_high; cross and same pairs partition."""
     import bayespass as bp
 
-    spec = importlib.util.spec_from_file_location("bench_compare_mixed", PATH.with_name("compare_mixed.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_benchmark("compare_mixed")
     g = np.random.default_rng(0)
     J, T = 4, 40
     n = np.full((J, T), 20)
@@ -105,14 +99,12 @@ def test_pooled_gain_pairs_cells_of_one_m_and_adds_the_variances_of_different_m(
     assert compare.pooled_gain(rows[:3]) is None  # a cell missing
 
 
-def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts():
+def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts(load_benchmark):
     """benchmarks/compare_library.py: the posterior over (shape, shift) and pass@k against brute force."""
     from scipy.special import expit, logit
     from scipy.stats import binom
 
-    spec = importlib.util.spec_from_file_location("bench_compare_library", PATH.with_name("compare_library.py"))
-    lib = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lib)
+    lib = load_benchmark("compare_library")
     q = lib.shifted(np.array([0.0, 0.2, 1.0]), 1.0)
     assert q[0] == 0 and q[2] == 1 and q[1] == pytest.approx(expit(logit(0.2) + 1.0))  # atoms stay
     shapes = np.array([[0.0, 0.3, 0.6, 1.0], [0.1, 0.1, 0.5, 0.9]])
@@ -136,23 +128,9 @@ def test_library_estimate_is_the_exact_posterior_mean_over_shapes_and_shifts():
     assert not np.allclose(only, got)
 
 
-def _bench_module(name):
-    """Load benchmarks/<name>.py (the prototypes import compare by name, from their own folder)."""
-    import sys
-
-    sys.path.insert(0, str(PATH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", PATH.parent / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(PATH.parent))
-    return mod
-
-
 @pytest.fixture(scope="module")
-def ranking_2pl():
-    return _bench_module("ranking_2pl")
+def ranking_2pl(load_benchmark):
+    return load_benchmark("ranking_2pl")
 
 
 def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_not(ranking_2pl):
@@ -179,7 +157,7 @@ def test_the_rasch_prototype_ranks_as_the_totals_and_the_two_parameter_one_does_
     assert np.ptp(two[same]) > 1e-3
 
 
-def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_siblings():
+def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_siblings(load_benchmark):
     """benchmarks/ranking_phi_pool.py's prior: at r = 1.5, sg = 0 it is the product's (the common level only), so
     its baseline run is the product; with r < 1.5 siblings' log phi are correlated by 1 - r^2 / 1.5^2 beyond the
     common level, and with sg > 0 configs at the same temperature are more alike than configs far apart."""
@@ -187,7 +165,7 @@ def test_the_dispersion_pooling_prototype_nests_the_product_and_correlates_sibli
 
     from bayespass.models import shared as S
 
-    mod = _bench_module("ranking_phi_pool")
+    mod = load_benchmark("ranking_phi_pool")
     counts = xr.Dataset(coords={"config": np.arange(4), "model": ("config", ["a", "a", "b", "c"]),
                                 "temperature": ("config", [0.2, 1.0, 0.6, 0.2])})
     np.testing.assert_allclose(mod.phi_precision(counts, 1.5, 0.0), S._phi_precision(4), rtol=1e-10, atol=1e-12)
@@ -223,7 +201,7 @@ def test_the_no_slopes_variant_gives_one_slope_all_the_weight(compare, monkeypat
     assert min(gap[0], gap[1]) > max(gap[2], 0.005), gap
 
 
-def test_leave_one_sample_out_predictive_against_brute_force():
+def test_leave_one_sample_out_predictive_against_brute_force(load_benchmark):
     """benchmarks/slopes_loso.py's score against a direct sum: every sample of every (config, task) with n >= 2
     predicted from the rest, as a ratio of the task column's sequence probabilities (Beta functions on the grid,
     scipy's betaln), the difficulty's grid weights g."""
@@ -232,7 +210,7 @@ def test_leave_one_sample_out_predictive_against_brute_force():
 
     from bayespass.models import shared as S
 
-    mod = _bench_module("slopes_loso")
+    mod = load_benchmark("slopes_loso")
     n = np.array([[3, 2, 1, 4, 3], [2, 2, 3, 0, 3]], float)
     c = np.array([[1, 2, 0, 4, 3], [0, 1, 3, 0, 3]], float)  # the last column twice: multiplicity 2
     n, c = np.column_stack([n, n[:, -1]]), np.column_stack([c, c[:, -1]])
@@ -278,13 +256,14 @@ def _three_slopes_counts():
                                               "c": rng.binomial(4, p).ravel()}))
 
 
-def test_the_evidence_chosen_slopes_sd_variant_fits_at_the_grid_point_of_highest_evidence(compare, monkeypatch):
+def test_the_evidence_chosen_slopes_sd_variant_fits_at_the_grid_point_of_highest_evidence(load_benchmark, compare,
+                                                                                        monkeypatch):
     """compare.py --eta-sd evidence: the fit's modes are those at the grid's sd of highest evidence (their log
     Bayes factor the grid's largest), and the product's prior is 0.5 again afterwards."""
     from bayespass.models import shared as S
 
     counts = _three_slopes_counts()
-    rows = _bench_module("slopes_loso").evidence_by_sd(counts, compare.ETA_SD_GRID)
+    rows = load_benchmark("slopes_loso").evidence_by_sd(counts, compare.ETA_SD_GRID)
     monkeypatch.setattr(S.Shared, "modes", S.Shared.modes)  # restored after the test
     compare.eta_sd_by_evidence()
     got = S.Shared().modes(counts)[3]
@@ -292,14 +271,14 @@ def test_the_evidence_chosen_slopes_sd_variant_fits_at_the_grid_point_of_highest
     assert S._PRIOR["eta"] == (0.0, 0.5)
 
 
-def test_the_evidence_of_the_slopes_prior_sd_vanishes_at_zero_and_peaks_at_the_true_spread():
+def test_the_evidence_of_the_slopes_prior_sd_vanishes_at_zero_and_peaks_at_the_true_spread(load_benchmark):
     """benchmarks/slopes_loso.py --eta-sds: the log Bayes factor of slopes as a function of their prior sd. As the
     sd goes to 0 the slopes' model becomes the one-slope model and the factor goes to 0 (its Laplace evidence,
     the slopes' own normalisation included, is consistent); with slopes 2, 0.5 and 1 (log-slope sd 0.57) it
     peaks about that spread, and the product's prior is left as it was."""
     from bayespass.models import shared as S
 
-    mod = _bench_module("slopes_loso")
+    mod = load_benchmark("slopes_loso")
     counts = _three_slopes_counts()
     saved = S._PRIOR["eta"]
     rows = mod.evidence_by_sd(counts, [1e-3, 0.05, 0.2, 0.5, 1.5, 4.0])
@@ -311,14 +290,14 @@ def test_the_evidence_of_the_slopes_prior_sd_vanishes_at_zero_and_peaks_at_the_t
     assert rows[3][2] == pytest.approx(0.57, abs=0.15), rows  # the fitted log slopes' spread
 
 
-def test_the_closed_form_slopes_sd_update_matches_the_scan_near_the_fitted_sd_and_not_far_below_it():
+def test_the_closed_form_slopes_sd_update_matches_the_scan_near_the_fitted_sd_and_not_far_below_it(load_benchmark):
     """benchmarks/slopes_loso.py --closed-form: the log evidence updated in closed form from the mode at the
     product's sd is that mode's there, within 0.2 nats of the exact scan (a mode search per sd) from sd 0.4 to 1.5,
     where the Laplace approximation at that mode still holds, and more than 2 nats off at sd 0.05 and below,
     where the one-slope limit sits far from that mode: the reason it cannot replace the scan."""
     from bayespass.models import shared as S
 
-    mod = _bench_module("slopes_loso")
+    mod = load_benchmark("slopes_loso")
     counts = _three_slopes_counts()
     sds = [1e-3, 0.05, 0.4, 0.5, 0.7, 1.5]
     exact = np.array([b for _, b, _ in mod.evidence_by_sd(counts, sds)])

@@ -1,7 +1,5 @@
 """benchmarks/hull_draws_check.py: each candidate's band from all its draws in a stacked fit is its own fit's band."""
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
@@ -14,15 +12,8 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def hull_check():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_hull_draws_check", BENCH / "hull_draws_check.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+def hull_check(load_benchmark):
+    return load_benchmark("hull_draws_check")
 
 
 @pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")

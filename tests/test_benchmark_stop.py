@@ -1,26 +1,14 @@
 """benchmarks/stop_bias.py: the band with the width-based stop and at fixed n, from recorded sampling paths."""
 
-import importlib.util
-import sys
 from argparse import Namespace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def stop_bias():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_stop_bias", BENCH / "stop_bias.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+def stop_bias(load_benchmark):
+    return load_benchmark("stop_bias")
 
 
 def test_stop_keeps_the_first_narrow_band_and_fixed_n_keeps_every_replicate(stop_bias):
