@@ -21,6 +21,9 @@ coverage at the n where runs stop is already low, the band is.  Rounds before ``
 fitted, so "with the stop" means the first narrow band from there on: with ``--n-start 14 --n-max 14`` (one
 fixed n, the fast way to measure one cell on many seeds) only the fixed-n rows mean anything.
 
+``--real``: the same on real MBPP (the 12 configs with 50 samples on each of 364 tasks), each path drawing a
+task's samples without replacement; the truth is the unbiased pass@k on all 50.
+
 Usage: python benchmarks/stop_bias.py [--reps 50] [--families zeros+tiny,zoib-like] [--model auto]
        [--n-fixed 8,10,12,14,16,20] [--seed-offset 1000] [--json out.json]
 One fixed n only (fits two rounds per replicate): --n-start 14 --n-max 14 --n-fixed 14.
@@ -109,6 +112,59 @@ def report(fam, out, args):
               flush=True)
 
 
+def sample_order(c, n: int, rng) -> np.ndarray:
+    """A random order of each task's samples: (task, n) booleans with exactly ``c[task]`` passes, every order
+    equally likely (drawing the samples without replacement)."""
+    rank = np.argsort(rng.random((len(c), n)), axis=1)  # a uniformly random permutation of 0..n-1 per task
+    return rank < np.asarray(c)[:, None]
+
+
+def real_runs(args) -> dict:
+    """The real-data paths: per config of real MBPP (50 samples per task), ``--reps`` uniform paths.
+
+    Each path draws a task's samples without replacement in a random order of its 50 outcomes; every round
+    adds one sample to the half of the tasks with the fewest, as the simulated paths do.  All paths (configs x
+    replicates) are fitted together, one fit per round.  The truth is the unbiased pass@k on all 50 samples.
+    """
+    import warnings
+
+    from calibration import real_counts
+
+    import bayespass as bp
+
+    df = real_counts("tuning")
+    if df is None:
+        raise SystemExit("data/real_mbpp/counts.csv is absent")
+    rng = np.random.default_rng(args.seed_offset)
+    names, outcomes, truths = [], [], []
+    for (model, temp), g in df.groupby(["model", "temperature"]):
+        n_full, c_full = g.n.to_numpy(), g.c.to_numpy()
+        true = float(bp.passk(bp.make_counts(n_full[None], c_full[None]), [args.k], method="unbiased").values[0, 0])
+        for r in range(args.rep0, args.rep0 + args.reps):
+            outcomes.append(sample_order(c_full, int(n_full.max()), rng))
+            names.append(f"{model}|T={temp}|r{r}")
+            truths.append(true)
+    won = np.cumsum(np.stack(outcomes), axis=2)  # (path, task, j): passes among the first j + 1 samples
+    T = won.shape[1]
+    n = np.full(T, args.n0)
+    rows = [[] for _ in names]
+    while n.min() <= args.n_max:
+        if n.min() >= args.n_start:
+            counts = bp.make_counts(np.broadcast_to(n, won.shape[:2]), won[:, np.arange(T), n - 1], config=names)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                f = bp.fit(counts, args.model, "eb", progressbar=False)
+                cur = bp.passk_curve(f, [args.k], ci_prob=args.ci_prob)
+            eti, mean = cur["eti"].sel(k=args.k).values, cur["mean"].sel(k=args.k).values
+            for i in range(len(names)):
+                rows[i].append((int(n.min()), int(n.sum()), float(eti[i, 0]), float(eti[i, 1]), float(mean[i])))
+            print(f"  {int(n.sum())} samples per config fitted", flush=True)
+        extra = np.zeros(T, np.int64)
+        extra[np.argsort(n, kind="stable")[: T // 2]] = 1
+        n = n + extra
+    return {"real MBPP": list(zip(truths, rows, strict=True))}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
@@ -128,17 +184,26 @@ def main():
                          "seeds [r, 7]), any other offset draws other data too (seeds [OFFSET + r, 7])")
     ap.add_argument("--other-data", action="store_true",
                     help="data seeds [OFFSET + r, 7] also with the default offset (allocate.py's truths, other data)")
+    ap.add_argument("--real", action="store_true",
+                    help="real MBPP instead of simulated truths: the 12 configs with 50 samples per task "
+                         "(data/real_mbpp/counts.csv), --reps paths each; --tasks is ignored")
     ap.add_argument("--json", help="write every replicate's path here")
     args = ap.parse_args()
     args.n_fixed = [int(x) for x in args.n_fixed.split(",")]
-    print(f"T={args.tasks} tasks, n0={args.n0}, k={args.k}, {args.ci_prob:.0%} band of pass@k, stop at width "
-          f"{args.width}, model {args.model} (EB), uniform rounds of {args.tasks // 2} samples, replicates "
-          f"{args.rep0}-{args.rep0 + args.reps - 1}\n")
+    data = ("real MBPP (12 configs x 364 tasks, rounds of 182 samples per config)" if args.real
+            else f"T={args.tasks} tasks, uniform rounds of {args.tasks // 2} samples")
+    print(f"{data}, n0={args.n0}, k={args.k}, {args.ci_prob:.0%} band of pass@k, stop at width {args.width}, "
+          f"model {args.model} (EB), replicates {args.rep0}-{args.rep0 + args.reps - 1}\n")
     print("| truth | band | replicates | size | covers | above the truth | coverage by width there | bias |")
     print("|---|---|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     dump = {}
-    for fam in args.families.split(","):
+    if args.real:
+        for fam, runs in real_runs(args).items():
+            dump[fam] = [{"truth": t, "rows": rows} for t, rows in runs]
+            args.tasks = runs[0][1][0][1] // runs[0][1][0][0]  # for the fixed-n rows: samples = n x tasks
+            report(fam, summarise(runs, args), args)
+    for fam in ([] if args.real else args.families.split(",")):
         runs = []
         for r in range(args.rep0, args.rep0 + args.reps):
             p = truth(fam, args.tasks, np.random.default_rng(args.seed_offset + r))

@@ -47,3 +47,18 @@ def test_a_uniform_path_tops_up_the_fewest_and_fits_from_n_start(stop_bias, monk
     assert [s.tolist() for s in seen] == [[3, 3, 3, 3], [4, 4, 3, 3], [4, 4, 4, 4], [5, 5, 4, 4]]
     assert [r[:2] for r in rows] == [(3, 12), (3, 14), (4, 16), (4, 18)]
     assert all(r[4] is None for r in rows)  # no fit, no posterior mean
+
+
+def test_real_paths_draw_each_task_s_samples_without_replacement_in_a_uniform_order(stop_bias):
+    c = np.array([0, 1, 7, 50, 25])
+    draws = np.stack([stop_bias.sample_order(c, 50, np.random.default_rng(s)) for s in range(4000)])
+    assert (draws.sum(axis=2) == c).all()  # exactly c passes among a task's 50, whatever the order
+    rate = draws.mean(axis=0)  # (task, position): P(the j-th sample drawn passes) = c / n at every position
+    sd = np.sqrt((c / 50) * (1 - c / 50) / 4000)[:, None]
+    assert (np.abs(rate - (c / 50)[:, None]) <= 4.5 * sd + 1e-12).all()
+    first10 = draws[:, 2, :10].sum(axis=1)  # passes among the first 10 of task 2: hypergeometric(50, 7, 10)
+    from scipy.stats import hypergeom
+
+    expect = hypergeom(50, 7, 10).pmf(np.arange(8)) * 4000
+    seen = np.bincount(first10, minlength=8)[:8]
+    assert np.abs(seen - expect).max() <= 4.5 * np.sqrt(expect).max()
