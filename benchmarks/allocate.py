@@ -58,6 +58,13 @@ def band(n, c, model, k, prob):
     return f, lo, hi
 
 
+def uniform_round(n):
+    """One more sample to each of the half of the tasks with the fewest (stable order), as a 0/1 array."""
+    extra = np.zeros(n.size, np.int64)
+    extra[np.argsort(n, kind="stable")[: n.size // 2]] = 1
+    return extra
+
+
 def one_arm(p, arm, args, rng):
     T = p.size
     n = np.full(T, args.n0)
@@ -70,8 +77,7 @@ def one_arm(p, arm, args, rng):
         if hi - lo <= args.width:
             break
         if arm == "uniform":
-            extra = np.zeros(T, np.int64)
-            extra[np.argsort(n, kind="stable")[: T // 2]] = 1
+            extra = uniform_round(n)
         else:
             extra = bp.allocate(f, k=args.k, budget=T // 2, seed=int(rng.integers(1 << 30))).n_more.values[0]
         c = c + rng.binomial(extra, p)

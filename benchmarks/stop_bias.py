@@ -39,7 +39,25 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from allocate import band, truth  # noqa: E402
+from allocate import truth, uniform_round  # noqa: E402
+
+
+def fit_bands(n, c, names, args):
+    """One EB fit of every path's counts (paths x tasks) and its ``ci_prob`` band of dataset pass@k.
+
+    Returns per path: the band's lower and upper ends and the posterior mean, from one curve.
+    """
+    import warnings
+
+    import bayespass as bp
+
+    counts = bp.make_counts(n, c, task=[f"t{i}" for i in range(n.shape[1])], config=names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = bp.fit(counts, args.model, "eb", progressbar=False)
+        cur = bp.passk_curve(f, [args.k], ci_prob=args.ci_prob)
+    eti = cur["eti"].sel(k=args.k).values
+    return eti[:, 0], eti[:, 1], cur["mean"].sel(k=args.k).values
 
 
 def path(p, args, rng):
@@ -47,28 +65,17 @@ def path(p, args, rng):
 
     Returns rows (min n, total samples, lo, hi, posterior mean) for every fitted round.
     """
-    T = p.size
-    n = np.full(T, args.n0)
+    n = np.full(p.size, args.n0)
     c = rng.binomial(n, p)
     rows = []
     while n.min() <= args.n_max:
         if n.min() >= args.n_start:
-            f, lo, hi = band(n, c, args.model, args.k, args.ci_prob)
-            rows.append((int(n.min()), int(n.sum()), lo, hi, posterior_mean(f, args.k)))
-        extra = np.zeros(T, np.int64)
-        extra[np.argsort(n, kind="stable")[: T // 2]] = 1
+            lo, hi, mean = fit_bands(n[None], c[None], ["sim"], args)
+            rows.append((int(n.min()), int(n.sum()), float(lo[0]), float(hi[0]), mean[0]))
+        extra = uniform_round(n)
         c = c + rng.binomial(extra, p)
         n = n + extra
     return rows
-
-
-def posterior_mean(fit, k: int) -> float:
-    """The posterior mean of dataset pass@k (None without a fit, as in the tests)."""
-    if fit is None:
-        return None
-    import bayespass as bp
-
-    return float(bp.passk_curve(fit, [k])["mean"].sel(k=k).values[0])
 
 
 def summarise(runs, args):
@@ -119,15 +126,14 @@ def sample_order(c, n: int, rng) -> np.ndarray:
     return rank < np.asarray(c)[:, None]
 
 
-def real_runs(args) -> dict:
+def real_runs(args) -> tuple[list, int]:
     """The real-data paths: per config of real MBPP (50 samples per task), ``--reps`` uniform paths.
 
     Each path draws a task's samples without replacement in a random order of its 50 outcomes; every round
     adds one sample to the half of the tasks with the fewest, as the simulated paths do.  All paths (configs x
     replicates) are fitted together, one fit per round.  The truth is the unbiased pass@k on all 50 samples.
+    Returns the runs (truth, rows) and the number of tasks.
     """
-    import warnings
-
     from calibration import real_counts
 
     import bayespass as bp
@@ -150,19 +156,12 @@ def real_runs(args) -> dict:
     rows = [[] for _ in names]
     while n.min() <= args.n_max:
         if n.min() >= args.n_start:
-            counts = bp.make_counts(np.broadcast_to(n, won.shape[:2]), won[:, np.arange(T), n - 1], config=names)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                f = bp.fit(counts, args.model, "eb", progressbar=False)
-                cur = bp.passk_curve(f, [args.k], ci_prob=args.ci_prob)
-            eti, mean = cur["eti"].sel(k=args.k).values, cur["mean"].sel(k=args.k).values
+            lo, hi, mean = fit_bands(np.broadcast_to(n, won.shape[:2]), won[:, np.arange(T), n - 1], names, args)
             for i in range(len(names)):
-                rows[i].append((int(n.min()), int(n.sum()), float(eti[i, 0]), float(eti[i, 1]), float(mean[i])))
+                rows[i].append((int(n.min()), int(n.sum()), float(lo[i]), float(hi[i]), float(mean[i])))
             print(f"  {int(n.sum())} samples per config fitted", flush=True)
-        extra = np.zeros(T, np.int64)
-        extra[np.argsort(n, kind="stable")[: T // 2]] = 1
-        n = n + extra
-    return {"real MBPP": list(zip(truths, rows, strict=True))}
+        n = n + uniform_round(n)
+    return list(zip(truths, rows, strict=True)), T
 
 
 def main():
@@ -199,10 +198,9 @@ def main():
     t0 = time.perf_counter()
     dump = {}
     if args.real:
-        for fam, runs in real_runs(args).items():
-            dump[fam] = [{"truth": t, "rows": rows} for t, rows in runs]
-            args.tasks = runs[0][1][0][1] // runs[0][1][0][0]  # for the fixed-n rows: samples = n x tasks
-            report(fam, summarise(runs, args), args)
+        runs, args.tasks = real_runs(args)  # the fixed-n rows need the tasks: samples = n x tasks
+        dump["real MBPP"] = [{"truth": t, "rows": rows} for t, rows in runs]
+        report("real MBPP", summarise(runs, args), args)
     for fam in ([] if args.real else args.families.split(",")):
         runs = []
         for r in range(args.rep0, args.rep0 + args.reps):

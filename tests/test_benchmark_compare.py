@@ -1,13 +1,10 @@
 """The scores of benchmarks/compare.py (issue 18's ranking benchmark) against brute force."""
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
-
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,11 @@
 """benchmarks/hull_draws_check.py: each candidate's band from all its draws in a stacked fit is its own fit's band."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bayespass as bp
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")

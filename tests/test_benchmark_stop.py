@@ -34,12 +34,12 @@ def test_stop_keeps_the_first_narrow_band_and_fixed_n_keeps_every_replicate(stop
 def test_a_uniform_path_tops_up_the_fewest_and_fits_from_n_start(stop_bias, monkeypatch):
     seen = []
 
-    def fake_band(n, c, model, k, prob):
-        seen.append(n.copy())
+    def fake_bands(n, c, names, args):
+        seen.append(n[0].copy())
         assert (c <= n).all()
-        return None, 0.0, 1.0
+        return np.array([0.0]), np.array([1.0]), [None]
 
-    monkeypatch.setattr(stop_bias, "band", fake_band)
+    monkeypatch.setattr(stop_bias, "fit_bands", fake_bands)
     args = Namespace(n0=2, n_start=3, n_max=4, model="bb", k=10, ci_prob=0.9)
     rows = stop_bias.path(np.array([0.1, 0.5, 0.9, 0.0]), args, np.random.default_rng(0))
     # rounds add one sample to the half with fewest: n = 2222 -> 3322 -> 3333 -> 4433 -> 4444 -> 5544 -> 5555;
