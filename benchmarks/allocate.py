@@ -97,10 +97,15 @@ def main():
     ap.add_argument("--model", default="bb")
     ap.add_argument("--max-rounds", type=int, default=60)
     ap.add_argument("--families", default="zoib-like,two-beta,logit-normal,zeros+tiny")
+    ap.add_argument("--band-rule", default=None,
+                    help="rcParams['stats.stack_band'] for a stacked model (default: the product's)")
     ap.add_argument("--trace", action="store_true",
                     help="print every round: samples, tasks with n >= k, identified k (data.counts.identified_k), "
                          "band width")
     args = ap.parse_args()
+    if args.band_rule:
+        bp.rcParams["stats.stack_band"] = args.band_rule
+    print(f"band rule {bp.rcParams['stats.stack_band']}")
     print(f"T={args.tasks} tasks, n0={args.n0}, k={args.k}, target {args.ci_prob:.0%} band width {args.width}, "
           f"model {args.model} (EB), rounds of {args.tasks // 2} samples, {args.reps} replicates\n")
     print("| truth | uniform: samples | adaptive: samples | saving | reached (u / a) | coverage of final band "
@@ -113,6 +118,8 @@ def main():
             p = truth(fam, args.tasks, np.random.default_rng(1000 + r))
             for arm in res:
                 res[arm].append(one_arm(p, arm, args, np.random.default_rng([r, len(arm)])))
+            print(f"  {fam} replicate {r}: " + ", ".join(f"{x} {res[x][-1][0]} samples (covers {res[x][-1][2]})"
+                                                         for x in res), flush=True)
         u, a = (np.array(res[x], float) for x in ("uniform", "adaptive"))
         print(f"| {fam} | {u[:, 0].mean():.0f} | {a[:, 0].mean():.0f} | {1 - a[:, 0].mean() / u[:, 0].mean():.0%} | "
               f"{u[:, 1].mean():.2f} / {a[:, 1].mean():.2f} | {u[:, 2].mean():.2f} / {a[:, 2].mean():.2f} |",

@@ -86,7 +86,8 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     # a stacked fit's pass@k band (bayespass.stats.curve.passk_bands) and the share of draws a candidate needs
     # to widen it
     "stats.stack_band": ("hull-beyond",
-                         lambda name, v: _choice(name, v, ("hull-beyond", "hull", "mixture", "midpoint"))),
+                         lambda name, v: _choice(name, v,
+                                                 ("hull-beyond", "hull-short", "hull", "mixture", "midpoint"))),
     "stats.stack_min_share": (0.05, _prob),
     # the weights of a stacked fit's candidates where every task of a config has at most one sample: LOO cannot
     # weigh them there (each predicts only P(c = 1)); the candidates not named share the rest

@@ -489,3 +489,81 @@ def test_stack_takes_fits_of_one_per_config_model_each_and_reads_stacks_saved_wi
     old.posterior.attrs = {k: v for k, v in auto.posterior.attrs.items() if k != "stack_models"}
     a, b = bp.passk_curve(auto, [3, 100]), bp.passk_curve(old, [3, 100])
     np.testing.assert_array_equal(a["eti"].values, b["eti"].values)
+
+
+def test_hull_short_widens_the_mixture_band_by_the_candidates_reach_on_the_short_tasks_part():
+    """The band rule "hull-short": the mixture's band, each end pushed out by how far the candidates' bands of
+    the short tasks' part (``passk_short``) reach beyond the mixture's band of that part.
+
+    All tasks short of k: the hull.  None: the mixture's band.  Some: in between, by the formula.
+    """
+    from bayespass.stats.curve import _bands, _hull, passk_bands
+
+    rng = np.random.default_rng(2)
+    ks = np.array([20, 50])
+    comp = np.tile(np.arange(2)[None, :, None].repeat(300, 1), (2, 1, 3))
+    centre = np.where(comp[..., None] == 0, 0.80, 0.86) * np.ones(ks.size)
+    short = centre * np.array([1.0, 0.0, 0.4])[None, None, :, None] + 0.004 * rng.standard_normal(centre.shape)
+    short[:, :, 1] = 0.0
+    long_part = np.array([0.0, 0.83, 0.5])[None, None, :, None] + 0.01 * rng.standard_normal(centre.shape)
+    long_part[:, :, 0] = 0.0
+    passk = short + long_part
+    dims = ("chain", "draw", "config", "k")
+    draws = xr.Dataset(
+        {"passk": (dims, passk), "passk_mean": (dims, passk), "passk_short": (dims, short),
+         "component": (dims[:3], comp), "n_min": ("config", [5, 5, 5]), "k_identified": ("config", [5, 5, 5]),
+         "pass1_rate": ("config", [0.5] * 3), "pass1_trials": ("config", [300.0] * 3),
+         "single_share": ("config", [0.0] * 3)},
+        coords={"config": ["all-short", "none-short", "some-short"], "k": ks})
+    with bp.rc_context({"stats.stack_band": "hull-short"}):
+        eti, hdi = passk_bands(draws, 0.9)
+    with bp.rc_context({"stats.stack_band": "hull-beyond"}):
+        before, _ = passk_bands(draws, 0.9, hdi=False)
+
+    def split(x):
+        return _bands(x, 0.9, False)[0], _hull([_bands(x.where(draws["component"] == c), 0.9, False)[0]
+                                               for c in (0, 1)])
+
+    mix, hull = split(draws["passk"].transpose(*dims))
+    s_mix, s_hull = split(draws["passk_short"].transpose(*dims))
+    np.testing.assert_allclose(eti.sel(config="all-short"), hull.sel(config="all-short"), atol=1e-12)
+    np.testing.assert_allclose(eti.sel(config="none-short"), mix.sel(config="none-short"), atol=1e-12)
+    some = dict(config="some-short")
+    np.testing.assert_allclose(eti.sel(**some, ci_bound="lower"),
+                               mix.sel(**some, ci_bound="lower") - (s_mix - s_hull).sel(**some, ci_bound="lower"))
+    np.testing.assert_allclose(eti.sel(**some, ci_bound="upper"),
+                               mix.sel(**some, ci_bound="upper") + (s_hull - s_mix).sel(**some, ci_bound="upper"))
+    width = eti.diff("ci_bound").squeeze("ci_bound", drop=True)
+    assert (width.sel(**some) > mix.diff("ci_bound").sel(**some).squeeze() + 1e-3).all()  # wider than the mixture
+    assert (width.sel(**some) < hull.diff("ci_bound").sel(**some).squeeze() - 1e-3).all()  # narrower than the hull
+    np.testing.assert_allclose(before, hull, atol=1e-12)  # the older rule: the hull wherever k > k_identified
+    assert hdi is not None and (hdi.sel(ci_bound="lower") <= hdi.sel(ci_bound="upper")).all()
+
+
+@FIT_WARNING
+def test_passk_short_is_the_short_tasks_part_of_each_draw():
+    """``passk_short`` of a stack's draws: per draw, the mean over all tasks of E[1 - (1-p)^k | c, theta] summed over
+    the tasks with n < k only, plus their share of the finite-task spread (the same normal deviate as ``passk``);
+    the whole of ``passk`` where every task is short of k, 0 where none is.  Brute force per task here."""
+    from bayespass.models.predictive import _model, passk_draws
+    from bayespass.simulate import rng as sim_rng
+
+    rng = np.random.default_rng(9)
+    n = np.where(np.arange(60) < 20, 3, 12)[None]
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(0.6, 0.9, n.shape)))
+    with bp.rc_context({"eb.draws": 30, "eb.warmup": 60}):
+        fit = bp.fit(counts, candidates=["bb", "zoibb"], seed=3, k=[1], progressbar=False)
+    ks = np.array([2, 5, 20])
+    dr = passk_draws(fit, ks, max_draws=10, seed=7)
+    np.testing.assert_allclose(dr["passk_short"].sel(k=2), 0.0)
+    np.testing.assert_allclose(dr["passk_short"].sel(k=20), dr["passk"].sel(k=20), atol=1e-12)
+    post = fit.posterior.isel(draw=np.linspace(0, fit.posterior.sizes["draw"] - 1, 10).astype(int))
+    theta = theta_of(post).values[:, :, 0]  # (chain, draw, P)
+    model = _model(fit)
+    c = fit.observed_data["c"].values[0]
+    q5 = np.stack([model.q(theta[..., None, :], n[0, i:i + 1], c[i:i + 1], np.array([5, 10]))[..., 0, :]
+                   for i in range(20)], -2)  # the 20 short tasks: (chain, draw, task, [k, 2k])
+    mean = (1 - q5[..., 0]).sum(-1) / 60
+    var = np.clip(q5[..., 1] - q5[..., 0] ** 2, 0, None).sum(-1) / 60**2
+    noise = sim_rng(7).standard_normal(dr["passk"].shape[:3] + (1,))[..., 0, 0]
+    np.testing.assert_allclose(dr["passk_short"].sel(k=5).values[..., 0], mean + np.sqrt(var) * noise, atol=1e-10)

@@ -68,7 +68,7 @@ _BLOCK_CELLS = BLOCK_CELLS  # (draws x pairs x k) cells computed at once
 
 
 def _pair_blocks(model, theta, data, k, *, with_2k: bool = True):
-    """Per config: a generator of (q_k, q_2k, weights) over blocks of its distinct pairs (q_2k None without 2k)."""
+    """Per config: a generator of (q_k, q_2k, weights, n) over blocks of its distinct pairs (q_2k None without 2k)."""
     n_draws = theta.shape[0] * theta.shape[1]
     size = max(1, _BLOCK_CELLS // max(1, n_draws * 2 * k.size))
     ks = np.concatenate([k, 2 * k]) if with_2k else k  # k and 2k in one call
@@ -78,35 +78,44 @@ def _pair_blocks(model, theta, data, k, *, with_2k: bool = True):
         for s in range(0, nn.size, size):
             sl = slice(s, s + size)
             q = _config_q(model, theta[:, :, j], nn[sl], cc[sl], ks)
-            yield q[..., :k.size], (q[..., k.size:] if with_2k else None), ww[sl]
+            yield q[..., :k.size], (q[..., k.size:] if with_2k else None), ww[sl], nn[sl]
 
     return [(j, blocks(j, data.w[j] > 0)) for j in range(data.n_config) if (data.w[j] > 0).any()]
 
 
-def _task_moments(per_config, shape, *, with_var: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def _task_moments(per_config, shape, *, with_var: bool = True, short_k=None):
     """Per config, the mean over its tasks of ``1 - q_k`` per draw and (``with_var``) the variance of that mean.
 
-    ``per_config`` is ``[(j, blocks)]`` with blocks of ``(q_k, q_2k, weights)`` (q_2k unused, and may be
+    ``per_config`` is ``[(j, blocks)]`` with blocks of ``(q_k, q_2k, weights[, n])`` (q_2k unused, and may be
     None, without ``with_var``); both results have ``shape`` (chain, draw, config, K), NaN for a config
-    with no observed task.
+    with no observed task.  With ``short_k`` (the k, blocks with their pairs' n) two more: the parts of the
+    mean and of the variance that the tasks with fewer than k samples make up (0 where there are none).
     """
     mean = np.full(shape, np.nan)
     var = np.full(shape, np.nan) if with_var else None
+    short = [np.zeros(shape), np.zeros(shape)] if short_k is not None else None
 
     def one(item):  # a config's sums, its blocks in order: the same numbers whatever the threads
         j, blocks = item
-        m_sum, v_sum, tot = 0.0, 0.0, 0.0
-        for qk, q2k, w in blocks:  # memory bounded by one block of pairs
+        m_sum, v_sum, tot, ms_sum, vs_sum = 0.0, 0.0, 0.0, 0.0, 0.0
+        for qk, q2k, w, *nn in blocks:  # memory bounded by one block of pairs
             tot += w.sum()
             m_sum = m_sum + np.tensordot(1.0 - qk, w, axes=([2], [0]))
+            v = np.clip(q2k - qk**2, 0.0, None) if with_var else None
             if with_var:
-                v_sum = v_sum + np.tensordot(np.clip(q2k - qk**2, 0.0, None), w, axes=([2], [0]))
+                v_sum = v_sum + np.tensordot(v, w, axes=([2], [0]))
+            if short is not None:
+                ws = w[:, None] * (nn[0][:, None] < short_k[None, :])  # (U, K): the pairs short of each k
+                ms_sum = ms_sum + np.einsum("cduk,uk->cdk", 1.0 - qk, ws)
+                vs_sum = vs_sum + np.einsum("cduk,uk->cdk", v, ws)
         mean[:, :, j] = m_sum / tot
         if with_var:
             var[:, :, j] = v_sum / tot**2
+        if short is not None:
+            short[0][:, :, j], short[1][:, :, j] = ms_sum / tot, vs_sum / tot**2
 
     thread_map(one, per_config)  # the configs in threads: the models' q is NumPy or a compiled loop without the GIL
-    return mean, var
+    return (mean, var) if short is None else (mean, var, *short)
 
 
 def passk_mean_draws(model, theta: np.ndarray, data: PairData, k) -> np.ndarray:
@@ -167,7 +176,8 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         data = pair_data(idata)
         theta = theta_of(post).values  # (chain, draw, config, P)
         per_config = _pair_blocks(model, theta, data, k)
-    mean, var = _task_moments(per_config, shape)
+    stack = hasattr(model, "components") and not model.joint  # a stacked fit (per-config)
+    mean, var, *short = _task_moments(per_config, shape, short_k=k if stack else None)
     # one normal deviate per draw and config, shared by every k: the same tasks' p decide pass@k at every k,
     # so a draw's finite-task spread moves together along k (bands smooth in k, not jagged by fresh noise)
     noise = _rng(seed).standard_normal(shape[:3] + (1,))
@@ -176,8 +186,12 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     coords = {"chain": post.chain.values, "draw": post.draw.values,
               "config": idata.observed_data.config.values, "k": k}
     out = xr.Dataset({"passk": (dims, full), "passk_mean": (dims, mean)}, coords=coords)
-    if hasattr(model, "components"):  # a stacked fit: which candidate each draw came from (its bands need it)
+    if stack:  # which candidate each draw came from (its bands need it)
         out["component"] = (dims[:3], theta[..., 0].astype(np.int64))  # a stack is per-config: theta is set
+        # and the part of each draw that the tasks with fewer than k samples make up, with their share of the
+        # finite-task spread (the same deviate): the band rule "hull-short" widens the mixture's band by how far
+        # the candidates disagree on that part alone (it is all of ``passk`` where every task is short of k)
+        out["passk_short"] = (dims, np.clip(short[0] + np.sqrt(short[1]) * noise, 0.0, 1.0))
         # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
         n = idata.constant_data["n"].transpose("config", "task").values
         seen = n > 0

@@ -110,6 +110,15 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
         window [0.87, 0.95], nearly all of the excess at k <= m
         (benchmarks/RESULTS.md).  Draws without ``n_min`` (a fit saved before
         this rule) get the hull everywhere.
+    ``"hull-short"``
+        As ``"hull-beyond"``, but beyond the samples drawn the band is the
+        mixture's, each end pushed out by as far as the candidates' bands
+        reach beyond the mixture's on the part of pass@k that the tasks with
+        fewer than k samples make up (``passk_short`` of the draws), and kept
+        inside the hull.  Where every task is short of k (equal n per task)
+        this is the hull; on ragged counts (adaptive allocation, failed
+        generations) the candidates' disagreement widens the band only by
+        the tasks whose pass@k it extrapolates.
     ``"hull"``
         The hull of the candidates' own bands.  Stacking weighs the candidates
         by how well they predict the counts observed; on a benchmark of a few
@@ -142,8 +151,14 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     if rule == "midpoint":
         mix = _bands(full, prob, hdi)
         eti, h = ((hull + m) / 2 if hull is not None else None for hull, m in zip((eti, h), mix, strict=True))
-    elif rule == "hull-beyond" and "n_min" in draws:
+    elif rule in ("hull-beyond", "hull-short") and "n_min" in draws:
         mix = _bands(full, prob, hdi)
+        if rule == "hull-short" and "passk_short" in draws:  # the hull for the tasks short of k only
+            eti, h = (None if hull is None else
+                      xr.concat([w.sel(ci_bound="lower").clip(min=hull.sel(ci_bound="lower")),
+                                 w.sel(ci_bound="upper").clip(max=hull.sel(ci_bound="upper"))],
+                                "ci_bound").transpose(*hull.dims)
+                      for w, hull in zip(_widen_by_short(draws, comp, mix, prob, hdi), (eti, h), strict=True))
         # (config, k): pass@k identified by the data.  Not with one sample per task: the dataset pass@1's band
         # holds the spread of p over its tasks, which one sample each cannot tell (zoibb puts it at 0)
         # Up to k_identified: at most 1% of the tasks have fewer samples than k (data.counts.identified_k; draws
@@ -158,6 +173,34 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
     return eti, h
+
+
+def _widen_by_short(draws: xr.Dataset, comp: xr.DataArray, mix, prob: float, hdi: bool):
+    """Widen the mixture's bands ``mix`` by the candidates' reach on the short tasks' part of pass@k.
+
+    Each end moves out by as far as the candidates' bands of ``passk_short`` reach beyond the mixture's band
+    of it (the hull's reach, on the part of pass@k the tasks with n < k make up).
+
+    Where every task is short of k this is the hull of the candidates' bands (a mixture's equal-tailed band
+    lies inside its candidates' hull); where none is, the mixture's band.  The caller keeps it inside the hull
+    (the long tasks' part can move the total's quantiles by a little more than the short part's).
+    """
+    short = draws["passk_short"].transpose("chain", "draw", "config", "k")
+    parts = []
+    for lab in np.unique(comp.values):
+        mine = comp == lab
+        enough = mine.mean(("chain", "draw")) >= rcParams["stats.stack_min_share"]
+        parts.append([None if b is None else b.where(enough) for b in _bands(short.where(mine), prob, hdi)])
+    out = []
+    for i, (m, s_mix) in enumerate(zip(mix, _bands(short, prob, hdi), strict=True)):
+        if m is None:
+            out.append(None)
+            continue
+        hull = _hull([p[i] for p in parts])
+        reach = xr.concat([(s_mix - hull).sel(ci_bound="lower").clip(min=0) * -1,
+                           (hull - s_mix).sel(ci_bound="upper").clip(min=0)], "ci_bound")
+        out.append((m + reach.fillna(0.0)).clip(0.0, 1.0).transpose(*m.dims))
+    return out
 
 
 #: A config is treated as one sample per task (its band joined with :func:`identified_band`) where more than
