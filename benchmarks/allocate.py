@@ -89,6 +89,8 @@ def one_arm(p, arm, args, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--arms", default="uniform,adaptive", help="which arms to run (the saving needs both)")
+    ap.add_argument("--rep-start", type=int, default=0, help="first replicate (seeds are per replicate)")
     ap.add_argument("--tasks", type=int, default=150)
     ap.add_argument("--n0", type=int, default=2)
     ap.add_argument("--k", type=int, default=10)
@@ -113,13 +115,18 @@ def main():
     print("|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     for fam in args.families.split(","):
-        res = {"uniform": [], "adaptive": []}
-        for r in range(args.reps):
+        res = {arm: [] for arm in args.arms.split(",")}
+        for r in range(args.rep_start, args.rep_start + args.reps):
             p = truth(fam, args.tasks, np.random.default_rng(1000 + r))
             for arm in res:
                 res[arm].append(one_arm(p, arm, args, np.random.default_rng([r, len(arm)])))
             print(f"  {fam} replicate {r}: " + ", ".join(f"{x} {res[x][-1][0]} samples (covers {res[x][-1][2]})"
                                                          for x in res), flush=True)
+        if len(res) < 2:
+            x = np.array(next(iter(res.values())), float)
+            print(f"| {fam} | {next(iter(res))} only: {x[:, 0].mean():.0f} samples, reached {x[:, 1].mean():.2f}, "
+                  f"final band covers {x[:, 2].mean():.2f} |", flush=True)
+            continue
         u, a = (np.array(res[x], float) for x in ("uniform", "adaptive"))
         print(f"| {fam} | {u[:, 0].mean():.0f} | {a[:, 0].mean():.0f} | {1 - a[:, 0].mean() / u[:, 0].mean():.0%} | "
               f"{u[:, 1].mean():.2f} / {a[:, 1].mean():.2f} | {u[:, 2].mean():.2f} / {a[:, 2].mean():.2f} |",

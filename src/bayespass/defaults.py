@@ -85,7 +85,7 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "stats.stacking_concentration": (1.5, _pos_float),
     # a stacked fit's pass@k band (bayespass.stats.curve.passk_bands) and the share of draws a candidate needs
     # to widen it
-    "stats.stack_band": ("hull-beyond",
+    "stats.stack_band": ("hull-short",
                          lambda name, v: _choice(name, v,
                                                  ("hull-beyond", "hull-short", "hull", "mixture", "midpoint"))),
     "stats.stack_min_share": (0.05, _prob),

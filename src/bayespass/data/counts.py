@@ -283,8 +283,8 @@ def pass1_rate_trials(n, c) -> tuple[np.ndarray, np.ndarray]:
     return (c * inv).sum(1) / np.maximum(tasks, 1), tasks**2 / np.maximum(inv.sum(1), 1e-300)
 
 
-#: the band rule "hull-beyond" (``stats.curve.passk_bands``) counts pass@k as identified by the data up to the
-#: largest k that at most this share of a config's observed tasks have fewer samples than: where only a
+#: the band rules "hull-short" and "hull-beyond" (``stats.curve.passk_bands``) count pass@k as identified by the
+#: data up to the largest k that at most this share of a config's observed tasks have fewer samples than: where only a
 #: task or two of a few hundred has fewer (a failed generation, a ragged import), the candidates' disagreement
 #: about those tasks moves the dataset pass@k by at most this share
 IDENTIFIED_SHARE = 0.01

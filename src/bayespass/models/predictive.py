@@ -192,7 +192,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         # finite-task spread (the same deviate): the band rule "hull-short" widens the mixture's band by how far
         # the candidates disagree on that part alone (it is all of ``passk`` where every task is short of k)
         out["passk_short"] = (dims, np.clip(short[0] + np.sqrt(short[1]) * noise, 0.0, 1.0))
-        # and up to which k the data identify pass@k (every task has n >= k): the band rule "hull-beyond"
+        # and up to which k the data identify pass@k (every task has n >= k): band rules "hull-short", "hull-beyond"
         n = idata.constant_data["n"].transpose("config", "task").values
         seen = n > 0
         out["n_min"] = ("config", np.where(seen, n, np.iinfo(np.int64).max).min(1).astype(np.int64))

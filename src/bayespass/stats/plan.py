@@ -393,23 +393,27 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
 def identify_note(fit, k: int) -> str | None:
     """Say, for a stacked fit, which configs' pass@k is beyond the samples drawn and what topping up to k costs.
 
-    Beyond them the stack's band is the hull of its candidates' bands (``rcParams["stats.stack_band"]``
-    "hull-beyond"); once every task but the 1% furthest short has k samples it is their mixture's band,
-    narrower (:func:`bayespass.data.counts.samples_to_identify`).  None for any other fit, or where every
-    config's pass@k is within its samples.
+    Beyond them the stack's band spans its candidates' disagreement (``rcParams["stats.stack_band"]``:
+    "hull-short", on the tasks with fewer than k samples; "hull-beyond", the hull of their bands); once every
+    task but the 1% furthest short has k samples it is their mixture's band, narrower
+    (:func:`bayespass.data.counts.samples_to_identify`).  None for any other fit, or where every config's
+    pass@k is within its samples.
     """
     idata = as_fit(fit, what="identify_note")
-    if "stack_components" not in idata.posterior.attrs or rcParams["stats.stack_band"] != "hull-beyond":
+    rule = rcParams["stats.stack_band"]
+    if "stack_components" not in idata.posterior.attrs or rule not in ("hull-beyond", "hull-short"):
         return None
     n = idata.constant_data["n"].transpose("config", "task")
     need = samples_to_identify(n.values, int(k))
     if not need.any():
         return None
     each = ", ".join(f"{c} {int(v)}" for c, v in zip(n.config.values, need, strict=True) if v > 0)
+    what = ("widened by its candidates' disagreement on the tasks with fewer than {k} samples, which narrows "
+            "as tasks are topped up to {k}" if rule == "hull-short" else
+            "the hull of its candidates' bands, which adaptive allocation shrinks").format(k=k)
     return (f"pass@{k} is beyond the samples drawn for {int((need > 0).sum())} config(s): there the stacked fit's "
-            f"band is the hull of its candidates' bands, which adaptive allocation shrinks. Once 99% of a config's "
-            f"tasks (all, under 100 tasks) have {k} samples it becomes their mixture's band, narrower; samples that "
-            f"takes, per config: {each}")
+            f"band is {what}. Once 99% of a config's tasks (all, under 100 tasks) have {k} samples it is their "
+            f"mixture's band; samples that takes, per config: {each}")
 
 
 def _cap(max_n, configs, tasks) -> np.ndarray:
