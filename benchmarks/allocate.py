@@ -13,12 +13,14 @@ the mean samples used by each arm, the saving, and the coverage of the final ban
 truth is the mean over the T tasks of 1 - (1 - p)^k): an allocation that depends only on the data
 seen keeps the posterior valid, and this checks it.
 
-``--trace`` prints every round's band width and how many tasks have at least k samples: for a stack the
-band beyond the samples drawn is the hull of the candidates' bands, and becomes the mixture's, narrower, once
-99% of the tasks have n >= k (``stats.stack_band`` "hull-beyond"), a line that uniform sampling crosses and
-adaptive allocation need not.
+``--trace`` prints every round's band width and how many tasks have at least k samples.  For a stack the band
+beyond the samples drawn spans the candidates' disagreement: with the default rule ``"hull-short"`` only on the
+tasks short of k, with ``"hull-beyond"`` (``--band-rule``; the default until the sixty-seventh session) the hull
+of their bands until 99% of the tasks have n >= k, a line that uniform sampling crosses and adaptive allocation
+need not.  ``--arms`` runs one arm only, ``--rep-start`` later replicates (the seeds are per replicate).
 
 Usage: python benchmarks/allocate.py [--reps 10] [--tasks 150] [--k 10] [--width 0.05] [--model bb] [--trace]
+       [--band-rule hull-short] [--arms uniform,adaptive] [--rep-start 0]
 """
 
 from __future__ import annotations
