@@ -556,6 +556,9 @@ def test_passk_short_is_the_short_tasks_part_of_each_draw():
     ks = np.array([2, 5, 20])
     dr = passk_draws(fit, ks, max_draws=10, seed=7)
     np.testing.assert_allclose(dr["passk_short"].sel(k=2), 0.0)
+    # where no k splits the tasks (all short, or none) the draws do not carry it: the band is the hull's or the
+    # mixture's, as without it
+    assert "passk_short" not in passk_draws(fit, [1, 2, 3, 13, 50], max_draws=10, seed=7)
     np.testing.assert_allclose(dr["passk_short"].sel(k=20), dr["passk"].sel(k=20), atol=1e-12)
     post = fit.posterior.isel(draw=np.linspace(0, fit.posterior.sizes["draw"] - 1, 10).astype(int))
     theta = theta_of(post).values[:, :, 0]  # (chain, draw, P)

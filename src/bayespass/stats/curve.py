@@ -145,23 +145,14 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     if "component" not in draws or rule == "mixture":
         return _bands(full, prob, hdi)
     comp = draws["component"].transpose("chain", "draw", "config")
-    parts = []
-    for lab in np.unique(comp.values):
-        mine = comp == lab
-        enough = mine.mean(("chain", "draw")) >= rcParams["stats.stack_min_share"]  # (config,): NaN where too few
-        parts.append([None if b is None else b.where(enough) for b in _bands(full.where(mine), prob, hdi)])
-    eti, h = (None if parts[0][i] is None else _hull([p[i] for p in parts]) for i in (0, 1))
+    eti, h = _candidate_hull(full, comp, prob, hdi)
     if rule == "midpoint":
         mix = _bands(full, prob, hdi)
         eti, h = ((hull + m) / 2 if hull is not None else None for hull, m in zip((eti, h), mix, strict=True))
     elif rule in ("hull-beyond", "hull-short") and "n_min" in draws:
         mix = _bands(full, prob, hdi)
         if rule == "hull-short" and "passk_short" in draws:  # the hull for the tasks short of k only
-            eti, h = (None if hull is None else
-                      xr.concat([w.sel(ci_bound="lower").clip(min=hull.sel(ci_bound="lower")),
-                                 w.sel(ci_bound="upper").clip(max=hull.sel(ci_bound="upper"))],
-                                "ci_bound").transpose(*hull.dims)
-                      for w, hull in zip(_widen_by_short(draws, comp, mix, prob, hdi), (eti, h), strict=True))
+            eti, h = _widen_by_short(draws["passk_short"], comp, mix, (eti, h), prob, hdi)
         # (config, k): pass@k identified by the data.  Not with one sample per task: the dataset pass@1's band
         # holds the spread of p over its tasks, which one sample each cannot tell (zoibb puts it at 0)
         # Up to k_identified: at most 1% of the tasks have fewer samples than k (data.counts.identified_k; draws
@@ -178,31 +169,39 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     return eti, h
 
 
-def _widen_by_short(draws: xr.Dataset, comp: xr.DataArray, mix, prob: float, hdi: bool):
-    """Widen the mixture's bands ``mix`` by the candidates' reach on the short tasks' part of pass@k.
+def _candidate_hull(x: xr.DataArray, comp: xr.DataArray, prob: float, hdi: bool) -> list:
+    """ETI and HDI (None without ``hdi``) of the hull of the candidates' bands of ``x`` (chain, draw, config, k).
 
-    Each end moves out by as far as the candidates' bands of ``passk_short`` reach beyond the mixture's band
-    of it (the hull's reach, on the part of pass@k the tasks with n < k make up).
-
-    Where every task is short of k this is the hull of the candidates' bands (a mixture's equal-tailed band
-    lies inside its candidates' hull); where none is, the mixture's band.  The caller keeps it inside the hull
-    (the long tasks' part can move the total's quantiles by a little more than the short part's).
+    Candidates holding less than ``rcParams["stats.stack_min_share"]`` of a config's draws do not count there.
     """
-    short = draws["passk_short"].transpose("chain", "draw", "config", "k")
     parts = []
     for lab in np.unique(comp.values):
         mine = comp == lab
-        enough = mine.mean(("chain", "draw")) >= rcParams["stats.stack_min_share"]
-        parts.append([None if b is None else b.where(enough) for b in _bands(short.where(mine), prob, hdi)])
+        enough = mine.mean(("chain", "draw")) >= rcParams["stats.stack_min_share"]  # (config,): NaN where too few
+        parts.append([None if b is None else b.where(enough) for b in _bands(x.where(mine), prob, hdi)])
+    return [None if parts[0][i] is None else _hull([p[i] for p in parts]) for i in (0, 1)]
+
+
+def _widen_by_short(short: xr.DataArray, comp: xr.DataArray, mix, hulls, prob: float, hdi: bool) -> list:
+    """Widen the mixture's bands ``mix`` by the candidates' reach on the short tasks' part of pass@k.
+
+    Each end moves out by as far as the candidates' bands of ``short`` (``passk_short``: the part of pass@k
+    the tasks with n < k make up) reach beyond the mixture's band of it, and stays inside the hull of the
+    candidates' bands of pass@k (``hulls``; the long tasks' part can move the total's quantiles by a little
+    more than the short part's).  Where every task is short of k this is the hull (a mixture's equal-tailed
+    band lies inside its candidates' hull); where none is, the mixture's band.
+    """
+    short = short.transpose("chain", "draw", "config", "k")
     out = []
-    for i, (m, s_mix) in enumerate(zip(mix, _bands(short, prob, hdi), strict=True)):
+    for m, s_mix, s_hull, hull in zip(mix, _bands(short, prob, hdi), _candidate_hull(short, comp, prob, hdi),
+                                      hulls, strict=True):
         if m is None:
             out.append(None)
             continue
-        hull = _hull([p[i] for p in parts])
-        reach = xr.concat([(s_mix - hull).sel(ci_bound="lower").clip(min=0) * -1,
-                           (hull - s_mix).sel(ci_bound="upper").clip(min=0)], "ci_bound")
-        out.append((m + reach.fillna(0.0)).clip(0.0, 1.0).transpose(*m.dims))
+        lower = m.sel(ci_bound="lower") - (s_mix - s_hull).sel(ci_bound="lower").clip(min=0).fillna(0.0)
+        upper = m.sel(ci_bound="upper") + (s_hull - s_mix).sel(ci_bound="upper").clip(min=0).fillna(0.0)
+        out.append(xr.concat([lower.clip(min=hull.sel(ci_bound="lower")), upper.clip(max=hull.sel(ci_bound="upper"))],
+                             "ci_bound").clip(0.0, 1.0).transpose(*m.dims))
     return out
 
 
