@@ -41,3 +41,13 @@ def test_real_subsamples_are_drawn_without_replacement(ragged):
     args.short_share = 1.0
     counts, _, short = ragged.real_cell(df, "random", args, [1], seed=2)
     assert short == 1.0 and (counts.n.values == 2).all() and counts.c.values.max() <= 2
+
+
+def test_real_allocation_paths_never_draw_past_a_tasks_samples(load_benchmark):
+    """allocate_real.py: the uniform round tops up the half of the tasks with the fewest samples, skipping tasks
+    that have used all of theirs."""
+    mod = load_benchmark("allocate_real")
+    n = np.array([50, 3, 2, 50, 2, 4])
+    extra = mod.next_round("uniform", None, n, 50, 10, np.random.default_rng(0))
+    np.testing.assert_array_equal(extra, [0, 1, 1, 0, 1, 0])
+    assert (mod.next_round("uniform", None, np.full(4, 50), 50, 10, None) == 0).all()
