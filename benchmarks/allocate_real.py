@@ -32,7 +32,7 @@ import bayespass as bp  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allocate import band, uniform_round  # noqa: E402
-from calibration import real_counts  # noqa: E402
+from calibration import full_reference, real_counts  # noqa: E402
 from stop_bias import sample_order  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     rows, t0 = [], time.perf_counter()
     for j, ((model, temp), g) in enumerate(groups, start=first):
         n_all, c_all = g.n.to_numpy(), g.c.to_numpy()
-        true = float(bp.passk(bp.make_counts(n_all[None], c_all[None]), [args.k], method="unbiased").values[0, 0])
+        true = float(full_reference(n_all, c_all, [args.k])[0])
         for r in range(args.reps):
             rng = np.random.default_rng([args.seed, j, r])
             order = sample_order(c_all, int(n_all.max()), rng)

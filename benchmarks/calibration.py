@@ -183,6 +183,11 @@ def real_counts(which: str = "tuning"):
     return held[common]
 
 
+def full_reference(n, c, ks) -> np.ndarray:
+    """(K,) the unbiased pass@k of one config on all its samples (``n``, ``c`` per task): the real cells' reference."""
+    return bp.passk(bp.make_counts(np.asarray(n)[None], np.asarray(c)[None]), list(ks), method="unbiased").values[0]
+
+
 def real_cell(df, m: int, reps: int, seed: int, ks=REAL_KS):
     """Subsampled counts (configs*reps) and the reference (configs*reps, K) of one real-data cell."""
     rng = np.random.default_rng(seed)
@@ -190,7 +195,7 @@ def real_cell(df, m: int, reps: int, seed: int, ks=REAL_KS):
     ns, cs, refs, names = [], [], [], []
     for (model, temp), g in groups:
         n_full, c_full = g.n.to_numpy(), g.c.to_numpy()
-        ref = bp.passk(bp.make_counts(n_full[None], c_full[None]), list(ks), method="unbiased").values[0]
+        ref = full_reference(n_full, c_full, ks)
         for r in range(reps):
             c = rng.hypergeometric(c_full, n_full - c_full, m)
             ns.append(np.full(n_full.size, m))

@@ -134,9 +134,7 @@ def real_runs(args) -> tuple[list, int]:
     replicates) are fitted together, one fit per round.  The truth is the unbiased pass@k on all 50 samples.
     Returns the runs (truth, rows) and the number of tasks.
     """
-    from calibration import real_counts
-
-    import bayespass as bp
+    from calibration import full_reference, real_counts
 
     df = real_counts("tuning")
     if df is None:
@@ -145,7 +143,7 @@ def real_runs(args) -> tuple[list, int]:
     names, outcomes, truths = [], [], []
     for (model, temp), g in df.groupby(["model", "temperature"]):
         n_full, c_full = g.n.to_numpy(), g.c.to_numpy()
-        true = float(bp.passk(bp.make_counts(n_full[None], c_full[None]), [args.k], method="unbiased").values[0, 0])
+        true = float(full_reference(n_full, c_full, [args.k])[0])
         for r in range(args.rep0, args.rep0 + args.reps):
             outcomes.append(sample_order(c_full, int(n_full.max()), rng))
             names.append(f"{model}|T={temp}|r{r}")

@@ -118,12 +118,14 @@ def _task_moments(per_config, shape, *, with_var: bool = True, short_k=None):
     return (mean, var) if short is None else (mean, var, *short)
 
 
-def _ragged_at(n: np.ndarray, k: np.ndarray) -> bool:
-    """Whether some config (rows of ``n``) has observed tasks with fewer than k samples and others with k or more."""
+def _n_range(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the smallest and the largest n of each config's observed tasks, each (config,).
+
+    ``n`` is (config, task); a config without an observed task gets the int64 maximum and 0.
+    """
     seen = n > 0
-    lo = np.where(seen, n, np.iinfo(np.int64).max).min(1)
-    hi = np.where(seen, n, 0).max(1)
-    return bool(((lo[:, None] < k[None, :]) & (k[None, :] <= hi[:, None])).any())
+    return (np.where(seen, n, np.iinfo(np.int64).max).min(1).astype(np.int64),
+            np.where(seen, n, 0).max(1).astype(np.int64))
 
 
 def passk_mean_draws(model, theta: np.ndarray, data: PairData, k) -> np.ndarray:
@@ -185,7 +187,12 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         theta = theta_of(post).values  # (chain, draw, config, P)
         per_config = _pair_blocks(model, theta, data, k)
     stack = hasattr(model, "components") and not model.joint  # a stacked fit (per-config)
-    ragged = stack and _ragged_at(idata.constant_data["n"].transpose("config", "task").values, k)
+    if stack:
+        n = idata.constant_data["n"].transpose("config", "task").values
+        n_lo, n_hi = _n_range(n)
+    # a stack's draws carry their short tasks' part where some k splits a config's observed tasks (elsewhere it
+    # is 0 or all of passk, and the band the mixture's or the hull's, as "hull-beyond" draws it without it)
+    ragged = stack and bool(((n_lo[:, None] < k[None, :]) & (k[None, :] <= n_hi[:, None])).any())
     mean, var, *short = _task_moments(per_config, shape, short_k=k if ragged else None)
     # one normal deviate per draw and config, shared by every k: the same tasks' p decide pass@k at every k,
     # so a draw's finite-task spread moves together along k (bands smooth in k, not jagged by fresh noise)
@@ -200,14 +207,10 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         # and the part of each draw that the tasks with fewer than k samples make up, with their share of the
         # finite-task spread (the same deviate): the band rule "hull-short" widens the mixture's band by how far
         # the candidates disagree on that part alone (it is all of ``passk`` where every task is short of k)
-        # (only where some config has tasks on both sides of some k: elsewhere it is 0 or all of passk, and the
-        # band the hull's or the mixture's, as "hull-beyond" draws it without it)
         if ragged:
             out["passk_short"] = (dims, np.clip(short[0] + np.sqrt(short[1]) * noise, 0.0, 1.0))
         # and up to which k the data identify pass@k (every task has n >= k): band rules "hull-short", "hull-beyond"
-        n = idata.constant_data["n"].transpose("config", "task").values
-        seen = n > 0
-        out["n_min"] = ("config", np.where(seen, n, np.iinfo(np.int64).max).min(1).astype(np.int64))
+        out["n_min"] = ("config", n_lo)
         # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
         # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
         from ..data.counts import identified_k, pass1_rate_trials, single_sample_share
