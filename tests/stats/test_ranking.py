@@ -41,6 +41,23 @@ def test_identical_configs_give_one_half():
     assert np.all(np.abs(cmp["rank_prob"].sel(rank=1).values - 0.5) < 0.06)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_identical_configs_give_one_half_under_the_default_joint_model(seed):
+    """The default comparison (``shared``): two configs with the same counts get P(better) near 1/2 and the same
+    band.  With five parameter draws per chain behind the pass@k draws, fits of these counts gave P(better)
+    0.30-0.70 and lower ends of pass@10 0.18 apart, from the few draws each fit took."""
+    g = np.random.default_rng(3)
+    c = g.binomial(4, g.beta(1, 1, 100))
+    counts = bp.make_counts(np.full((2, 100), 4), np.stack([c, c]), config=["a", "b"])
+    cmp = bp.compare_configs(counts, k=(1, 10), seed=seed)
+    assert cmp.attrs["model"] == "shared"
+    pb = cmp["prob_better"].sel(config="a", config_b="b").values
+    assert np.all(np.abs(pb - 0.5) < 0.06), pb
+    band = cmp["passk_eti"].transpose("k", "ci_bound", "config").values
+    width = band[:, 1] - band[:, 0]
+    assert np.all(np.abs(band[:, :, 0] - band[:, :, 1]) < 0.25 * width.mean(-1)[:, None]), band
+
+
 def test_a_clearly_better_config_is_found_and_the_outputs_are_coherent(three):
     counts, cmp = three
     for kk in (1, 5):  # (at k = 50 both are near 1: not clearly apart)

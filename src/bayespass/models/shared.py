@@ -49,6 +49,12 @@ KNOTS = np.linspace(-10.0, 10.0, 13)
 #: 0.035 -> 0.076 on the tuning configs, 0.106 -> 0.130 held out; m = 2 alike) and add 1-2 s to the EB fit
 #: of 34 x 378, at its 10 s line at m = 50 (benchmarks/RESULTS.md, sixty-fifth session)
 N_THETA = 5
+#: ... where counts are larger than issue 18's 34 configs x 378 tasks; on smaller counts more parameter draws per
+#: chain, as many as keep (configs x tasks x draws) within that size's (at most one per pass@k draw).  Five
+#: draws per chain gave two configs with identical counts P(better) 0.30-0.70 and bands of pass@10 that
+#: differed by 0.2 at one end (100 tasks, 4 samples each: the draws a fit happened to take); 250 give
+#: 0.52 and ends within 0.01, and cost 0.4 s there (tests/models/test_shared.py)
+THETA_CELLS = 34 * 378 * N_THETA
 #: the grid of MCMC assumes dispersions up to this multiple of the posterior mode's (or 3 sd above it where
 #: their posterior is wider; at m = 50 on 34 x 378 the sd of log phi is about 0.05): tests/models/test_shared.py
 #: checks the log density's differences and gradient against a grid 10x finer
@@ -218,6 +224,14 @@ def _basis(J: int) -> np.ndarray:
 def _hat(x: np.ndarray) -> np.ndarray:
     """Piecewise-linear (hat) basis of the knots at points ``x``: log g(x) = _hat(x) @ beta."""
     return np.clip(1.0 - np.abs(x[:, None] - KNOTS[None, :]) / (KNOTS[1] - KNOTS[0]), 0.0, None)
+
+
+def n_parameter_draws(cells: int, per_chain: int) -> int:
+    """Parameter draws per chain behind ``per_chain`` pass@k draws of counts with ``cells`` (config, task) cells.
+
+    ``N_THETA`` on issue 18's largest counts and above, more on smaller ones, at the same cost (``THETA_CELLS``).
+    """
+    return int(np.clip(THETA_CELLS // max(int(cells), 1), min(N_THETA, per_chain), per_chain))
 
 
 class _Data:
@@ -875,14 +889,15 @@ class Shared(Model):
     def passk_draws(self, idata, k, *, max_draws=None, seed=0, nodes: int = 16) -> xr.Dataset:
         """Draws of the dataset pass@k: each task's difficulty from its posterior, then p_ij given it.
 
-        A few parameter draws per chain (``N_THETA``) each carry many draws of the task-level unknowns, which
-        dominate the uncertainty of pass@k when there are hundreds of tasks.
+        A few parameter draws per chain (:func:`n_parameter_draws`: ``N_THETA`` on large counts, up to one per
+        pass@k draw on small ones) each carry draws of the task-level unknowns, which dominate the uncertainty
+        of pass@k when there are hundreds of tasks.
         """
         per_chain = min(int(max_draws or 250), 250)
-        n_theta = min(N_THETA, idata.posterior.sizes["draw"])
+        n = idata.constant_data["n"].transpose("config", "task").values.astype(float)
+        n_theta = min(n_parameter_draws(n.size, per_chain), idata.posterior.sizes["draw"])
         post = idata.posterior.isel(draw=np.linspace(0, idata.posterior.sizes["draw"] - 1, n_theta).astype(int))
         reps = -(-per_chain // n_theta)
-        n = idata.constant_data["n"].transpose("config", "task").values.astype(float)
         c = idata.observed_data["c"].transpose("config", "task").values.astype(float)
         k = np.asarray(k)
         node_centre = self._center(post)
