@@ -492,8 +492,13 @@ def plan_cmd(
         p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
+    if not p.attrs["simulated"] and format == "table":
+        now = ", ".join(f"{c} {w:.4f}" for c, w in zip(p.config.values, p.current_width.values, strict=True))
+        typer.echo(f"The {p.attrs['ci_prob']:.0%} band of pass@{k} is already at most {width:g} wide ({now}): "
+                   "no more samples needed; nothing was simulated (give --n-grid to forecast narrower bands).")
+        return
     df = p[["expected_width", "width_sd"]].to_dataframe().reset_index()
-    df = df.merge(p[["current_width", "n_needed"]].to_dataframe().reset_index(), on="config")
+    df = df.merge(p[["current_width", "reached", "n_needed"]].to_dataframe().reset_index(), on="config")
     df["n_needed"] = df["n_needed"].round().astype("Int64")  # a count; <NA> where no n of the grid reaches it
     _print_table(Table.of(df, f"Samples per task for the {p.attrs['ci_prob']:.0%} band of pass@{k} to reach "
                               f"{width:g} (model {p.attrs['model']} by {p.attrs['method']}; {sims} simulated "

@@ -59,6 +59,35 @@ def test_plan_refuses_bad_input():
                    ).attrs["target_width"] == 0.5
 
 
+def test_a_band_already_narrow_enough_is_not_simulated(monkeypatch, tmp_path):
+    g = np.random.default_rng(4)
+    counts = simulate_counts(g.beta(1, 1, (2, 40)), 6, seed=2, model=["a", "b"]).drop_vars("p_true")
+    fit = bp.fit(counts, "bb", "eb", progressbar=False)
+    now = bp.passk_curve(fit, [1])["eti"].sel(k=1).diff("ci_bound").values.ravel()
+    refits = []
+    monkeypatch.setattr("bayespass.models.fit.fit", lambda *a, **kw: refits.append(1))
+    pl = bp.plan(fit, k=1, target_width=float(now.max()) * 1.01, progressbar=False)
+    assert not refits and not pl.attrs["simulated"] and pl.attrs["n_sims"] == 0
+    assert pl["reached"].values.all() and (pl["n_needed"].values == 6).all()
+    assert np.allclose(pl["current_width"].values, now) and pl.sizes["n"] == 1
+    # one config narrow enough, the other not: simulated, the first needs what it has
+    fit_b = bp.fit(counts, "bb", "eb", progressbar=False)
+    monkeypatch.undo()
+    pl = bp.plan(fit_b, k=1, target_width=float(now.min() + now.max()) / 2, n_grid=[6, 12], n_sims=1,
+                 progressbar=False)
+    first = int(np.argmin(now))
+    assert pl.attrs["simulated"] and pl["reached"].values.tolist() == [i == first for i in range(2)]
+    assert pl["n_needed"].values[first] == 6
+    # the command line says so in words
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    fit.to_netcdf(str(tmp_path / "fit.nc"))
+    res = CliRunner().invoke(app, ["plan", str(tmp_path / "fit.nc"), "--k", "1", "--width", "0.9"])
+    assert res.exit_code == 0 and "no more samples needed" in res.output and "nothing was simulated" in res.output
+
+
 def test_plan_and_allocate_of_a_joint_fit_without_task_draws_say_so_before_any_work(capsys):
     """'hier' cannot draw its tasks' p given the others' counts: refused before any work ('shared' can: below)."""
     n = np.full((2, 30), 3)

@@ -125,8 +125,12 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     -------
     xarray.Dataset
         Over ``(config, n)``: ``expected_width`` (mean over simulations) and ``width_sd``; over
-        ``config``: ``current_width`` and ``n_needed`` (the smallest n of the grid whose expected width is
-        at most the target; NaN when none is).
+        ``config``: ``current_width``, ``reached`` (the band is already at most ``target_width`` wide) and
+        ``n_needed`` (the smallest n of the grid whose expected width is at most the target, NaN when none
+        is; where ``reached``, the samples per task the config has, its largest on ragged counts).  Where
+        every config has reached the target and ``n_grid`` is not given, nothing is refitted: ``n`` is the
+        samples per task today, ``expected_width`` the current width and ``width_sd`` NaN
+        (``attrs["simulated"]`` is False).
     """
     import sys
 
@@ -138,16 +142,11 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
 
     fit = as_fit(fit, what="plan")
     fitted = _plannable_model(fit, what="plan")  # before the bar and the refits
-    kk = as_k(k)
-    if kk.size != 1:
-        raise ValueError(f"k must be one value for plan(); got {k!r}")
-    if isinstance(target_width, bool) or not isinstance(target_width, numbers.Real) or not 0 < target_width < 1:
-        raise ValueError(f"target_width must be in (0, 1); got {target_width!r}")
-    target_width = float(target_width)
-    n_sims = check_positive_int(n_sims, name="n_sims")
+    kk, target_width, n_sims = _plan_args(k, target_width, n_sims)
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     n_now = fit.constant_data["n"].transpose("config", "task").values.astype(np.int64)
     c_now = fit.observed_data["c"].transpose("config", "task").values.astype(np.int64)
+    n_given = n_grid
     if n_grid is None:
         n_grid = np.unique(np.round(int(n_now.max()) * np.array([1, 1.5, 2, 3, 5, 8])).astype(int))
     n_grid = np.asarray(sorted(int(check_positive_int(int(x), name="n_grid")) for x in n_grid))
@@ -161,6 +160,13 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
         band = passk_curve(idata, kk, ci_prob=prob)["eti"].sel(k=kk[0])
         return (band.sel(ci_bound="upper") - band.sel(ci_bound="lower")).values
 
+    now = width(fit)
+    reached = now <= target_width
+    attrs = {"k": int(kk[0]), "target_width": target_width, "ci_prob": prob, "n_sims": n_sims,
+             "model": str(getattr(model, "name", model)), "method": str(method), "simulated": True}
+    if reached.all() and n_given is None:  # no future to simulate: the band is narrow enough today
+        return _plan_result(now[:, None], np.full((configs.size, 1), np.nan), now, reached, n_now.max(1),
+                            configs, np.array([n_now.max()]), attrs | {"n_sims": 0, "simulated": False})
     widths = np.full((n_sims, configs.size, n_grid.size), np.nan)
     bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({post.get('bayespass_model')})",
                unit="fit",
@@ -180,11 +186,26 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     mean = widths.mean(0)
     ok = mean <= target_width
     needed = np.where(ok.any(1), n_grid[np.argmax(ok, axis=1)], np.nan)
-    return xr.Dataset({"expected_width": (("config", "n"), mean), "width_sd": (("config", "n"), widths.std(0)),
-                       "current_width": ("config", width(fit)), "n_needed": ("config", needed)},
-                      coords={"config": configs, "n": n_grid},
-                      attrs={"k": int(kk[0]), "target_width": float(target_width), "ci_prob": prob,
-                             "n_sims": n_sims, "model": str(getattr(model, "name", model)), "method": str(method)})
+    needed = np.where(reached, n_now.max(1), needed)
+    return _plan_result(mean, widths.std(0), now, reached, needed, configs, n_grid, attrs)
+
+
+def _plan_args(k, target_width, n_sims):
+    """:func:`plan`'s k (one value), target width and number of simulations, checked."""
+    kk = as_k(k)
+    if kk.size != 1:
+        raise ValueError(f"k must be one value for plan(); got {k!r}")
+    if isinstance(target_width, bool) or not isinstance(target_width, numbers.Real) or not 0 < target_width < 1:
+        raise ValueError(f"target_width must be in (0, 1); got {target_width!r}")
+    return kk, float(target_width), check_positive_int(n_sims, name="n_sims")
+
+
+def _plan_result(mean, sd, now, reached, needed, configs, n_grid, attrs) -> xr.Dataset:
+    """:func:`plan`'s dataset."""
+    return xr.Dataset({"expected_width": (("config", "n"), mean), "width_sd": (("config", "n"), sd),
+                       "current_width": ("config", now), "reached": ("config", reached),
+                       "n_needed": ("config", np.asarray(needed, float))},
+                      coords={"config": configs, "n": n_grid}, attrs=attrs)
 
 
 def _candidate_sets(fit, theta, model, j: int, n, c, rng, n_draws: int, pool: int) -> list:
