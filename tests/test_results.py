@@ -32,6 +32,13 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     assert max(len(x) for x in lines[3:]) <= 50 and " ".join(lines).count("word") == 60
 
 
+def test_a_value_that_rounds_to_zero_prints_without_a_sign():
+    df = pd.DataFrame({"diff": [-1e-7, -0.2, float("-inf"), 1e-7], "x": [-1e-9, 0.0, 1.0, 2.0]})
+    text = Table.of(df, "d").to_text(title=False)
+    assert "-0.0000" not in text and "-0.2000" in text and "-inf" in text
+    assert "-0.000" not in Table.of(df, "d").to_html_section()
+
+
 @pytest.fixture(scope="module")
 def fitted():
     counts = simulate_counts(draw_zoib((2, 80), 0.7, 1.3, 0.2, 0.1, seed=3), 6, seed=4)

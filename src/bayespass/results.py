@@ -31,6 +31,13 @@ import pandas as pd
 __all__ = ["Table"]
 
 
+def _fmt(floatfmt: str, v) -> str:
+    """``floatfmt`` of ``v``, without the sign of a value that rounds to zero ("-0.0000" is "0.0000")."""
+    text = floatfmt.format(v)
+    digits = [ch for ch in text if ch.isdigit()]
+    return text[1:] if text.startswith("-") and digits and set(digits) == {"0"} else text
+
+
 class Table(pd.DataFrame):
     """A DataFrame with a ``title``, a ``note`` (caption) and ``brief``: the columns ``print`` shows (None: all)."""
 
@@ -70,7 +77,7 @@ class Table(pd.DataFrame):
 
         The caption is wrapped at ``width`` characters.
         """
-        body = self.summary().to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—")
+        body = self.summary().to_string(index=False, float_format=lambda v: _fmt(floatfmt, v), na_rep="—")
         text = f"== {self.title} ==\n{body}" if title and self.title else body
         if note and self.note:
             text += "\n" + textwrap.fill(self.note, width, initial_indent="note: ", subsequent_indent="      ")
@@ -81,7 +88,7 @@ class Table(pd.DataFrame):
         parts = [f"<h2>{html.escape(self.title)}</h2>"] if self.title else []
         if self.note:
             parts.append(f"<p class=note>{html.escape(self.note)}</p>")
-        parts.append(pd.DataFrame(self).to_html(index=False, float_format=lambda v: floatfmt.format(v),
+        parts.append(pd.DataFrame(self).to_html(index=False, float_format=lambda v: _fmt(floatfmt, v),
                                                 na_rep="—", border=0))
         return "\n".join(parts)
 
