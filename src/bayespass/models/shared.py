@@ -49,11 +49,12 @@ KNOTS = np.linspace(-10.0, 10.0, 13)
 #: 0.035 -> 0.076 on the tuning configs, 0.106 -> 0.130 held out; m = 2 alike) and add 1-2 s to the EB fit
 #: of 34 x 378, at its 10 s line at m = 50 (benchmarks/RESULTS.md, sixty-fifth session)
 N_THETA = 5
-#: ... where counts are larger than issue 18's 34 configs x 378 tasks; on smaller counts more parameter draws per
-#: chain, as many as keep (configs x tasks x draws) within that size's (at most one per pass@k draw).  Five
-#: draws per chain gave two configs with identical counts P(better) 0.30-0.70 and bands of pass@10 that
-#: differed by 0.2 at one end (100 tasks, 4 samples each: the draws a fit happened to take); 250 give
-#: 0.52 and ends within 0.01, and cost 0.4 s there (tests/models/test_shared.py)
+#: N_THETA holds on counts of issue 18's 34 configs x 378 tasks and larger; smaller counts take more parameter
+#: draws per chain, as many as keep (configs x tasks x draws per chain) within THETA_CELLS, at most one per
+#: pass@k draw (:func:`n_parameter_draws`).  With 5 on every size, two configs with identical counts (100 tasks,
+#: 4 samples each) got P(better) 0.30-0.70 and ends of the pass@10 band up to 0.2 apart, from the 20 draws a
+#: fit happened to take; with 250 they get 0.49-0.50 and ends within 0.06, at 0.4 s more
+#: (tests/stats/test_ranking.py; benchmarks/RESULTS.md, sixty-eighth session)
 THETA_CELLS = 34 * 378 * N_THETA
 #: the grid of MCMC assumes dispersions up to this multiple of the posterior mode's (or 3 sd above it where
 #: their posterior is wider; at m = 50 on 34 x 378 the sd of log phi is about 0.05): tests/models/test_shared.py
