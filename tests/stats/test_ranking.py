@@ -56,6 +56,10 @@ def test_identical_configs_give_one_half_under_the_default_joint_model(seed):
     band = cmp["passk_eti"].transpose("k", "ci_bound", "config").values
     width = band[:, 1] - band[:, 0]
     assert np.all(np.abs(band[:, :, 0] - band[:, :, 1]) < 0.25 * width.mean(-1)[:, None]), band
+    # as narrow as one config's counts allow: the Laplace curvature along a - b is the observed one (the scores'
+    # outer product has none there: the pass@1 band was 0.43 wide, one config's bb band 0.07)
+    one = bp.passk_curve(bp.fit(counts.isel(config=[0]), "bb", "eb", progressbar=False), [1])["eti"].values.ravel()
+    assert np.all(width[0] < 1.5 * (one[1] - one[0])), (width[0], one)
 
 
 def test_a_clearly_better_config_is_found_and_the_outputs_are_coherent(three):

@@ -442,17 +442,44 @@ def _blocks_of(G: int, workers: int) -> tuple[slice, ...]:  # asked at every lea
     return tuple(slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True))
 
 
-def _laplace_cov(mode: np.ndarray, d: _Data, J: int):
+def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     """Covariance of the Laplace approximation at ``mode`` and the eigenvalues of its precision.
 
     The likelihood's curvature is the outer product of the per-task scores (one pass; the expected
-    information at the mode), plus the prior's; a central-difference Hessian costs 2P passes.
+    information at the mode), plus the prior's; a central-difference Hessian costs 2P passes.  Configs with
+    identical counts have identical scores, so that product holds no information on how they differ; along
+    those directions the curvature is the observed one (``neg``: value and gradient of the negative log
+    posterior; two gradients per direction, :func:`_duplicate_directions`).
     """
     S = log_marginal(mode, d, scores=True)[1]
     H = (S * d.w[:, None]).T @ S + _prior_precision(J, slopes=mode.size > 2 * J + KNOTS.size)
+    for u in (() if neg is None else _duplicate_directions(d, J, mode.size)):
+        curv = float(u @ (neg(mode + 1e-4 * u)[1] - neg(mode - 1e-4 * u)[1])) / 2e-4
+        H += max(curv - float(u @ H @ u), 0.0) * np.outer(u, u)
     vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
     # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
     return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
+
+
+def _duplicate_directions(d: _Data, J: int, P: int) -> list:
+    """Return the unit directions of theta along which two configs of identical counts differ.
+
+    One per parameter of a config: ability, log phi and (with slopes) log slope.
+    """
+    same = np.all(d.n[:, None] == d.n[None], -1) & np.all(d.c[:, None] == d.c[None], -1)
+    out = []
+    for j, jj in zip(*np.nonzero(np.triu(same, 1)), strict=True):
+        if j != np.argmax(same[j]):  # one pair per duplicate: with the first copy
+            continue
+        for off in (0, J):
+            u = np.zeros(P)
+            u[off + j], u[off + jj] = 1.0, -1.0
+            out.append(u / np.sqrt(2))
+        if P > 2 * J + KNOTS.size:  # the log slopes are Z @ eta, Z orthonormal
+            u = np.zeros(P)
+            u[2 * J + KNOTS.size:] = _basis(J).T @ (np.eye(J)[j] - np.eye(J)[jj])
+            out.append(u / np.linalg.norm(u))
+    return out
 
 
 def _log_evidence(neg_log_post: float, vals: np.ndarray, n_slopes: int) -> float:
@@ -608,7 +635,7 @@ class Shared(Model):
         J = counts.sizes["config"]
         without = self.mode(counts, slopes=False)
         if J < 2:
-            return None, without + _laplace_cov(without[0].x, without[3], J), 0.0, -np.inf
+            return None, without + _laplace_cov(without[0].x, without[3], J, without[1]), 0.0, -np.inf
         with_ = self.mode(counts, start=np.concatenate([without[0].x, np.zeros(J - 1)]))
         offset = 0.0
         if with_[3].x.size != without[3].x.size:
@@ -619,7 +646,7 @@ class Shared(Model):
             offset = log_marginal(x0, with_[3], grad=False)[0] - log_marginal(x0, without[3], grad=False)[0]
         out = []
         for m, k in ((with_, J - 1), (without, 0)):
-            cov, vals = _laplace_cov(m[0].x, m[3], J)
+            cov, vals = _laplace_cov(m[0].x, m[3], J, m[1])
             out.append((m + (cov, vals), _log_evidence(float(m[0].fun), vals, k)))
         log_bf = out[0][1] - out[1][1] - offset
         return out[0][0], out[1][0], float(expit(log_bf)), float(log_bf)
