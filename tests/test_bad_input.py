@@ -100,6 +100,22 @@ def test_binary_samples_file_names_the_file_and_line(tmp_path):
         read_samples(f)
 
 
+def test_a_lone_surrogate_in_a_program_names_the_file_line_and_field(tmp_path):
+    # JSON escapes a lone surrogate ("\\udcff"); neither a UTF-8 table nor CPython's compile can hold it,
+    # and it used to surface as a bare UnicodeEncodeError from pandas, naming no file or sample.
+    from bayespass.execution.samples_io import read_samples
+
+    f = tmp_path / "s.jsonl"
+    good = json.dumps({"task_id": "HumanEval/0", "completion": "    return 1\n"})
+    f.write_text(good + "\n" + '{"task_id": "HumanEval/1", "completion": "    return \'\\udcff\'\\n"}\n')
+    with pytest.raises(ValueError, match=r"s\.jsonl, line 2 \(task 'HumanEval/1'\): 'completion' is not valid "
+                                         r"Unicode text: it holds a lone surrogate '\\udcff' at character 12"):
+        read_samples(f)
+    with pytest.raises(ValueError, match=r"sample record 0 .*'model' is not valid Unicode"):
+        read_samples([{"task_id": "HumanEval/0", "completion": "x", "model": "q\udcffwen"}])
+    assert read_samples([json.loads(good)])["task"].tolist() == ["HumanEval/0"]
+
+
 def test_gzipped_samples_read_as_their_jsonl_and_name_their_config_without_suffixes(tmp_path):
     import gzip
 

@@ -51,10 +51,30 @@ def _check_record(rec, where: str) -> None:
         if _given(rec.get(key)) and not isinstance(rec[key], str):
             raise ValueError(f"{where} (task {rec['task_id']!r}): {key!r} must be a string (the program's "
                              f"text); got {type(rec[key]).__name__} {str(rec[key])[:40]!r}")
+    _check_unicode(rec, where)
     temp = rec.get("temperature")
     if "config" not in rec and "model" in rec and _given(temp) and not _temperature_ok(temp):
         raise ValueError(f"{where} (task {rec['task_id']!r}): 'temperature' must be a non-negative number "
                          f"(or absent); got {type(temp).__name__} {str(temp)[:40]!r}")
+
+
+def _check_unicode(rec: dict, where: str) -> None:
+    r"""Raise a ValueError naming the field when a text of ``rec`` is not valid Unicode.
+
+    JSON can escape a lone surrogate (``"\udcff"``, which some decoders write for bytes that are not
+    UTF-8); no UTF-8 file, table or compiler can hold it (CPython's ``compile`` refuses it), so the
+    record is refused here, where its line is known, rather than deep inside the table's construction.
+    """
+    for key, value in rec.items():
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"{where} (task {rec['task_id']!r}): {key!r} is not valid Unicode text: it holds a "
+                             f"lone surrogate {value[err.start]!r} at character {err.start} (a byte that was "
+                             f"not UTF-8, escaped); Python cannot compile such a program. Decode the "
+                             f"generations as UTF-8 with errors='replace' and write them again") from None
 
 
 def _temperature_ok(v) -> bool:
