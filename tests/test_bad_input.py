@@ -116,6 +116,18 @@ def test_a_lone_surrogate_in_a_program_names_the_file_line_and_field(tmp_path):
     assert read_samples([json.loads(good)])["task"].tolist() == ["HumanEval/0"]
 
 
+def test_a_sample_with_an_empty_config_or_task_id_is_refused_before_execution(tmp_path):
+    from bayespass.execution.samples_io import read_samples
+
+    f = tmp_path / "s.jsonl"
+    ok = {"task_id": "HumanEval/0", "completion": "    return 1\n", "config": "a"}
+    for bad, what in ((dict(ok, config=""), "config"), (dict(ok, config="  "), "config"),
+                      (dict(ok, task_id=" "), "task_id")):
+        f.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(ValueError, match=rf"s\.jsonl, line 2: the sample's {what} is empty"):
+            read_samples(f)
+
+
 def test_gzipped_samples_read_as_their_jsonl_and_name_their_config_without_suffixes(tmp_path):
     import gzip
 

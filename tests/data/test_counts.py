@@ -107,6 +107,15 @@ def test_csv_errors_name_file_and_row(tmp_path):
         f.write_text(f"task,n,c\nt1,5,2\nt2,{cell},1\n")
         with pytest.raises(ValueError, match=rf"row 2 \(task 't2'\): n must be a non-negative integer; got {shown}$"):
             bp.read_counts(f)
+    # an empty config or task cell was read as the label '' (a blank row in every table) or 'nan'
+    for text, col in (("config,task,n,c\nx,t1,5,2\n,t1,5,3\n", "config"),
+                      ('config,task,n,c\nx,t1,5,2\n" ",t1,5,3\n', "config"),
+                      ("config,task,n,c\nx,t1,5,2\nx,,5,3\n", "task")):
+        f.write_text(text)
+        with pytest.raises(ValueError, match=rf"bad.csv, row 2: {col} is empty .*; every row needs a {col} name"):
+            bp.read_counts(f)
+    with pytest.raises(ValueError, match=r"config labels in counts must be non-empty names; got ' ' \(position 1"):
+        bp.make_counts(np.array([[5], [5]]), np.array([[2], [3]]), config=["x", " "], task=["t1"])
     with pytest.raises(FileNotFoundError, match="does not exist"):
         bp.read_counts(tmp_path / "nope.csv")
     with pytest.raises(ValueError, match="cannot tell the format"):

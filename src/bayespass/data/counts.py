@@ -165,6 +165,10 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         if labels.has_duplicates:
             dup = labels[labels.duplicated()].unique().tolist()
             raise ValueError(f"duplicate {dim} labels in counts: {dup[:5]}")
+        blank = [str(v) for v in labels if not str(v).strip()]
+        if blank:
+            raise ValueError(f"{dim} labels in counts must be non-empty names; got {blank[0]!r} "
+                             f"(position {list(map(str, labels)).index(blank[0])} of {len(labels)})")
     n = ds["n"].values
     c = ds["c"].values
     for var, arr in (("n", n), ("c", c)):
@@ -215,6 +219,7 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
                          f"(optional config,model,temperature,benchmark); found {found}")
     if len(df) == 0:
         raise ValueError(f"{where}: no rows")
+    _check_names(df, where)
     df = df.copy()
     df["model"] = df["model"].astype(str) if "model" in df else "model"
     df["temperature"] = _temperatures(df, where) if "temperature" in df else np.nan
@@ -324,6 +329,17 @@ def samples_to_identify(n, k: int) -> np.ndarray:
         short = np.sort(np.maximum(k - seen, 0))[::-1]  # the largest shortfalls first
         out[j] = int(short[_may_fall_short(seen.size):].sum())
     return out
+
+
+def _check_names(df: pd.DataFrame, where: str) -> None:
+    """Raise a ValueError naming the row when a task or config cell is empty (it became '' or 'nan')."""
+    for col in ("task", "config"):
+        if col in df:
+            empty = df[col].map(lambda v: pd.isna(v) or not str(v).strip()).to_numpy(bool)
+            if empty.any():
+                row = int(np.flatnonzero(empty)[0])
+                raise ValueError(f"{where}, row {row + 1}: {col} is empty ({_shown(df[col].iloc[row])}); every "
+                                 f"row needs a {col} name")
 
 
 def _plain(v):

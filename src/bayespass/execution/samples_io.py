@@ -132,8 +132,15 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                         wheres.append(f"{path}, line {lineno}")
     rows = []
     for i, rec in enumerate(recs):
-        _check_record(rec, wheres[i] if wheres else f"sample record {i} (counting from 0)")
-        rows.append(dict(rec, config=_config_of(rec, default), task=str(rec["task_id"])))
+        where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
+        _check_record(rec, where)
+        cfg = _config_of(rec, default)
+        if not cfg.strip() or not str(rec["task_id"]).strip():
+            what = "config" if not cfg.strip() else "task_id"
+            raise ValueError(f"{where}: the sample's {what} is empty ({cfg if what == 'config' else rec['task_id']!r}"
+                             f"); give it a name (or leave 'config' out to name it by model and temperature, "
+                             f"or by the file)")
+        rows.append(dict(rec, config=cfg, task=str(rec["task_id"])))
     if not rows:
         raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "
                                                f"<task>/<i>.py programs)" if wheres is not None else

@@ -33,5 +33,6 @@ def estimate_table(counts: xr.Dataset, k: Sequence[int] | str = (1, 10, 100), *,
     df.insert(2, "avg@n", df["config"].map(avg))
     df.insert(2, "tasks", df["config"].map((counts.n > 0).sum("task").to_series()))
     return Table.of(df.reset_index(drop=True), "Closed-form pass@k estimates",
-                    note="naive: share of tasks solved within k (k <= n); unbiased: Chen et al. (k <= n); bb, zoibb, "
-                    "linmix: closed forms under a fitted prior (any k; NaN where only the mean is identified).")
+                    note="naive: plug-in 1 - (1 - c/n)^k per task (any k; biased low for k > 1); unbiased: Chen "
+                    "et al. (k <= n); bb, zoibb, linmix: closed forms under a fitted prior (any k; NaN where only "
+                    "the mean is identified).")
