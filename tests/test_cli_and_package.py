@@ -183,6 +183,34 @@ def test_an_interrupted_command_says_so(tmp_path, monkeypatch, capsys, command, 
     assert not (tmp_path / "fit.nc").exists()
 
 
+def test_an_interrupted_run_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    """'run' said only "completed stages are kept"; it now counts the samples and judged programs it reuses."""
+    import sqlite3
+
+    import bayespass.pipeline as pipeline
+    from bayespass import cli
+
+    out = tmp_path / "run"
+
+    def interrupted(out_dir, cfg, echo=print):
+        out_dir.mkdir(parents=True)
+        (out_dir / "samples.jsonl").write_text('{"task_id": "HumanEval/0"}\n' * 3 + "\n")
+        with sqlite3.connect(out_dir / "verdicts.sqlite") as db:
+            db.execute("CREATE TABLE results (task TEXT)")
+            db.executemany("INSERT INTO results VALUES (?)", [("t",)] * 2)
+        db.close()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "run", interrupted)
+    monkeypatch.setattr(sys, "argv", ["bayespass", "run", "--quick", "--out", str(out)])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert (f"interrupted: kept in {out} are the completed stages (run.json), 3 samples (samples.jsonl) and 2 judged "
+            "programs (verdicts.sqlite); run the same command again to resume") in " ".join(err.split())
+
+
 def test_written_files_are_whole_or_absent(tmp_path):
     """An interrupted write keeps the previous file: it goes to a temporary file that replaces it when done."""
     from bayespass.data.io import atomic_netcdf

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -714,10 +715,29 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
     except EndpointError as err:
         fail(f"{err}\n(samples received so far are in {out}/samples.jsonl; the same command resumes)")
     except KeyboardInterrupt:
-        typer.echo(f"\ninterrupted: completed stages are kept in {out}/run.json; "
-                   "run the same command again to resume", err=True)
+        typer.echo(f"\ninterrupted: kept in {out} are {_run_left(out)}; run the same command again to resume",
+                   err=True)
         _INTERRUPT_SAID.set()
         raise typer.Exit(130) from None
+
+
+def _run_left(out: Path) -> str:
+    """Say what an interrupted run's unfinished stages left that the same command reuses (samples, programs)."""
+    import sqlite3
+
+    left = ["the completed stages (run.json)"]
+    if (f := out / "samples.jsonl").is_file():
+        with open(f, "rb") as fh:
+            left.append(f"{sum(1 for line in fh if line.strip()):,} samples (samples.jsonl)")
+    for store in (out / "verdicts.sqlite", out / "fuzz" / "verdicts.sqlite"):
+        if store.is_file():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+                    judged = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+            except sqlite3.Error:
+                continue
+            left.append(f"{judged:,} judged programs ({store.relative_to(out)})")
+    return ", ".join(left[:-1]) + " and " + left[-1] if len(left) > 1 else left[0]
 
 
 #: RunConfig fields as the options of 'bayespass run' that set them
