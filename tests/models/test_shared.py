@@ -178,6 +178,41 @@ def test_bands_at_many_samples_per_task_are_as_narrow_as_the_counts_allow():
     assert np.all((band[:, 0] <= truth) & (truth <= band[:, 1])), (band, truth)
 
 
+@pytest.mark.parametrize("differing", [0, 1, 3, 40])
+def test_the_laplace_precision_is_raised_only_between_near_copies(differing):
+    """The observed curvature enters along two configs' difference only where their counts (nearly) coincide.
+
+    Independent samples of the same tasks (40 of 100 tasks differ) keep the scores' outer product as it was, as
+    every pair of the real MBPP configs does (their smallest ratio of it to the observed curvature is 0.08;
+    the floor acts below 0.05).  Toward identical counts the difference's sd approaches the exact posterior's,
+    continuously, and never exceeds it by more than 1 / sqrt(0.05).
+    """
+    from bayespass.models import shared
+
+    g = np.random.default_rng(1)
+    n, p = 4, g.beta(1, 1, 100)
+    c = g.binomial(n, p)
+    other = c.copy()
+    idx = np.flatnonzero((c > 0) & (c < n))[:differing] if differing < 40 else np.arange(100)
+    other[idx] = c[idx] - 1 if differing < 40 else g.binomial(n, p)
+    counts = bp.make_counts(np.full((2, 100), n), np.stack([c, other]), config=["a", "b"])
+    res, neg, _, d = shared.Shared().mode(counts, slopes=False)
+    plain, _ = shared._laplace_cov(res.x, d, 2, None)
+    cov, _ = shared._laplace_cov(res.x, d, 2, neg)
+    u = np.zeros(res.x.size)
+    u[:2] = 1, -1
+    vals, vecs = shared._observed_hessian(neg, res.x)
+    exact = float(u @ (vecs / vals) @ vecs.T @ u)
+    if differing == 40:
+        assert not shared._concordant_pairs(d, 2)
+        assert np.array_equal(cov, plain)
+    else:
+        assert float(u @ plain @ u) > 4 * exact  # the outer product alone: the difference's sd 2-9x the exact one
+        assert exact * 0.9 < float(u @ cov @ u) < exact / shared.CONCORDANT_RATIO, (u @ cov @ u, exact)
+    if differing <= 1:
+        assert float(u @ cov @ u) < 1.5 * exact
+
+
 def test_pointwise_loglik_and_threads():
     """``loglik_tasks`` against a direct grid sum per (draw, config, task); threads change no number."""
     from bayespass.models.shared import Shared
