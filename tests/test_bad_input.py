@@ -234,7 +234,27 @@ def test_allocate_refuses_bad_options_before_fitting_counts(monkeypatch, args):
     monkeypatch.setattr(fit_module, "fit", no_fit)
     res = cli("allocate", EXAMPLE, *args)
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
-    assert args[0].lstrip("-") in res.output or "nope" in res.output, res.output
+    assert args[0] in res.output or "nope" in res.output, res.output
+
+
+@pytest.mark.parametrize(("command", "args", "needle"), [
+    *[(c, ("--k", "0"), "--k must hold positive integers (k >= 1)") for c in ("compare", "curve", "estimate", "plan",
+                                                                             "allocate")],
+    *[(c, ("--k", "1,x"), "--k must hold positive integers") for c in ("compare", "curve", "estimate")],
+    *[(c, ("--ci-prob", "1.5"), "--ci-prob must be in (0, 1); got 1.5") for c in ("compare", "curve")]])
+def test_bad_k_or_ci_prob_is_refused_before_a_fit_is_read_or_made(tmp_path, command, args, needle):
+    """'compare' fitted the joint model first (about 5 s) and then said "k must ..."; 'curve' read the fit first."""
+    missing = tmp_path / "nothing_here.csv"  # read or fitted before the check, it would be "does not exist"
+    extra = ("--width", "0.05") if command == "plan" else ()
+    res = cli(command, missing, *args, *extra)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert needle in " ".join(res.output.split()), res.output
+
+
+def test_k_may_be_written_in_scientific_notation():
+    assert bp.passk(bp.read_counts(EXAMPLE), "1,1e2", method="unbiased").k.values.tolist() == [1, 100]
+    res = cli("estimate", EXAMPLE, "--k", "1,1e2", "--method", "naive")
+    assert res.exit_code == 0 and "pass@100" in res.output, res.output
 
 
 @pytest.mark.parametrize(("args", "needle"), [(("--k", "0"), "--k must hold positive integers (k >= 1)"),

@@ -67,6 +67,18 @@ def _check_format(format: str) -> None:
         fail(f"--format {format!r} is not supported; choose one of {sorted(FORMATS)}")
 
 
+def _check_k(k: str, ci_prob: float | None = None) -> None:
+    """Refuse a bad --k or --ci-prob, named as the options, before a fit is read or made."""
+    from .validate import as_k, check_prob
+
+    try:
+        as_k(k, name="--k")
+        if ci_prob is not None:
+            check_prob(ci_prob, name="--ci-prob")
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+
+
 def _check_plot(plot: Path | None, example: str = "figure.png", *, prefix: bool = False) -> None:
     """Refuse a figure path (or, with ``prefix``, path prefix) that cannot be written, before any work.
 
@@ -135,6 +147,7 @@ def estimate(
     from .validate import as_k
 
     _check_format(format)
+    _check_k(k)
     try:
         ds = read_counts(counts, correctness=correctness)
         with warnings.catch_warnings(record=True) as caught:
@@ -253,6 +266,7 @@ def curve(
 
     _check_format(format)
     _check_plot(plot)
+    _check_k(k, ci_prob)
     fit_path = _fit_file(fit_path, fit)
     try:
         idata = az.from_netcdf(str(fit_path))
@@ -320,6 +334,7 @@ def compare_cmd(
 
     _check_format(format)
     _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
+    _check_k(k, ci_prob)
     _check_exists(data, "RUN_OR_COUNTS")
     try:
         raw = None if pairs is None else pairs.split(",")
@@ -359,13 +374,14 @@ def allocate_cmd(
 ) -> None:
     """Say which tasks (and configs) to sample next so the pass@k band shrinks fastest."""
     from .stats.plan import _check_pair, allocate
-    from .validate import as_k, check_positive_int, split_pair
+    from .validate import check_positive_int, split_pair
 
     if out is not None:
         _check_out(out)
+    _check_k(k)
     _check_exists(data, "FIT_OR_COUNTS")
     try:
-        as_k(k), check_positive_int(budget, name="budget"), check_positive_int(step, name="step")  # before a fit
+        check_positive_int(budget, name="--budget"), check_positive_int(step, name="--step")  # before a fit
         if pair is not None and ":" not in pair:
             fail(f"--pair must look like 'A:B'; got {pair!r}")
         idata, configs = _fit_or_counts(data, check=lambda cfgs: _check_pair(pair, cfgs))
@@ -475,12 +491,13 @@ def plan_cmd(
     """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
     from .results import Table
     from .stats.plan import plan
-    from .validate import as_k, check_positive_int
+    from .validate import check_positive_int
 
     _check_format(format)
+    _check_k(k)
     _check_exists(data, "FIT_OR_COUNTS")
     try:
-        as_k(k), check_positive_int(sims, name="--sims")  # before a fit
+        check_positive_int(sims, name="--sims")  # before a fit
         if not 0 < width < 1:
             fail(f"--width must be a band width in (0, 1), e.g. 0.05; got {width}")
         try:

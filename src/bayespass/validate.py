@@ -33,9 +33,23 @@ def parse_list(value: Any, *, name: str, cast=str) -> list:
 MAX_K = 10**12
 
 
+def _integral_text(v: Any) -> Any:
+    """Read a text that writes an integer ("1000", "1e3") as that int; anything else is returned as it is."""
+    if not isinstance(v, str):
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            x = float(v)
+        except ValueError:
+            return v
+        return int(x) if np.isfinite(x) and x == round(x) else v
+
+
 def as_k(k: Any, *, name: str = "k") -> np.ndarray:
-    """Return ``k`` as a sorted-as-given 1-D int array of positive integers."""
-    vals = parse_list(k, name=name, cast=lambda v: v)
+    """Return ``k`` as a sorted-as-given 1-D int array of positive integers ("1,10,1e3" too)."""
+    vals = [_integral_text(v) for v in parse_list(k, name=name, cast=lambda v: v)]
     huge = [v for v in vals if isinstance(v, int | np.integer) and not isinstance(v, bool) and v > MAX_K]
     if huge:  # also those beyond int64
         raise ValueError(f"{name} must be at most 10**12 (beyond it float64 loses the k-th powers); got {huge}")
