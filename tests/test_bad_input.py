@@ -391,3 +391,31 @@ def test_fit_of_a_path_and_stack_of_a_list_say_what_to_pass():
         bp.fit("counts.csv")
     with pytest.raises(TypeError, match=r"fits must be a dict of model name -> fit.*; got list"):
         bp.stack([1, 2])  # used to print every InferenceData's repr as "names"
+
+
+@pytest.mark.parametrize(("model", "method"), [("bb", "mcmc"), ("bb", "eb"), ("shared", "eb"), ("auto", "eb")])
+def test_one_chain_is_refused_before_sampling(monkeypatch, model, method):
+    """One chain has no R-hat: the gate failed every config, and MCMC reran each 4x and 16x as long, in vain."""
+    import bayespass.models.fit as fit_module
+
+    def no_sampling(*a, **kw):
+        raise AssertionError("sampled before chains was checked")
+
+    monkeypatch.setattr(fit_module, "_fit_model", no_sampling)
+    monkeypatch.setattr(fit_module, "_fit_auto", no_sampling)
+    with pytest.raises(ValueError, match=r"chains must be at least 2: the convergence gate compares chains \(R-hat\); "
+                                         r"got 1"):
+        bp.fit(bp.read_counts(EXAMPLE), model, method, chains=1)
+
+
+@pytest.mark.parametrize("call", ["compare_configs", "passk_curve", "plan", "allocate"])
+def test_an_inference_data_bayespass_did_not_make_is_refused_by_name(call):
+    """compare_configs raised AttributeError ('InferenceData' object has no attribute 'constant_data')."""
+    import arviz as az
+
+    foreign = az.from_dict(posterior={"mu": np.zeros((2, 10))})
+    kwargs = {"compare_configs": dict(k=[1]), "passk_curve": dict(k=[1]), "plan": dict(k=10, target_width=0.05),
+              "allocate": dict(k=10, budget=5)}[call]
+    with pytest.raises(ValueError, match=r"idata was not produced by bayespass.fit \(posterior.attrs has no "
+                                         r"'bayespass_model'\)"):
+        getattr(bp, call)(foreign, **kwargs)

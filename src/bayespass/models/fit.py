@@ -140,6 +140,9 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     if target_accept is not None:
         target_accept = check_prob(target_accept, name="target_accept")
+    if chains is not None and check_positive_int(chains, name="chains") < 2:
+        # one chain has no R-hat: the gate failed every config (MCMC reran them 4x and 16x as long, in vain)
+        raise ValueError(f"chains must be at least 2: the convergence gate compares chains (R-hat); got {chains}")
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
     candidates = _check_candidates(candidates, model)

@@ -54,6 +54,9 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
     from ..models.fit import fit
 
     if isinstance(data, az.InferenceData):
+        from ..models.predictive import model_of
+
+        model_of(data)  # a clear error for an InferenceData that bp.fit did not make
         if model is not None or method is not None:
             raise ValueError("model/method apply when data are counts; a fit was given")
         return data
