@@ -465,8 +465,9 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
 
 #: the ratio of the scores' outer product to the observed curvature (the likelihood's parts) along two configs'
 #: difference below which that curvature is raised toward the observed one.  On the real MBPP configs the ratio
-#: reaches 0.06 (siblings from 5 samples per task; most pairs 0.9-1.3): there the outer product's extra width
-#: keeps the bands honest (thirty-eighth session), and stays.
+#: reaches 0.06 (siblings from 5 samples per task; most pairs 0.9-1.3), 0.079 among the pairs checked (below):
+#: there the outer product's extra width keeps the bands honest (thirty-eighth session), and stays
+#: (benchmarks/near_copies.py).
 CONCORDANT_RATIO = 0.05
 #: the pairs checked: counts that differ on at most this share of the tasks both configs have
 CONCORDANT_SHARE = 0.05
