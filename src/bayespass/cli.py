@@ -210,13 +210,12 @@ def fit_cmd(
     from .data.io import read_counts
     from .models.fit import fit
     from .stats.curve import curve_table, passk_curve
-    from .validate import as_k, check_prob
+    from .validate import as_k
 
     _check_out(out)
+    _check_k(k, ci_prob)
+    ks = as_k(k)
     try:
-        ks = as_k(k, name="--k")
-        if ci_prob is not None:
-            check_prob(ci_prob, name="--ci-prob")
         ds = read_counts(counts, correctness=correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:

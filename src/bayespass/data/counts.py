@@ -165,10 +165,10 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         if labels.has_duplicates:
             dup = labels[labels.duplicated()].unique().tolist()
             raise ValueError(f"duplicate {dim} labels in counts: {dup[:5]}")
-        blank = [str(v) for v in labels if not str(v).strip()]
-        if blank:
-            raise ValueError(f"{dim} labels in counts must be non-empty names; got {blank[0]!r} "
-                             f"(position {list(map(str, labels)).index(blank[0])} of {len(labels)})")
+        blank = np.flatnonzero(labels.astype(str).str.strip() == "")
+        if blank.size:
+            raise ValueError(f"{dim} labels in counts must be non-empty names; got {str(labels[blank[0]])!r} "
+                             f"(position {blank[0]} of {len(labels)})")
     n = ds["n"].values
     c = ds["c"].values
     for var, arr in (("n", n), ("c", c)):

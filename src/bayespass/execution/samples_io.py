@@ -134,13 +134,12 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     for i, rec in enumerate(recs):
         where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
         _check_record(rec, where)
-        cfg = _config_of(rec, default)
-        if not cfg.strip() or not str(rec["task_id"]).strip():
-            what = "config" if not cfg.strip() else "task_id"
-            raise ValueError(f"{where}: the sample's {what} is empty ({cfg if what == 'config' else rec['task_id']!r}"
-                             f"); give it a name (or leave 'config' out to name it by model and temperature, "
-                             f"or by the file)")
-        rows.append(dict(rec, config=cfg, task=str(rec["task_id"])))
+        names = {"config": _config_of(rec, default), "task_id": str(rec["task_id"])}
+        for what, name in names.items():
+            if not name.strip():
+                raise ValueError(f"{where}: the sample's {what} is empty ({name!r}); give it a name (or leave "
+                                 f"'config' out to name it by model and temperature, or by the file)")
+        rows.append(dict(rec, config=names["config"], task=names["task_id"]))
     if not rows:
         raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "
                                                f"<task>/<i>.py programs)" if wheres is not None else

@@ -452,8 +452,7 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     that differed on one task of 164).  Along those directions the curvature is raised toward the observed
     one (``neg``: value and gradient of the negative log posterior; :func:`_concordant_curvature`).
     """
-    S = log_marginal(mode, d, scores=True)[1]
-    lik = (S * d.w[:, None]).T @ S
+    lik = _outer_scores(mode, d)
     prior = _prior_precision(J, slopes=mode.size > 2 * J + KNOTS.size)
     H = lik + prior
     if neg is not None:
@@ -461,6 +460,17 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
     # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
     return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
+
+
+def _outer_scores(mode: np.ndarray, d: _Data) -> np.ndarray:
+    """Return the outer product of the per-task scores at ``mode`` (the likelihood's part of EB's precision)."""
+    S = log_marginal(mode, d, scores=True)[1]
+    return (S * d.w[:, None]).T @ S
+
+
+def _likelihood_curvature(u: np.ndarray, mode: np.ndarray, neg, prior: np.ndarray) -> float:
+    """Return the likelihood's observed curvature along the unit direction ``u`` at ``mode`` (two gradients)."""
+    return float(u @ (neg(mode + 1e-4 * u)[1] - neg(mode - 1e-4 * u)[1])) / 2e-4 - float(u @ prior @ u)
 
 
 #: the ratio of the scores' outer product to the observed curvature (the likelihood's parts) along two configs'
@@ -492,7 +502,7 @@ def _concordant_curvature(H, lik, prior, mode, neg, d: _Data, J: int) -> np.ndar
     for j, jj in _concordant_pairs(d, J):
         for i, v in enumerate(V):
             u = (v[j] - v[jj]) / np.linalg.norm(v[j] - v[jj])
-            observed = float(u @ (neg(mode + 1e-4 * u)[1] - neg(mode - 1e-4 * u)[1])) / 2e-4 - float(u @ prior @ u)
+            observed = _likelihood_curvature(u, mode, neg, prior)
             r = float(u @ lik @ u) / max(observed, 1e-12)
             if r >= r0:
                 if i == 0:  # the abilities' difference is curved as observed: the pair is not a near copy
