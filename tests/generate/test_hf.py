@@ -45,9 +45,11 @@ def test_same_seed_same_samples_and_logprob_recomputed(coder, suite):
     assert key(a) == key(b)
     c = coder.generate(suite, 4, temperature=1.0, seed=8, tasks=tasks)
     assert key(a) != key(c)
-    for r in a:
-        again = coder.mean_logprob(suite.tasks[r["task_id"]], r["token_ids"])
-        assert abs(again - r["mean_logprob"]) < 1e-4
+    # the recorded log-probabilities come from the decode steps, the check from one forward pass over the whole
+    # sequence: equal to rounding, which in bf16 / fp16 (the default on a GPU) is about 1e-2 per token
+    tol = 1e-4 if coder.dtype == torch.float32 else 2e-2
+    diffs = [abs(coder.mean_logprob(suite.tasks[r["task_id"]], r["token_ids"]) - r["mean_logprob"]) for r in a]
+    assert max(diffs) < tol, (coder.dtype, diffs)
 
 
 def test_stop_sequences_cut(tiny, suite):

@@ -103,6 +103,38 @@ def _cut(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[: min(pos)], True) if pos else (text, False)
 
 
+def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str]):
+    """Return a stopping criterion for k rows that ends each at EOS or at a stop sequence in its decoded text.
+
+    ``.ends[r]`` is the number of tokens row r kept (``None``: it ran to the length limit) and
+    ``.reasons[r]`` why it ended.  The rows' new tokens are copied to the host once per step (where each row
+    used to be read from the device on its own, twice per step: a synchronisation each on a GPU).
+    """
+    eos = tok.eos_token_id
+
+    class _Stop(transformers.StoppingCriteria):
+        def __init__(self):
+            self.ends, self.reasons = [None] * k, ["length"] * k
+            self.hist = [[] for _ in range(k)]  # each row's generated tokens, on the host
+
+        def __call__(self, input_ids, scores, **kw):
+            n_gen = input_ids.shape[1] - n_prompt
+            if n_gen == len(self.hist[0]) + 1:
+                for row, t in zip(self.hist, input_ids[:, -1].tolist(), strict=True):
+                    row.append(t)
+            else:  # not called once per step: copy what was generated
+                self.hist = input_ids[:, n_prompt:].tolist()
+            for r in range(k):
+                if self.ends[r] is None:
+                    if eos is not None and self.hist[r][-1] == eos:
+                        self.ends[r], self.reasons[r] = n_gen, "eos"
+                    elif stops and _cut(tok.decode(self.hist[r], skip_special_tokens=True), stops)[1]:
+                        self.ends[r], self.reasons[r] = n_gen, "stop"
+            return torch.tensor([e is not None for e in self.ends], device=input_ids.device)
+
+    return _Stop()
+
+
 class HFCoder(Coder):
     """A causal LM from the Hugging Face hub or a local folder.
 
@@ -156,13 +188,35 @@ class HFCoder(Coder):
         self.max_new_tokens, self.top_p = max_new_tokens, top_p
         self.forward_calls = 0  # prefills + decode steps, for checks and benchmarks
         self.prefill_calls = 0
+        self._steps = None  # while sampling: the sampled tokens' log-probabilities, one (k,) tensor per step
+        self._pending = None  # the last forward call's log-softmax at the last position, (k, vocab)
         self.model.register_forward_pre_hook(self._count, with_kwargs=True)
+        self.model.register_forward_hook(self._keep_logprobs, with_kwargs=True)
 
     def _count(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         self.forward_calls += 1
         if ids is not None and ids.shape[-1] > 1:
             self.prefill_calls += 1
+        if self._steps is not None and self._pending is not None and ids is not None:
+            self._take(ids[:, -1])
+
+    def _keep_logprobs(self, module, args, kwargs, output):
+        """Keep the log-softmax of the raw logits of the position just computed (what ``output_logits`` holds).
+
+        The next forward call's input is the token sampled from it, and ``_count`` takes that token's entry:
+        one (k, vocab) row is held at a time, where ``output_logits`` held (k, steps, vocab) in float32 (15 GB
+        for 50 samples of 512 tokens over a 152k vocabulary).
+        """
+        if self._steps is not None:
+            import torch
+
+            logits = output.logits if hasattr(output, "logits") else output[0]
+            self._pending = torch.log_softmax(logits[:, -1, :].float(), dim=-1)
+
+    def _take(self, tokens):
+        self._steps.append(self._pending.gather(1, tokens.reshape(-1, 1)).squeeze(1))
+        self._pending = None
 
     def prompt_text(self, task) -> str:
         """Return the text fed to the model for a task (chat template applied for chat models)."""
@@ -178,55 +232,50 @@ class HFCoder(Coder):
         """Extract the program from a sample's text (evalplus's sanitizer)."""
         return extract_program(task, text, self.style)
 
+    def _generate_rows(self, enc, k: int, temperature: float, stopper) -> tuple:
+        """Sample k continuations of a prompt in one ``generate`` call.
+
+        Returns the tokens (k, steps) and their log-probabilities, on the host, and the seconds it took.
+        """
+        torch, transformers = _require_torch()
+        tok = self.tokenizer
+        t0 = time.perf_counter()
+        self._steps, self._pending = [], None
+        try:
+            with torch.no_grad():
+                out = self.model.generate(
+                    enc["input_ids"].to(self.device), attention_mask=enc["attention_mask"].to(self.device),
+                    do_sample=True, temperature=float(temperature), top_p=self.top_p, top_k=0,
+                    num_return_sequences=k, max_new_tokens=self.max_new_tokens, return_dict_in_generate=True,
+                    stopping_criteria=transformers.StoppingCriteriaList([stopper]),
+                    pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+            gen = out.sequences[:, enc["input_ids"].shape[1]:]
+            self._take(gen[:, -1])
+            logp = torch.stack(self._steps, dim=1).cpu()  # raw log-probabilities, before temperature
+        finally:
+            self._steps, self._pending = None, None
+        if logp.shape[1] != gen.shape[1]:
+            raise RuntimeError(f"{self.model_id}: {logp.shape[1]} forward calls for {gen.shape[1]} generated "
+                               "tokens; the log-probabilities would not line up with the tokens")
+        return gen.cpu(), logp, time.perf_counter() - t0
+
     def _sample_task(self, task, k: int, temperature: float, seed: int) -> list[dict]:
         torch, transformers = _require_torch()
         tok = self.tokenizer
         enc = tok(self.prompt_text(task), return_tensors="pt", add_special_tokens=self.style == "base")
-        ids = enc["input_ids"].to(self.device)
-        n_prompt = ids.shape[1]
-        eos = tok.eos_token_id
-        stops = self.stop
-        ends = [None] * k
-        reasons = ["length"] * k
-
-        class _Stop(transformers.StoppingCriteria):
-            def __call__(self, input_ids, scores, **kw):
-                done = []
-                for r in range(input_ids.shape[0]):
-                    if ends[r] is None:
-                        gen = input_ids[r, n_prompt:]
-                        if eos is not None and int(gen[-1]) == eos:
-                            ends[r], reasons[r] = gen.shape[0], "eos"
-                        elif stops and _cut(tok.decode(gen, skip_special_tokens=True), stops)[1]:
-                            ends[r], reasons[r] = gen.shape[0], "stop"
-                    done.append(ends[r] is not None)
-                return torch.tensor(done, device=input_ids.device)
-
+        stopper = _row_stopper(transformers, torch, tok, enc["input_ids"].shape[1], k, self.stop)
         torch.manual_seed(_task_seed(seed, task.task_id, temperature))
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            out = self.model.generate(
-                ids, attention_mask=enc["attention_mask"].to(self.device), do_sample=True,
-                temperature=float(temperature), top_p=self.top_p, top_k=0, num_return_sequences=k,
-                max_new_tokens=self.max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                stopping_criteria=transformers.StoppingCriteriaList([_Stop()]),
-                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos)
-        elapsed = time.perf_counter() - t0
-        logits = torch.stack(out.logits, dim=1).float()  # (k, steps, vocab): raw, before temperature
-        logp = torch.log_softmax(logits, dim=-1)
-        gen = out.sequences[:, n_prompt:]
+        gen, logp, elapsed = self._generate_rows(enc, k, temperature, stopper)
         recs = []
         for r in range(k):
-            n = ends[r] if ends[r] is not None else gen.shape[1]
-            toks = gen[r, :n]
-            lp = logp[r, torch.arange(n), toks]
+            n = stopper.ends[r] if stopper.ends[r] is not None else gen.shape[1]
+            toks = gen[r, :n].tolist()
             raw = tok.decode(toks, skip_special_tokens=True)
-            text, _ = _cut(raw, stops)
+            text, _ = _cut(raw, self.stop)
             recs.append({"task_id": task.task_id, "completion" if self.style == "base" else "response": text,
                          "solution": self.program(task, text), "raw": raw, "n_tokens": int(n),
-                         "mean_logprob": float(lp.mean()) if n else float("nan"),
-                         "finish_reason": reasons[r], "gen_time": elapsed / k,
-                         "token_ids": toks.tolist()})
+                         "mean_logprob": float(logp[r, :n].mean()) if n else float("nan"),
+                         "finish_reason": stopper.reasons[r], "gen_time": elapsed / k, "token_ids": toks})
         return recs
 
     def generate(self, suite, k: int, *, temperature: float, seed: int = 0, tasks=None) -> list[dict]:

@@ -14,11 +14,18 @@ from pathlib import Path
 __all__ = ["build_tiny_model"]
 
 
-def build_tiny_model(out: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0, chat: bool = False) -> Path:
-    """Build (or reuse) the tiny model in ``out``; ``chat=True`` adds a minimal chat template."""
+def build_tiny_model(out: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0, chat: bool = False,
+                     size: dict | None = None) -> Path:
+    """Build (or reuse) the tiny model in ``out``; ``chat=True`` adds a minimal chat template.
+
+    ``size`` overrides the Llama config (``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
+    ``num_attention_heads``, ``num_key_value_heads``, and ``vocab_size`` for a model vocabulary larger than
+    the tokenizer's, as real models pad theirs): a random model of a real model's shape, for benchmarks of
+    generation speed and memory (``benchmarks/bench_generate.py --size``).
+    """
     out = Path(out)
     stamp = out / "bayespass-tiny.json"
-    spec = {"vocab_size": vocab_size, "seed": seed, "chat": chat, "version": 1}
+    spec = {"vocab_size": vocab_size, "seed": seed, "chat": chat, "version": 1, **({"size": size} if size else {})}
     if stamp.exists() and json.loads(stamp.read_text()) == spec:
         return out
     import torch
@@ -37,9 +44,12 @@ def build_tiny_model(out: str | os.PathLike, *, vocab_size: int = 512, seed: int
         tok.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
                              "{% if add_generation_prompt %}<assistant>{% endif %}")
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    shape = {"vocab_size": len(tok), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 4, **(size or {})}
+    if shape["vocab_size"] < len(tok):
+        raise ValueError(f"size['vocab_size']={shape['vocab_size']} is below the tokenizer's {len(tok)} tokens")
+    cfg = LlamaConfig(**shape, max_position_embeddings=2048, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     model = LlamaForCausalLM(cfg)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
