@@ -78,6 +78,10 @@ def test_execute_checks_the_samples_before_loading_expected_outputs(tmp_path, mo
     (["--max-new-tokens", "0"], "--max-new-tokens must be a positive integer"),
     (["--tasks", "0"], "--tasks must be a positive integer"),
     (["--timeout", "0", "--endpoint", "http://127.0.0.1:9/v1"], "--timeout must be > 0 seconds"),
+    (["--device", "gpu"], "--device must be 'auto', 'cpu', 'cuda', 'cuda:N' (N the GPU's index) or 'mps'; got 'gpu'"),
+    (["--dtype", "half"], "--dtype must be one of 'auto', 'float32', 'bfloat16', 'float16'; got 'half'"),
+    (["--dtype", "float16", "--endpoint", "http://127.0.0.1:9/v1"],
+     "--dtype float16 applies only to a transformers model run here"),
 ])
 def test_generate_options_are_checked_before_a_suite_or_model_is_loaded(tmp_path, monkeypatch, args, needle):
     from bayespass.execution import groundtruth
@@ -162,7 +166,12 @@ def test_layer_bwrap_without_bubblewrap(tmp_path):
                                          (["--top-p", "2"], "--top-p must be in (0, 1]; got 2.0"),
                                          (["--fuzz-n", "-1"], "--fuzz-n must be a non-negative integer"),
                                          (["--temperatures", "0.5,0"], "--temperatures must be > 0 for coder "
-                                                                       "'synthetic', which samples")])
+                                                                       "'synthetic', which samples"),
+                                         (["--device", "cuda:x"], "--device must be 'auto', 'cpu', 'cuda', 'cuda:N'"),
+                                         (["--dtype", "fp16"], "--dtype must be one of 'auto', 'float32', "),
+                                         (["--device", "cpu"], "--device 'cpu' applies only to a transformers model "
+                                                               "run here (--model ID_OR_PATH without --endpoint); "
+                                                               "this run's coder is 'synthetic'")])
 def test_run_settings_are_validated_before_any_work(tmp_path, args, needle):
     res = cli("run", "--out", tmp_path / "r", *args)
     assert res.exit_code == 2 and needle in res.output, res.output

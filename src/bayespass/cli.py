@@ -682,6 +682,9 @@ def run_cmd(
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
     top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers or endpoint coder).")] = 0.95,
     max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample (transformers or endpoint coder).")] = 512,
+    device: Annotated[str, typer.Option(help="Transformers model: auto, cpu, cuda, cuda:N or mps.")] = "auto",
+    dtype: Annotated[str, typer.Option(help="Transformers model: auto (bf16/fp16 on a GPU, fp32 on a CPU), "
+                                            "float32, bfloat16 or float16.")] = "auto",
     tasks: Annotated[int | None, typer.Option(help="Only the first N tasks of the suite.")] = None,
     fuzz_n: Annotated[int, typer.Option(help="Fuzzed inputs per task for incoherence (0: skip).")] = 100,
     alpha: Annotated[float, typer.Option(help="Target silent-failure rate / miscoverage.")] = 0.1,
@@ -709,7 +712,7 @@ def run_cmd(
               samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
               alpha=alpha, seed=seed, workers=workers, endpoint=endpoint, api=api, concurrency=concurrency,
               api_key_env=api_key_env, max_retries=max_retries, timeout=timeout, until_width=until_width,
-              max_samples=max_samples, width_k=width_k, round_size=round_size)
+              max_samples=max_samples, width_k=width_k, round_size=round_size, device=device, dtype=dtype)
     try:
         cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
     except (ValueError, TypeError) as err:
@@ -759,7 +762,7 @@ def _run_left(out: Path) -> str:
 #: RunConfig fields as the options of 'bayespass run' that set them
 _RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
     "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
-    "max_new_tokens", "concurrency", "max_retries", "timeout", "workers")}
+    "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
 
 
 def _as_option(msg: str, names: dict = _RUN_OPTIONS) -> str:
@@ -920,7 +923,9 @@ def generate_cmd(
     max_new_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 512,
     seed: Annotated[int, typer.Option(help="Seed (per task: same seed, same samples).")] = 42,
     tasks: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda, mps.")] = "auto",
+    device: Annotated[str, typer.Option(help="Transformers model: auto, cpu, cuda, cuda:N or mps.")] = "auto",
+    dtype: Annotated[str, typer.Option(help="Transformers model: auto (bf16/fp16 on a GPU, fp32 on a CPU), "
+                                            "float32, bfloat16 or float16.")] = "auto",
     out: Annotated[Path, typer.Option(help="Samples JSONL (appended; re-running resumes).")] = Path("samples.jsonl"),
 ) -> None:
     """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
@@ -930,25 +935,15 @@ def generate_cmd(
 
     _check_generate_options(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, tasks=tasks,
                             greedy_ok=endpoint is not None, coder=model, concurrency=concurrency,
-                            max_retries=max_retries, timeout=timeout)
+                            max_retries=max_retries, timeout=timeout, device=device, dtype=dtype,
+                            local=endpoint is None and model != "synthetic")
     coder = None
     try:
         s = load_suite(suite, dataset, expected=model == "synthetic")
         ids = list(s.tasks)[:tasks] if tasks else None
-        if endpoint is not None:
-            from .generate.endpoint import OpenAICompatibleCoder
-
-            coder = OpenAICompatibleCoder(endpoint, model, api=api, concurrency=concurrency,
-                                          max_new_tokens=max_new_tokens, top_p=top_p, api_key_env=api_key_env,
-                                          max_retries=max_retries, timeout=timeout)
-        elif model == "synthetic":
-            from .generate.synthetic import SyntheticCoder
-
-            coder = SyntheticCoder(s, tasks=ids)
-        else:
-            from .generate.hf import HFCoder
-
-            coder = HFCoder(model, device=device, max_new_tokens=max_new_tokens, top_p=top_p)
+        coder = _generate_coder(model, endpoint, s, ids, api=api, concurrency=concurrency, top_p=top_p,
+                                max_new_tokens=max_new_tokens, api_key_env=api_key_env, max_retries=max_retries,
+                                timeout=timeout, device=device, dtype=dtype)
         generate_to_jsonl(coder, s, out, k=k, temperature=temperature, seed=seed, tasks=ids)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
@@ -962,16 +957,47 @@ def generate_cmd(
     typer.echo(f"wrote {out}")
 
 
+def _generate_coder(model: str, endpoint: str | None, suite, ids, *, device: str, dtype: str, **opts):
+    """Return the coder of 'bayespass generate': a served endpoint, the synthetic coder or a transformers model."""
+    if endpoint is not None:
+        from .generate.endpoint import OpenAICompatibleCoder
+
+        return OpenAICompatibleCoder(endpoint, model, **opts)
+    if model == "synthetic":
+        from .generate.synthetic import SyntheticCoder
+
+        return SyntheticCoder(suite, tasks=ids)
+    from .generate.hf import HFCoder
+
+    return HFCoder(model, device=device, dtype=dtype, max_new_tokens=opts["max_new_tokens"], top_p=opts["top_p"])
+
+
 #: parameters of 'bayespass generate' as its options, for the messages of the shared checks
 _GENERATE_OPTIONS = {"k": "--k", "concurrency": "--concurrency", "tasks": "--tasks", "temperature": "--temperature",
                      "top_p": "--top-p", "max_new_tokens": "--max-new-tokens"}
 
 
 def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new_tokens: int, tasks: int | None,
-                            greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float) -> None:
+                            greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float,
+                            device: str = "auto", dtype: str = "auto", local: bool = True) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
-    from .validate import check_decoding, check_positive_int
+    from .validate import check_decoding, check_positive_int, check_torch_device, check_torch_dtype
 
+    for name, value, check in (("--device", device, check_torch_device), ("--dtype", dtype, check_torch_dtype)):
+        try:
+            check(value, name=name)
+        except ValueError as err:
+            fail(str(err))
+        if value != "auto" and not local:
+            fail(f"{name} {value} applies only to a transformers model run here (--model ID_OR_PATH without "
+                 f"--endpoint); got --model {coder}" + (" with --endpoint" if coder != "synthetic" else ""))
+    if local and device not in ("auto", "cpu"):
+        from .generate.hf import check_device
+
+        try:
+            check_device(device)  # a GPU this machine lacks: before the suite loads
+        except ValueError as err:
+            fail(_as_option(str(err), {"device": "--device"}))
     if max_retries < 0:
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "parse_list", "split_pair"]
+__all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "check_torch_device", "check_torch_dtype",
+           "parse_list", "split_pair"]
 
 
 def parse_list(value: Any, *, name: str, cast=str) -> list:
@@ -78,6 +80,24 @@ def check_choice(value: Any, allowed: Sequence[str], *, name: str) -> str:
     """Raise a ValueError listing the sorted allowed values when ``value`` is not one of them."""
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not supported; choose one of {sorted(allowed)}")
+    return value
+
+
+#: dtypes the transformers coder loads a model in ("auto": bf16/fp16 on a GPU, fp32 on a CPU)
+TORCH_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def check_torch_device(value: Any, *, name: str = "device") -> str:
+    """Check a device string of the transformers coder without importing torch: auto, cpu, mps, cuda or cuda:N."""
+    if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value):
+        raise ValueError(f"{name} must be 'auto', 'cpu', 'cuda', 'cuda:N' (N the GPU's index) or 'mps'; got {value!r}")
+    return value
+
+
+def check_torch_dtype(value: Any, *, name: str = "dtype") -> str:
+    """Check the dtype name the transformers coder loads a model in."""
+    if value not in TORCH_DTYPES:
+        raise ValueError(f"{name} must be one of {', '.join(repr(d) for d in TORCH_DTYPES)}; got {value!r}")
     return value
 
 

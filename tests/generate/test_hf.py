@@ -80,6 +80,33 @@ def test_bad_input(tiny):
         HFCoder("./no/such/model")
     with pytest.raises(ValueError, match="top_p"):
         HFCoder(str(tiny), top_p=1.5)
+    with pytest.raises(ValueError, match=r"device must be 'auto', 'cpu', 'cuda', 'cuda:N'.*got 'gpu0'"):
+        HFCoder(str(tiny), device="gpu0")
+    with pytest.raises(ValueError, match=r"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16'; got 'int8'"):
+        HFCoder(str(tiny), dtype="int8")
+
+
+def test_a_device_the_machine_lacks_is_refused_before_the_weights_load(tiny, monkeypatch):
+    import transformers
+
+    def no_loading(*a, **kw):
+        raise AssertionError("the weights were loaded before the device was checked")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda': CUDA is not available here \(torch "):
+            HFCoder(str(tiny), device="cuda")
+    n = torch.cuda.device_count()
+    with pytest.raises(ValueError, match=f"device='cuda:{n}'"):
+        HFCoder(str(tiny), device=f"cuda:{n}")  # one past the last GPU (or any GPU on a machine with none)
+
+
+def test_the_model_loads_in_the_dtype_asked_for(tiny, suite):
+    c = HFCoder(str(tiny), device="cpu", dtype="bfloat16", max_new_tokens=6)
+    assert c.dtype == torch.bfloat16 and next(c.model.parameters()).dtype == torch.bfloat16
+    assert c.device.type == "cpu"
+    recs = c.generate(suite, 2, temperature=1.0, seed=1, tasks=list(suite.tasks)[:1])
+    assert len(recs) == 2 and all(np.isfinite(r["mean_logprob"]) for r in recs)
 
 
 def test_replay_coder_round_trips_evalplus_samples(tmp_path, suite):

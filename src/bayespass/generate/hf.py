@@ -59,13 +59,33 @@ def load_model_config(model: str, *, folder: str | os.PathLike | None = None) ->
 
 
 def _device(device: str, torch):
-    if device != "auto":
-        return torch.device(device)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    """Return the torch device for ``device``, refusing one this machine lacks (before any weights load)."""
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            why = "this torch was built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+            raise ValueError(f"device={device!r}: CUDA is not available here (torch {torch.__version__}: {why}); "
+                             "use 'cpu', or 'auto' to take a GPU where there is one")
+        n = torch.cuda.device_count()
+        if ":" in device and int(device.split(":")[1]) >= n:
+            raise ValueError(f"device={device!r}: this machine has {n} CUDA device(s), cuda:0 to cuda:{n - 1}")
+    if device == "mps" and not mps:
+        raise ValueError("device='mps': Apple's MPS backend is not available here; use 'cpu' or 'auto'")
+    return torch.device(device)
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine lacks (``"cuda"``, ``"cuda:N"``, ``"mps"``) before a suite or model loads."""
+    from ..validate import check_torch_device
+
+    check_torch_device(device)
+    try:
+        torch, _ = _require_torch()
+    except ImportError as err:
+        raise ValueError(f"device={device!r}: {err}") from None
+    _device(device, torch)
 
 
 def _dtype(dtype: str, device, torch):
@@ -144,9 +164,10 @@ class HFCoder(Coder):
         Hub id (e.g. ``"Qwen/Qwen2.5-Coder-1.5B-Instruct"``) or local path.  Set
         ``HF_HUB_OFFLINE=1`` to forbid downloads; a local path never downloads.
     device : str
-        ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
+        ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``; one this
+        machine lacks is refused before the weights load.
     dtype : str
-        ``"auto"`` (bf16/fp16 on GPUs, fp32 on CPU) or a torch dtype name.
+        ``"auto"`` (bf16, else fp16, on a GPU; fp32 on a CPU), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
     max_new_tokens, top_p : int, float
         Sampling settings.
     stop : list of str, optional
@@ -162,9 +183,11 @@ class HFCoder(Coder):
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", max_new_tokens: int = 512,
                  top_p: float = 0.95, stop: list[str] | None = None, style: str = "auto"):
         torch, transformers = _require_torch()
-        from ..validate import check_choice
+        from ..validate import check_choice, check_torch_device, check_torch_dtype
 
         check_choice(style, ("auto", "chat", "base"), name="style")
+        check_torch_device(device)
+        check_torch_dtype(dtype)
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a positive integer; got {max_new_tokens!r}")
         if not 0 < top_p <= 1:

@@ -28,6 +28,8 @@ class RunConfig:
     api_key_env: str = "OPENAI_API_KEY"  # endpoint: environment variable holding the key (never stored)
     max_retries: int = 8  # endpoint: retries per request
     timeout: float = 120.0  # endpoint: seconds per request
+    device: str = "auto"  # transformers model: auto, cpu, cuda, cuda:N or mps
+    dtype: str = "auto"  # transformers model: auto, float32, bfloat16 or float16
     k: int = 10
     temperatures: tuple = (0.4, 0.8, 1.2)
     top_p: float = 0.95
@@ -80,11 +82,28 @@ class RunConfig:
                 raise ValueError(f"api_key_env={self.api_key_env!r}: that environment variable is not set")
             if not isinstance(self.timeout, int | float) or not self.timeout > 0:
                 raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
+        self._check_torch_options()
         check_decoding(top_p=self.top_p, max_new_tokens=self.max_new_tokens, temperature=tuple(self.temperatures),
                        greedy_ok=self.endpoint is not None or self.coder == "samples", coder=self.coder)
         for k in self.passk_k:
             check_positive_int(int(k), name="passk_k")
         self._check_rounds()
+
+    def _check_torch_options(self) -> None:
+        from ..validate import check_torch_device, check_torch_dtype
+
+        check_torch_device(self.device)
+        check_torch_dtype(self.dtype)
+        local = self.endpoint is None and self.coder not in ("synthetic", "samples")
+        for name in ("device", "dtype"):
+            if getattr(self, name) != "auto" and not local:
+                raise ValueError(f"{name}={getattr(self, name)!r} applies only to a transformers model run here "
+                                 f"(--model ID_OR_PATH without --endpoint); this run's coder is "
+                                 f"{'the endpoint ' + repr(self.endpoint) if self.endpoint else repr(self.coder)}")
+        if self.device not in ("auto", "cpu"):
+            from ..generate.hf import check_device
+
+            check_device(self.device)  # a GPU this machine lacks: before the suite loads
 
     def _check_rounds(self) -> None:
         from ..validate import check_positive_int
@@ -171,7 +190,7 @@ def make_coder(cfg: RunConfig, suite, tasks, echo):
                                      api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout)
     from ..generate.hf import HFCoder
 
-    return HFCoder(cfg.coder, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
+    return HFCoder(cfg.coder, device=cfg.device, dtype=cfg.dtype, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
 
 
 def write_truth(coder, cfg: RunConfig, out: Path) -> None:
