@@ -22,10 +22,13 @@ Real data: the counts of ``data/real_mbpp/counts.csv`` (real MBPP
 generations executed by ``benchmarks/real_mbpp.py``): configs with n = 50 on
 every task; a replicate draws m of the 50 samples of each task without
 replacement (a hypergeometric draw of the correct ones); the reference is the
-unbiased pass@k on all 50, k <= 50.
+unbiased pass@k on all 50, k <= 50.  ``--real-set hard`` keeps the tasks those
+configs pass less than 90% of the time on average (a low pass rate benchmark),
+``--real-set heldout`` takes the configs with 10-49 samples per task instead.
 
 Usage: python benchmarks/calibration.py [--reps 100] [--real-reps 50] [--models bb,zoibb,flex,auto]
-       [--families ...] [--ms 1,2,5,10,20] [--no-sim] [--no-real] [--json out.json] [--flex key=value,...]
+       [--real-set tuning|hard|heldout] [--families ...] [--ms 1,2,5,10,20] [--no-sim] [--no-real]
+       [--json out.json] [--flex key=value,...]
 """
 
 from __future__ import annotations
