@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -64,6 +65,32 @@ def test_stop_sequences_cut(tiny, suite):
         assert nxt in ("e", "a")
         # generation stopped at the token that completed the stop sequence
         assert nxt in c.tokenizer.decode(r["token_ids"][-1:])
+
+
+def test_a_row_ended_by_any_of_the_models_eos_tokens_is_cut_there(tiny, suite):
+    """Instruct models list several EOS tokens in their generation config (Llama 3: three, Qwen2.5: two), and
+    ``generate`` ends a row at any of them, then pads it. The coder read only the tokenizer's, so such a row kept
+    its padding: its token count, mean log-probability and finish reason ("length") were those of a full row."""
+    c = HFCoder(str(tiny), max_new_tokens=30, stop=[])
+    tasks = list(suite.tasks)[:3]
+    free = c.generate(suite, 6, temperature=1.0, seed=11, tasks=tasks)
+    # the second EOS: tokens the tiny model draws early in most rows, none of them the tokenizer's EOS
+    early = Counter(t for r in free for t in r["token_ids"][:8] if t != c.tokenizer.eos_token_id)
+    extra = [t for t, _ in early.most_common(20)]
+    c.model.generation_config.eos_token_id = [c.tokenizer.eos_token_id, *extra]
+    ends = set(c.model.generation_config.eos_token_id)
+    recs = c.generate(suite, 6, temperature=1.0, seed=11, tasks=tasks)
+    cut = [r for r in recs if r["finish_reason"] == "eos"]
+    assert len(cut) >= len(recs) // 2
+    for r in recs:
+        toks = r["token_ids"]
+        first = next((i for i, t in enumerate(toks) if t in ends), None)
+        if r["finish_reason"] == "eos":
+            assert first == len(toks) - 1 and r["n_tokens"] == len(toks)  # cut at its first EOS, kept
+        else:
+            assert first is None and r["n_tokens"] == 30
+        again = c.mean_logprob(suite.tasks[r["task_id"]], toks)
+        assert abs(again - r["mean_logprob"]) < 1e-4  # the log-probabilities of the kept tokens only
 
 
 def test_chat_style_uses_the_template(tmp_path, suite):

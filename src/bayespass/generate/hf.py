@@ -123,15 +123,26 @@ def _cut(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[: min(pos)], True) if pos else (text, False)
 
 
-def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str]):
+def _eos_ids(tok, generation_config) -> frozenset:
+    """Every token that ends a sample: the tokenizer's EOS and the model's generation config's (often a list).
+
+    ``generate`` stops a row at any of them (Llama 3 and Qwen2.5 instruct models list two or three) and pads it
+    after, so a row ended by one the tokenizer does not name must be cut there too.
+    """
+    ids = set()
+    for v in (tok.eos_token_id, getattr(generation_config, "eos_token_id", None)):
+        if v is not None:
+            ids.update(int(i) for i in (v if isinstance(v, list | tuple) else [v]))
+    return frozenset(ids)
+
+
+def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str], eos_ids: frozenset):
     """Return a stopping criterion for k rows that ends each at EOS or at a stop sequence in its decoded text.
 
     ``.ends[r]`` is the number of tokens row r kept (``None``: it ran to the length limit) and
     ``.reasons[r]`` why it ended.  The rows' new tokens are copied to the host once per step (where each row
     used to be read from the device on its own, twice per step: a synchronisation each on a GPU).
     """
-    eos = tok.eos_token_id
-
     class _Stop(transformers.StoppingCriteria):
         def __init__(self):
             self.ends, self.reasons = [None] * k, ["length"] * k
@@ -146,7 +157,7 @@ def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[st
                 self.hist = input_ids[:, n_prompt:].tolist()
             for r in range(k):
                 if self.ends[r] is None:
-                    if eos is not None and self.hist[r][-1] == eos:
+                    if self.hist[r][-1] in eos_ids:
                         self.ends[r], self.reasons[r] = n_gen, "eos"
                     elif stops and _cut(tok.decode(self.hist[r], skip_special_tokens=True), stops)[1]:
                         self.ends[r], self.reasons[r] = n_gen, "stop"
@@ -286,7 +297,8 @@ class HFCoder(Coder):
         torch, transformers = _require_torch()
         tok = self.tokenizer
         enc = tok(self.prompt_text(task), return_tensors="pt", add_special_tokens=self.style == "base")
-        stopper = _row_stopper(transformers, torch, tok, enc["input_ids"].shape[1], k, self.stop)
+        stopper = _row_stopper(transformers, torch, tok, enc["input_ids"].shape[1], k, self.stop,
+                               _eos_ids(tok, self.model.generation_config))
         torch.manual_seed(_task_seed(seed, task.task_id, temperature))
         gen, logp, elapsed = self._generate_rows(enc, k, temperature, stopper)
         recs = []
