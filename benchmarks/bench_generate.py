@@ -32,7 +32,8 @@ SIZES = {
 
 def _timed(coder, suite, k, tasks, seed):
     """(seconds, generated tokens) of one generate call per task with k samples each."""
-    torch = __import__("torch")
+    import torch
+
     if coder.device.type == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()

@@ -81,7 +81,7 @@ def test_execute_checks_the_samples_before_loading_expected_outputs(tmp_path, mo
     (["--device", "gpu"], "--device must be 'auto', 'cpu', 'cuda', 'cuda:N' (N the GPU's index) or 'mps'; got 'gpu'"),
     (["--dtype", "half"], "--dtype must be one of 'auto', 'float32', 'bfloat16', 'float16'; got 'half'"),
     (["--dtype", "float16", "--endpoint", "http://127.0.0.1:9/v1"],
-     "--dtype float16 applies only to a transformers model run here"),
+     "--dtype 'float16' applies only to a transformers model run here"),
 ])
 def test_generate_options_are_checked_before_a_suite_or_model_is_loaded(tmp_path, monkeypatch, args, needle):
     from bayespass.execution import groundtruth

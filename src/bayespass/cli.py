@@ -981,23 +981,14 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
                             greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float,
                             device: str = "auto", dtype: str = "auto", local: bool = True) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
-    from .validate import check_decoding, check_positive_int, check_torch_device, check_torch_dtype
+    from .generate.hf import check_local_options
+    from .validate import check_decoding, check_positive_int
 
-    for name, value, check in (("--device", device, check_torch_device), ("--dtype", dtype, check_torch_dtype)):
-        try:
-            check(value, name=name)
-        except ValueError as err:
-            fail(str(err))
-        if value != "auto" and not local:
-            fail(f"{name} {value} applies only to a transformers model run here (--model ID_OR_PATH without "
-                 f"--endpoint); got --model {coder}" + (" with --endpoint" if coder != "synthetic" else ""))
-    if local and device not in ("auto", "cpu"):
-        from .generate.hf import check_device
-
-        try:
-            check_device(device)  # a GPU this machine lacks: before the suite loads
-        except ValueError as err:
-            fail(_as_option(str(err), {"device": "--device"}))
+    try:
+        check_local_options(device, dtype, local=local, coder=repr(coder) if local or coder == "synthetic"
+                            else f"the endpoint serving {coder!r}")
+    except ValueError as err:
+        fail(_as_option(str(err), {"device": "--device", "dtype": "--dtype"}))
     if max_retries < 0:
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:

@@ -76,16 +76,26 @@ def _device(device: str, torch):
     return torch.device(device)
 
 
-def check_device(device: str) -> None:
-    """Refuse a device this machine lacks (``"cuda"``, ``"cuda:N"``, ``"mps"``) before a suite or model loads."""
-    from ..validate import check_torch_device
+def check_local_options(device: str, dtype: str, *, local: bool, coder: str) -> None:
+    """Refuse a transformers model's device and dtype settings before a suite or model loads.
+
+    Bad names; a device or dtype given where no transformers model runs here (``local`` false: the synthetic
+    coder, replayed samples or an endpoint, described by ``coder``); a GPU this machine lacks.
+    """
+    from ..validate import check_torch_device, check_torch_dtype
 
     check_torch_device(device)
-    try:
-        torch, _ = _require_torch()
-    except ImportError as err:
-        raise ValueError(f"device={device!r}: {err}") from None
-    _device(device, torch)
+    check_torch_dtype(dtype)
+    for name, value in (("device", device), ("dtype", dtype)):
+        if value != "auto" and not local:
+            raise ValueError(f"{name}={value!r} applies only to a transformers model run here (--model ID_OR_PATH "
+                             f"without --endpoint); this run's coder is {coder}")
+    if device not in ("auto", "cpu"):
+        try:
+            torch, _ = _require_torch()
+        except ImportError as err:
+            raise ValueError(f"device={device!r}: {err}") from None
+        _device(device, torch)
 
 
 def _dtype(dtype: str, device, torch):

@@ -90,20 +90,11 @@ class RunConfig:
         self._check_rounds()
 
     def _check_torch_options(self) -> None:
-        from ..validate import check_torch_device, check_torch_dtype
+        from ..generate.hf import check_local_options
 
-        check_torch_device(self.device)
-        check_torch_dtype(self.dtype)
-        local = self.endpoint is None and self.coder not in ("synthetic", "samples")
-        for name in ("device", "dtype"):
-            if getattr(self, name) != "auto" and not local:
-                raise ValueError(f"{name}={getattr(self, name)!r} applies only to a transformers model run here "
-                                 f"(--model ID_OR_PATH without --endpoint); this run's coder is "
-                                 f"{'the endpoint ' + repr(self.endpoint) if self.endpoint else repr(self.coder)}")
-        if self.device not in ("auto", "cpu"):
-            from ..generate.hf import check_device
-
-            check_device(self.device)  # a GPU this machine lacks: before the suite loads
+        check_local_options(self.device, self.dtype, local=self.endpoint is None and self.coder not in
+                            ("synthetic", "samples"),
+                            coder=f"the endpoint {self.endpoint!r}" if self.endpoint else repr(self.coder))
 
     def _check_rounds(self) -> None:
         from ..validate import check_positive_int
