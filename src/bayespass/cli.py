@@ -930,6 +930,7 @@ def generate_cmd(
 ) -> None:
     """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
     from .execution.groundtruth import load_suite
+    from .generate.coders import make_coder
     from .generate.endpoint import EndpointError
     from .generate.hf import generate_to_jsonl
 
@@ -941,9 +942,9 @@ def generate_cmd(
     try:
         s = load_suite(suite, dataset, expected=model == "synthetic")
         ids = list(s.tasks)[:tasks] if tasks else None
-        coder = _generate_coder(model, endpoint, s, ids, api=api, concurrency=concurrency, top_p=top_p,
-                                max_new_tokens=max_new_tokens, api_key_env=api_key_env, max_retries=max_retries,
-                                timeout=timeout, device=device, dtype=dtype)
+        coder = make_coder(model, s, tasks=ids, endpoint=endpoint, api=api, concurrency=concurrency, top_p=top_p,
+                           max_new_tokens=max_new_tokens, api_key_env=api_key_env, max_retries=max_retries,
+                           timeout=timeout, device=device, dtype=dtype)
         generate_to_jsonl(coder, s, out, k=k, temperature=temperature, seed=seed, tasks=ids)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
@@ -955,21 +956,6 @@ def generate_cmd(
 
             typer.echo(endpoint_summary(coder), err=True)
     typer.echo(f"wrote {out}")
-
-
-def _generate_coder(model: str, endpoint: str | None, suite, ids, *, device: str, dtype: str, **opts):
-    """Return the coder of 'bayespass generate': a served endpoint, the synthetic coder or a transformers model."""
-    if endpoint is not None:
-        from .generate.endpoint import OpenAICompatibleCoder
-
-        return OpenAICompatibleCoder(endpoint, model, **opts)
-    if model == "synthetic":
-        from .generate.synthetic import SyntheticCoder
-
-        return SyntheticCoder(suite, tasks=ids)
-    from .generate.hf import HFCoder
-
-    return HFCoder(model, device=device, dtype=dtype, max_new_tokens=opts["max_new_tokens"], top_p=opts["top_p"])
 
 
 #: parameters of 'bayespass generate' as its options, for the messages of the shared checks

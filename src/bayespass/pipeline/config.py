@@ -168,20 +168,12 @@ def say(echo, msg: str) -> None:
 
 def make_coder(cfg: RunConfig, suite, tasks, echo):
     """Return the coder of a run: synthetic, a served endpoint or a transformers model."""
-    if cfg.coder == "synthetic":
-        from ..generate.synthetic import SyntheticCoder
+    from ..generate.coders import make_coder as build
 
-        return SyntheticCoder(suite, seed=0, tasks=tasks, max_mutants=cfg.max_mutants, workers=cfg.workers,
-                              progress=echo is not None)
-    if cfg.endpoint is not None:
-        from ..generate.endpoint import OpenAICompatibleCoder
-
-        return OpenAICompatibleCoder(cfg.endpoint, cfg.coder, api=cfg.api, concurrency=cfg.concurrency,
-                                     max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p,
-                                     api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout)
-    from ..generate.hf import HFCoder
-
-    return HFCoder(cfg.coder, device=cfg.device, dtype=cfg.dtype, max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p)
+    return build(cfg.coder, suite, tasks=tasks, endpoint=cfg.endpoint, device=cfg.device, dtype=cfg.dtype,
+                 max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p, api=cfg.api, concurrency=cfg.concurrency,
+                 api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout,
+                 max_mutants=cfg.max_mutants, workers=cfg.workers, progress=echo is not None)
 
 
 def write_truth(coder, cfg: RunConfig, out: Path) -> None:
