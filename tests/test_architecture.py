@@ -112,3 +112,12 @@ def test_every_public_function_is_annotated():
             if sig.return_annotation is inspect.Signature.empty:
                 missing.append(name)
     assert missing == []
+
+
+def test_dir_lists_the_public_api_and_no_module_helpers():
+    names = dir(bp)
+    assert set(bp.__all__) <= set(names)
+    assert not {"importlib", "TYPE_CHECKING", "annotations"} & set(names)
+    import bayespass.stats.passk  # noqa: F401  (a subpackage once imported is listed, as Python lists it)
+
+    assert "stats" in dir(bp)

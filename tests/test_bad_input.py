@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -195,6 +196,14 @@ def test_correctness_is_checked_for_every_format(tmp_path):
 def test_make_counts_rejects_booleans():
     with pytest.raises(ValueError, match="not booleans"):
         bp.make_counts([True], [True])
+
+
+@pytest.mark.parametrize("c", [[True, False], np.array([True, False], dtype=object)])
+def test_a_table_of_booleans_is_refused_as_counts(c):
+    df = pd.DataFrame({"task": ["a", "b"], "n": [5, 5], "c": c})
+    with pytest.raises(ValueError, match="column 'c' must hold integer counts, not booleans"):
+        bp.counts_from_frame(df)
+    assert int(bp.counts_from_frame(df.assign(c=[1, 0]))["c"].sum()) == 1
 
 
 @pytest.mark.parametrize("bad", [dict(cpu_s=0), dict(nofile=-1), dict(memory_mb=10), dict(timeout_budget=0)])

@@ -80,7 +80,10 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """Return the public names and the subpackages already imported (not this module's own helpers)."""
+    loaded = {k for k, v in globals().items() if not k.startswith("_") and getattr(v, "__name__", "").startswith(
+        f"{__name__}.")}
+    return sorted({*__all__, *loaded})
 
 
 if TYPE_CHECKING:  # pragma: no cover

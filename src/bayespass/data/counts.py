@@ -226,6 +226,11 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
     df["benchmark"] = (df["benchmark"].map(lambda v: "" if pd.isna(v) else str(v))
                        if "benchmark" in df else "")
     for col in ("n", "c"):
+        kind = df[col].dtype.kind
+        if kind == "b" or (kind == "O" and df[col].map(lambda v: isinstance(v, bool | np.bool_)).any()):
+            raise ValueError(f"{where}: column {col!r} must hold integer counts, not booleans (True/False); a "
+                             "table of one row per sample is counted by bayespass.to_counts, or by grouping on "
+                             "task: n = rows, c = passes")
         vals = pd.to_numeric(df[col], errors="coerce")
         bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
         if bad.any():
