@@ -1,6 +1,7 @@
 """Batched K-sample generation (one generate call per task) vs K separate calls, and the memory it holds.
 
 Usage: python benchmarks/bench_generate.py [--k 8] [--tasks 10] [--tokens 64] [--size 0.5b] [--seq-tasks N]
+       python benchmarks/bench_generate.py --stop-check [--k 200] [--tokens 512]
 
 Prints the wall time and generated tokens per second of both and their ratio (same machine, same run).  With
 the default tiny model (2 layers, hidden 64) the ratio mostly measures per-call overhead and batching.
@@ -9,6 +10,11 @@ of 151,936 included (the tokenizer stays the tiny one's; ids beyond it decode to
 batched decode then amortises the weight reads of every decode step across the K sequences.  On CUDA it
 also prints the peak memory of the coder's generate call against the same call keeping every step's raw
 logits (``output_logits=True``, how the coder took log-probabilities before it kept one step at a time).
+
+``--stop-check`` times the stop criterion alone (the host's work each decode step, no model): K rows of
+random tokens of the tiny tokenizer, ``--tokens`` steps, the base models' stop sequences (evalplus's),
+decoded whole every step (as before the tail check) against the tail check with a whole decode every
+``FULL_DECODE_EVERY`` tokens; both must end every row alike.
 """
 
 import argparse
@@ -71,6 +77,30 @@ def peak_memory(coder, suite, k, task_id):
     return out
 
 
+def stop_check_cost(tok, k: int, steps: int, seed: int = 0) -> dict:
+    """Host seconds per decode step of the stop criterion: whole decodes every step against the tail check."""
+    import numpy as np
+    import torch
+    import transformers
+
+    from bayespass.generate.hf import _BASE_STOPS, _row_stopper
+
+    stops = _BASE_STOPS
+    rows = np.random.default_rng(seed).integers(3, tok.vocab_size, size=(k, steps))
+    ids = torch.as_tensor(np.c_[np.zeros((k, 4), dtype=np.int64), rows])
+    out = {}
+    for arm, window in (("every step", 10**9), ("tail", None)):
+        crit = _row_stopper(transformers, torch, tok, 4, k, stops, frozenset(), window=window)
+        t0 = time.perf_counter()
+        for n in range(1, steps + 1):
+            crit(ids[:, : 4 + n], None)
+        crit.finish()
+        out[arm] = ((time.perf_counter() - t0) / steps, list(zip(crit.ends, crit.reasons, strict=True)))
+    if out["every step"][1] != out["tail"][1]:
+        raise AssertionError("the tail check ended rows otherwise than a whole decode every step")
+    return {arm: secs for arm, (secs, _) in out.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--k", type=int, default=8)
@@ -79,7 +109,18 @@ def main():
     ap.add_argument("--size", choices=list(SIZES), default="tiny")
     ap.add_argument("--seq-tasks", type=int, default=None, help="tasks of the K-calls arm (all; 0: none)")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--stop-check", action="store_true", help="time the stop criterion alone (no model)")
     args = ap.parse_args()
+    if args.stop_check:
+        import transformers
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tok = transformers.AutoTokenizer.from_pretrained(build_tiny_model(Path(tmp) / "tiny"))
+        cost = stop_check_cost(tok, args.k, args.tokens)
+        print(f"stop criterion, K={args.k} rows x {args.tokens} steps (no stop reached): whole decode every step "
+              f"{cost['every step'] * 1e3:.2f} ms/step, tail check {cost['tail'] * 1e3:.2f} ms/step, "
+              f"{cost['every step'] / cost['tail']:.1f}x")
+        return
     suite = bp.load_suite("humaneval", expected=False)
     tasks = list(suite.tasks)[: args.tasks]
     with tempfile.TemporaryDirectory() as tmp:

@@ -67,6 +67,57 @@ def test_stop_sequences_cut(tiny, suite):
         assert nxt in c.tokenizer.decode(r["token_ids"][-1:])
 
 
+def _stop_ends_every_step(tok, rows, stops, eos):
+    """The criterion's answer by a whole decode at every step: (tokens kept, reason) per row."""
+    out = []
+    for h in rows:
+        end = (None, "length")
+        for n in range(1, len(h) + 1):
+            if h[n - 1] in eos:
+                end = (n, "eos")
+                break
+            if any(s in tok.decode(h[:n], skip_special_tokens=True) for s in stops):
+                end = (n, "stop")
+                break
+        out.append(end)
+    return out
+
+
+@pytest.mark.parametrize("window,full_every", [(None, 64), (1, 5), (3, 1000)])
+def test_the_stop_check_ends_each_row_where_a_whole_decode_every_step_does(tiny, window, full_every):
+    """The criterion decodes a row whole only when its tail holds a stop and every ``full_every`` tokens. With a
+    one-token tail it misses stops that span tokens; the whole decode finds them later, and their first step."""
+    import transformers
+
+    from bayespass.generate.hf import _row_stopper
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(tiny))
+    rng = np.random.default_rng(5)
+    k, steps, n_prompt = 12, 150, 4
+    rows = rng.integers(3, tok.vocab_size, size=(k, steps)).tolist()
+    texts = [tok.decode(h, skip_special_tokens=True) for h in rows]
+    stops = [t[i: i + int(rng.integers(2, 7))] for t, i in zip(texts[:4], (40, 90, 150, 300), strict=True)]
+    stops = [s for s in stops if s.strip()]
+    eos = frozenset({int(rows[5][60]), int(rows[7][20])})
+    crit = _row_stopper(transformers, torch, tok, n_prompt, k, stops, eos, window=window, full_every=full_every)
+    ids = torch.as_tensor(np.c_[np.zeros((k, n_prompt), dtype=int), np.array(rows)])
+    for n in range(1, steps + 1):
+        done = crit(ids[:, : n_prompt + n], None)
+        if bool(done.all()):
+            break
+    crit.finish()
+    want = _stop_ends_every_step(tok, rows, stops, eos)
+    assert list(zip(crit.ends, crit.reasons, strict=True)) == want
+    assert {r for _, r in want} >= {"stop", "eos"}
+    if window is None:  # rows past the tail's length are decoded whole every full_every tokens, not every step
+        never = _row_stopper(transformers, torch, tok, n_prompt, k, ["\x00never"], frozenset())
+        for n in range(1, steps + 1):
+            never(ids[:, : n_prompt + n], None)
+        never.finish()
+        assert never.ends == [None] * k
+        assert never.full_decodes == k * (10 + (steps - 10) // 64 + 1)  # window 10: 6 bytes + 4
+
+
 def test_a_row_ended_by_any_of_the_models_eos_tokens_is_cut_there(tiny, suite):
     """Instruct models list several EOS tokens in their generation config (Llama 3: three, Qwen2.5: two), and
     ``generate`` ends a row at any of them, then pads it. The coder read only the tokenizer's, so such a row kept

@@ -146,17 +146,66 @@ def _eos_ids(tok, generation_config) -> frozenset:
     return frozenset(ids)
 
 
-def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str], eos_ids: frozenset):
+#: a full decode of each unfinished row at least every this many tokens (see :func:`_row_stopper`)
+FULL_DECODE_EVERY = 64
+
+
+def _stop_window(stops: list[str]) -> int:
+    """Tokens of a row's tail that hold a stop sequence its last token completed.
+
+    Each token that carries part of a stop carries at least one of its UTF-8 bytes, so a stop of b bytes lies
+    in its last b tokens; four more for the window's ragged start (a character cut in two, a leading space a
+    tokenizer drops at the start of a text).  A tokenizer that decoded a tail otherwise is still exact: the
+    whole decode every ``full_every`` tokens finds the stop and its first step.
+    """
+    return max(8, max((len(s.encode()) for s in stops), default=0) + 4)
+
+
+def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str], eos_ids: frozenset, *,
+                 window: int | None = None, full_every: int = FULL_DECODE_EVERY):
     """Return a stopping criterion for k rows that ends each at EOS or at a stop sequence in its decoded text.
 
     ``.ends[r]`` is the number of tokens row r kept (``None``: it ran to the length limit) and
-    ``.reasons[r]`` why it ended.  The rows' new tokens are copied to the host once per step (where each row
-    used to be read from the device on its own, twice per step: a synchronisation each on a GPU).
+    ``.reasons[r]`` why it ended: the first step at which the row's decoded text holds a stop sequence.
+    The rows' new tokens are copied to the host once per step (where each row used to be read from the
+    device on its own, twice per step: a synchronisation each on a GPU).  A row's whole text is decoded only
+    when the last ``window`` tokens (:func:`_stop_window`) hold a stop (to confirm it) and every
+    ``full_every`` tokens (a stop the tail missed, were a tokenizer to decode a tail otherwise than the
+    whole: its first step is then found and kept), not every step: decoding grows with the row, so at
+    hundreds of rows of hundreds of tokens the host's decoding took as long as the model's steps.
     """
+    window = _stop_window(stops) if window is None else window
+
+    def holds_stop(tokens) -> bool:
+        return _cut(tok.decode(tokens, skip_special_tokens=True), stops)[1]
+
     class _Stop(transformers.StoppingCriteria):
         def __init__(self):
             self.ends, self.reasons = [None] * k, ["length"] * k
             self.hist = [[] for _ in range(k)]  # each row's generated tokens, on the host
+            self.clear = [0] * k  # each row's longest prefix whose whole text was decoded and held no stop
+            self.full_decodes = 0
+
+        def _first_stop(self, r: int, upto: int) -> int | None:
+            """Return the first length in (clear[r], upto] whose text holds a stop (None: none), decoding it whole."""
+            h = self.hist[r]
+            self.full_decodes += 1
+            if not holds_stop(h[:upto]):
+                self.clear[r] = upto
+                return None
+            if upto - 1 > self.clear[r] and holds_stop(h[: upto - 1]):  # a stop the tail missed: its first step
+                return next(n for n in range(self.clear[r] + 1, upto) if holds_stop(h[:n]))
+            return upto
+
+        def _end(self, r: int, n_gen: int) -> tuple[int, str] | None:
+            h = self.hist[r]
+            if h[-1] in eos_ids:  # the tokens before it may hold a stop the tail missed
+                end = self._first_stop(r, n_gen - 1) if stops and n_gen - 1 > self.clear[r] else None
+                return (n_gen, "eos") if end is None else (end, "stop")
+            if stops and (n_gen - self.clear[r] >= full_every or n_gen <= window or holds_stop(h[-window:])):
+                end = self._first_stop(r, n_gen)
+                return None if end is None else (end, "stop")
+            return None
 
         def __call__(self, input_ids, scores, **kw):
             n_gen = input_ids.shape[1] - n_prompt
@@ -166,12 +215,17 @@ def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[st
             else:  # not called once per step: copy what was generated
                 self.hist = input_ids[:, n_prompt:].tolist()
             for r in range(k):
-                if self.ends[r] is None:
-                    if self.hist[r][-1] in eos_ids:
-                        self.ends[r], self.reasons[r] = n_gen, "eos"
-                    elif stops and _cut(tok.decode(self.hist[r], skip_special_tokens=True), stops)[1]:
-                        self.ends[r], self.reasons[r] = n_gen, "stop"
+                if self.ends[r] is None and (found := self._end(r, n_gen)) is not None:
+                    self.ends[r], self.reasons[r] = found
             return torch.tensor([e is not None for e in self.ends], device=input_ids.device)
+
+        def finish(self) -> None:
+            """Check the rows that ran to the length limit whole (their last tokens since a whole decode)."""
+            for r in range(k):
+                if self.ends[r] is None and stops and len(self.hist[r]) > self.clear[r]:
+                    end = self._first_stop(r, len(self.hist[r]))
+                    if end is not None:
+                        self.ends[r], self.reasons[r] = end, "stop"
 
     return _Stop()
 
@@ -311,6 +365,7 @@ class HFCoder(Coder):
                                _eos_ids(tok, self.model.generation_config))
         torch.manual_seed(_task_seed(seed, task.task_id, temperature))
         gen, logp, elapsed = self._generate_rows(enc, k, temperature, stopper)
+        stopper.finish()
         recs = []
         for r in range(k):
             n = stopper.ends[r] if stopper.ends[r] is not None else gen.shape[1]
