@@ -198,6 +198,22 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     return ds
 
 
+def _count_column(df: pd.DataFrame, col: str, where: str) -> pd.Series:
+    """Return column ``col`` (n or c) of a counts table as int64; refuse booleans and non-count values."""
+    kind = df[col].dtype.kind
+    if kind == "b" or (kind == "O" and df[col].map(lambda v: isinstance(v, bool | np.bool_)).any()):
+        raise ValueError(f"{where}: column {col!r} must hold integer counts, not booleans (True/False); a "
+                         "table of one row per sample is counted by bayespass.to_counts, or by grouping on "
+                         "task: n = rows, c = passes")
+    vals = pd.to_numeric(df[col], errors="coerce")
+    bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
+                         f"non-negative integer; got {_shown(df[col].iloc[row])}")
+    return vals.astype("int64")
+
+
 def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | None = None,
                       where: str = "input") -> xr.Dataset:
     """Build a counts dataset from a long table with columns ``task, n, c`` (+ config, model, temperature, benchmark).
@@ -226,18 +242,7 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
     df["benchmark"] = (df["benchmark"].map(lambda v: "" if pd.isna(v) else str(v))
                        if "benchmark" in df else "")
     for col in ("n", "c"):
-        kind = df[col].dtype.kind
-        if kind == "b" or (kind == "O" and df[col].map(lambda v: isinstance(v, bool | np.bool_)).any()):
-            raise ValueError(f"{where}: column {col!r} must hold integer counts, not booleans (True/False); a "
-                             "table of one row per sample is counted by bayespass.to_counts, or by grouping on "
-                             "task: n = rows, c = passes")
-        vals = pd.to_numeric(df[col], errors="coerce")
-        bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(f"{where}, row {row + 1} (task {df['task'].iloc[row]!r}): {col} must be a "
-                             f"non-negative integer; got {_shown(df[col].iloc[row])}")
-        df[col] = vals.astype("int64")
+        df[col] = _count_column(df, col, where)
     bad = df["c"] > df["n"]
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])

@@ -161,73 +161,84 @@ def _stop_window(stops: list[str]) -> int:
     return max(8, max((len(s.encode()) for s in stops), default=0) + 4)
 
 
+class _RowStops:
+    """Where each of k rows ends: at an EOS token or at the first step its decoded text holds a stop sequence.
+
+    ``.ends[r]`` is the number of tokens row r kept (``None``: it ran to the length limit) and ``.reasons[r]``
+    why it ended.  The rows' new tokens are copied to the host once per step (where each row used to be read
+    from the device on its own, twice per step: a synchronisation each on a GPU).  A row's whole text is
+    decoded only when its last ``window`` tokens (:func:`_stop_window`) hold a stop (to confirm it) and every
+    ``full_every`` tokens (a stop the tail missed, were a tokenizer to decode a tail otherwise than the whole:
+    its first step is then found and kept), not every step: decoding grows with the row, so at hundreds of rows
+    of hundreds of tokens the host's decoding took as long as the model's steps.
+    """
+
+    def __init__(self, tok, n_prompt: int, k: int, stops: list[str], eos_ids: frozenset, *, window: int | None,
+                 full_every: int):
+        self.tok, self.n_prompt, self.k, self.stops, self.eos_ids = tok, n_prompt, k, stops, eos_ids
+        self.window = _stop_window(stops) if window is None else window
+        self.full_every = full_every
+        self.ends, self.reasons = [None] * k, ["length"] * k
+        self.hist = [[] for _ in range(k)]  # each row's generated tokens, on the host
+        self.clear = [0] * k  # each row's longest prefix whose whole text was decoded and held no stop
+        self.full_decodes = 0
+
+    def _holds_stop(self, tokens) -> bool:
+        return _cut(self.tok.decode(tokens, skip_special_tokens=True), self.stops)[1]
+
+    def _first_stop(self, r: int, upto: int) -> int | None:
+        """Return the first length in (clear[r], upto] whose text holds a stop (None: none), decoding it whole."""
+        h = self.hist[r]
+        self.full_decodes += 1
+        if not self._holds_stop(h[:upto]):
+            self.clear[r] = upto
+            return None
+        if upto - 1 > self.clear[r] and self._holds_stop(h[: upto - 1]):  # a stop the tail missed: its first step
+            return next(n for n in range(self.clear[r] + 1, upto) if self._holds_stop(h[:n]))
+        return upto
+
+    def _end(self, r: int, n_gen: int) -> tuple[int, str] | None:
+        h = self.hist[r]
+        if h[-1] in self.eos_ids:  # the tokens before it may hold a stop the tail missed
+            end = self._first_stop(r, n_gen - 1) if self.stops and n_gen - 1 > self.clear[r] else None
+            return (n_gen, "eos") if end is None else (end, "stop")
+        if self.stops and (n_gen - self.clear[r] >= self.full_every or n_gen <= self.window
+                           or self._holds_stop(h[-self.window:])):
+            end = self._first_stop(r, n_gen)
+            return None if end is None else (end, "stop")
+        return None
+
+    def step(self, input_ids) -> list[bool]:
+        """Take the step's tokens; return which rows have ended."""
+        n_gen = input_ids.shape[1] - self.n_prompt
+        if n_gen == len(self.hist[0]) + 1:
+            for row, t in zip(self.hist, input_ids[:, -1].tolist(), strict=True):
+                row.append(t)
+        else:  # not called once per step: copy what was generated
+            self.hist = input_ids[:, self.n_prompt:].tolist()
+        for r in range(self.k):
+            if self.ends[r] is None and (found := self._end(r, n_gen)) is not None:
+                self.ends[r], self.reasons[r] = found
+        return [e is not None for e in self.ends]
+
+    def finish(self) -> None:
+        """Check the rows that ran to the length limit whole (their last tokens since a whole decode)."""
+        for r in range(self.k):
+            if self.ends[r] is None and self.stops and len(self.hist[r]) > self.clear[r]:
+                end = self._first_stop(r, len(self.hist[r]))
+                if end is not None:
+                    self.ends[r], self.reasons[r] = end, "stop"
+
+
 def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[str], eos_ids: frozenset, *,
                  window: int | None = None, full_every: int = FULL_DECODE_EVERY):
-    """Return a stopping criterion for k rows that ends each at EOS or at a stop sequence in its decoded text.
+    """Return a transformers stopping criterion for k rows (:class:`_RowStops`: ``.ends``, ``.reasons``)."""
 
-    ``.ends[r]`` is the number of tokens row r kept (``None``: it ran to the length limit) and
-    ``.reasons[r]`` why it ended: the first step at which the row's decoded text holds a stop sequence.
-    The rows' new tokens are copied to the host once per step (where each row used to be read from the
-    device on its own, twice per step: a synchronisation each on a GPU).  A row's whole text is decoded only
-    when the last ``window`` tokens (:func:`_stop_window`) hold a stop (to confirm it) and every
-    ``full_every`` tokens (a stop the tail missed, were a tokenizer to decode a tail otherwise than the
-    whole: its first step is then found and kept), not every step: decoding grows with the row, so at
-    hundreds of rows of hundreds of tokens the host's decoding took as long as the model's steps.
-    """
-    window = _stop_window(stops) if window is None else window
-
-    def holds_stop(tokens) -> bool:
-        return _cut(tok.decode(tokens, skip_special_tokens=True), stops)[1]
-
-    class _Stop(transformers.StoppingCriteria):
-        def __init__(self):
-            self.ends, self.reasons = [None] * k, ["length"] * k
-            self.hist = [[] for _ in range(k)]  # each row's generated tokens, on the host
-            self.clear = [0] * k  # each row's longest prefix whose whole text was decoded and held no stop
-            self.full_decodes = 0
-
-        def _first_stop(self, r: int, upto: int) -> int | None:
-            """Return the first length in (clear[r], upto] whose text holds a stop (None: none), decoding it whole."""
-            h = self.hist[r]
-            self.full_decodes += 1
-            if not holds_stop(h[:upto]):
-                self.clear[r] = upto
-                return None
-            if upto - 1 > self.clear[r] and holds_stop(h[: upto - 1]):  # a stop the tail missed: its first step
-                return next(n for n in range(self.clear[r] + 1, upto) if holds_stop(h[:n]))
-            return upto
-
-        def _end(self, r: int, n_gen: int) -> tuple[int, str] | None:
-            h = self.hist[r]
-            if h[-1] in eos_ids:  # the tokens before it may hold a stop the tail missed
-                end = self._first_stop(r, n_gen - 1) if stops and n_gen - 1 > self.clear[r] else None
-                return (n_gen, "eos") if end is None else (end, "stop")
-            if stops and (n_gen - self.clear[r] >= full_every or n_gen <= window or holds_stop(h[-window:])):
-                end = self._first_stop(r, n_gen)
-                return None if end is None else (end, "stop")
-            return None
-
+    class _Stop(_RowStops, transformers.StoppingCriteria):
         def __call__(self, input_ids, scores, **kw):
-            n_gen = input_ids.shape[1] - n_prompt
-            if n_gen == len(self.hist[0]) + 1:
-                for row, t in zip(self.hist, input_ids[:, -1].tolist(), strict=True):
-                    row.append(t)
-            else:  # not called once per step: copy what was generated
-                self.hist = input_ids[:, n_prompt:].tolist()
-            for r in range(k):
-                if self.ends[r] is None and (found := self._end(r, n_gen)) is not None:
-                    self.ends[r], self.reasons[r] = found
-            return torch.tensor([e is not None for e in self.ends], device=input_ids.device)
+            return torch.tensor(self.step(input_ids), device=input_ids.device)
 
-        def finish(self) -> None:
-            """Check the rows that ran to the length limit whole (their last tokens since a whole decode)."""
-            for r in range(k):
-                if self.ends[r] is None and stops and len(self.hist[r]) > self.clear[r]:
-                    end = self._first_stop(r, len(self.hist[r]))
-                    if end is not None:
-                        self.ends[r], self.reasons[r] = end, "stop"
-
-    return _Stop()
+    return _Stop(tok, n_prompt, k, stops, eos_ids, window=window, full_every=full_every)
 
 
 class HFCoder(Coder):
