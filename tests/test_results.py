@@ -30,6 +30,10 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     lines = long.to_text(note=True, width=50).splitlines()
     assert lines[-1].startswith("      ") and any(x.startswith("note: word") for x in lines)
     assert max(len(x) for x in lines[3:]) <= 50 and " ".join(lines).count("word") == 60
+    shown = t.to_text(note=True)  # the caption's columns that print leaves out are named, and where they are
+    assert "not shown here: k, detail (every column: --format csv or json)" in shown
+    assert "(every column: run/tables/t.csv)" in t.to_text(note=True, where="run/tables/t.csv")
+    assert "not shown" not in Table.of(df, "t", note="x").to_text(note=True)
 
 
 def test_a_value_that_rounds_to_zero_prints_without_a_sign():

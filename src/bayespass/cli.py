@@ -116,8 +116,11 @@ def _check_exists(path: Path, metavar: str) -> None:
         fail(f"{metavar} {str(path)!r} does not exist")
 
 
-def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
-    """Print a table as text (a :class:`~bayespass.Table` brings its title and caption), JSON records or CSV."""
+def emit(df, fmt: str, *, floatfmt: str = "{:.4f}", where: str = "--format csv or json") -> None:
+    """Print a table as text (a :class:`~bayespass.Table` brings its title and caption), JSON records or CSV.
+
+    ``where``: where the columns a Table's text leaves out are (the command's other formats, a run's files).
+    """
     from .results import Table
 
     if fmt == "json":
@@ -125,7 +128,7 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}") -> None:
     elif fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
     elif isinstance(df, Table):  # the caption says what the columns are, and what the model assumed
-        typer.echo(df.to_text(floatfmt=floatfmt, note=True))
+        typer.echo(df.to_text(floatfmt=floatfmt, note=True, where=where))
     else:
         typer.echo(df.to_string(index=False, float_format=lambda v: floatfmt.format(v), na_rep="—"))
 
@@ -646,10 +649,10 @@ def execute_cmd(
     emit(rows, "table")
 
 
-def _print_table(table, fmt: str = "table") -> None:
+def _print_table(table, fmt: str = "table", *, where: str = "--format csv or json") -> None:
     """Print a :class:`~bayespass.Table` after a blank line (it brings its own title)."""
     typer.echo("")
-    emit(table, fmt)
+    emit(table, fmt, where=where)
 
 
 def _coder_of(model, samples, endpoint) -> str:
@@ -782,7 +785,7 @@ def _print_run(tables: dict, out: Path) -> None:
 
     for key in SECTION_ORDER:
         if key in tables and key not in ("prob_better", "gating_diagnostics") and len(tables[key]):
-            _print_table(tables[key])
+            _print_table(tables[key], where=f"{out}/tables/{key}.csv and the report")
     meta = json.loads((out / "run.json").read_text())
     typer.echo(f"\nwrote {out}/report.html (total {meta.get('timings', {}).get('total', '?')} s)")
 

@@ -72,15 +72,21 @@ class Table(pd.DataFrame):
             return df
         return df[[c for c in self.brief if c in df.columns]]
 
-    def to_text(self, *, floatfmt: str = "{:.4f}", title: bool = True, note: bool = False, width: int = 100) -> str:
+    def to_text(self, *, floatfmt: str = "{:.4f}", title: bool = True, note: bool = False, width: int = 100,
+                where: str = "--format csv or json") -> str:
         """Return the title line and the summary columns as aligned text; ``note``: the caption after them.
 
-        The caption is wrapped at ``width`` characters.
+        The caption is wrapped at ``width`` characters.  With ``note``, columns the summary leaves out are named
+        after it, with ``where`` every column is.
         """
         body = self.summary().to_string(index=False, float_format=lambda v: _fmt(floatfmt, v), na_rep="—")
         text = f"== {self.title} ==\n{body}" if title and self.title else body
         if note and self.note:
             text += "\n" + textwrap.fill(self.note, width, initial_indent="note: ", subsequent_indent="      ")
+        hidden = [str(c) for c in self.columns if c not in self.summary().columns]
+        if note and hidden:  # the caption may name them: say where they are
+            text += "\n" + textwrap.fill(f"not shown here: {', '.join(hidden)} (every column: {where})", width,
+                                          initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False)
         return text
 
     def to_html_section(self, *, floatfmt: str = "{:.3f}") -> str:
