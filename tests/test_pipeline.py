@@ -268,6 +268,32 @@ def test_an_mbpp_plus_run_measures_incoherence(tmp_path):
     assert inc.loc["right", "mean_error"] == 0 and inc.loc["wrong", "mean_error"] > 0.5
 
 
+def test_a_run_from_several_samples_files_has_a_config_each(tmp_path):
+    import bayespass as bp
+    from bayespass.generate.hf import write_samples
+    from bayespass.pipeline import RunConfig, run
+
+    suite = bp.load_suite("humaneval")
+    tasks = list(suite.tasks.values())[:6]
+    right = write_samples([{"task_id": t.task_id, "solution": t.reference_program} for t in tasks for _ in range(2)],
+                          tmp_path / "right.jsonl")
+    wrong = write_samples([{"task_id": t.task_id, "solution": f"def {t.entry_point}(*a):\n    return None\n"}
+                           for t in tasks for _ in range(2)], tmp_path / "wrong.jsonl")
+    cfg = RunConfig(coder="samples", samples=[str(right), str(wrong)], models=("bb",), main_model="bb",
+                    methods=("eb",), fuzz_n=0, n_splits=10)
+    tables = run(tmp_path / "r", cfg, echo=None)
+    assert tables["metrics"].set_index("config")["pass@1"].to_dict() == {"right": 1.0, "wrong": 0.0}
+    head = (tmp_path / "r" / "report.html").read_text().split("</p>")[0]
+    assert "right.jsonl</code>, <code>" in head and "2 config(s)" in head
+    # samples are read only by the samples coder, which needs them (each file there before any work)
+    for bad, match in ((dict(coder="samples"), "coder='samples' needs samples"),
+                       (dict(samples=str(right)), "are read only with coder='samples'"),
+                       (dict(coder="samples", samples=[str(right), str(tmp_path / "gone.jsonl")]),
+                        "gone.jsonl' do not exist")):
+        with pytest.raises((ValueError, FileNotFoundError), match=match):
+            RunConfig(**bad)
+
+
 def test_every_post_processor_extends_the_run_tree_or_inferencedata(rundir):
     import bayespass as bp
     from bayespass.pipeline import fits_of

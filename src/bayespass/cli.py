@@ -594,7 +594,9 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
 
 @app.command("execute")
 def execute_cmd(
-    samples: Annotated[Path, typer.Argument(help="evalplus-format samples: .jsonl or a samples directory.")],
+    samples: Annotated[list[Path], typer.Argument(help="evalplus-format samples: .jsonl files or samples "
+                                                       "directories (several: each its own config, named by its "
+                                                       "records' model or config, else by the file).")],
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
     out: Annotated[Path, typer.Option(help="Run directory (verdict store, samples.nc, counts).")] = Path("run"),
@@ -628,8 +630,9 @@ def execute_cmd(
         check_layer(layer) if scheduler is None else None
         # expected outputs (seconds to load for HumanEval+/MBPP+) after the samples are read and checked
         s = load_suite(suite, dataset, expected=False)
-        ds = execute(samples, s, out=out, workers=workers, scheduler=scheduler, fast_check=fast_check,
-                     layer=layer, fresh_interpreter=fresh_interpreter, dedup=dedup,
+        ds = execute(samples[0] if len(samples) == 1 else samples, s, out=out, workers=workers,
+                     scheduler=scheduler, fast_check=fast_check, layer=layer, fresh_interpreter=fresh_interpreter,
+                     dedup=dedup,
                      **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
         fail(str(err))
@@ -656,6 +659,7 @@ def _print_table(table, fmt: str = "table", *, where: str = "--format csv or jso
 
 
 def _coder_of(model, samples, endpoint) -> str:
+    samples = samples or None  # typer gives an empty list for a repeatable option not given
     if model is not None and samples is not None:
         fail("give --model or --samples, not both")
     if endpoint is not None and model is None:
@@ -679,8 +683,9 @@ def run_cmd(
     max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
                                                   "time-outs, refused connections).")] = 8,
     timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
-    samples: Annotated[Path | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
-                                                     "samples directory).")] = None,
+    samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
+                                                           "samples directory; repeat for several, each its own "
+                                                           "config).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
     top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers or endpoint coder).")] = 0.95,
@@ -712,13 +717,14 @@ def run_cmd(
     except ValueError:
         fail(f"--temperatures must be comma-separated numbers; got {temperatures!r}")
     kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=_coder_of(model, samples, endpoint),
-              samples=None if samples is None else str(samples), top_p=top_p, max_new_tokens=max_new_tokens,
+              samples=None if not samples else str(samples[0]) if len(samples) == 1 else [str(p) for p in samples],
+              top_p=top_p, max_new_tokens=max_new_tokens,
               alpha=alpha, seed=seed, workers=workers, endpoint=endpoint, api=api, concurrency=concurrency,
               api_key_env=api_key_env, max_retries=max_retries, timeout=timeout, until_width=until_width,
               max_samples=max_samples, width_k=width_k, round_size=round_size, device=device, dtype=dtype)
     try:
         cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, FileNotFoundError) as err:
         fail(_as_option(str(err)))
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")

@@ -315,3 +315,37 @@ def test_per_task_job_parts_are_kept_across_calls_and_follow_new_expected_values
     assert fresh.expected(t)[0] == [True] * 5000 and exp[0] != fresh.expected(t)[0]
     assert fresh.job(t, "x")["caps"][0] > job["caps"][0]
     assert fresh.expected_digest(t, 0) != first.expected_digest(t, 0)
+
+
+def _no_config(recs):
+    return [{k: v for k, v in r.items() if k != "config"} for r in recs]
+
+
+def test_several_samples_files_are_one_config_each(tmp_path, humaneval):
+    """``bayespass execute A.jsonl B.jsonl``: each file its own config (named by it), as one file's are."""
+    a, b = tmp_path / "model-a.jsonl", tmp_path / "model-b.jsonl.gz"
+    good = _no_config(canonical_samples(humaneval)[:4])
+    a.write_text("".join(json.dumps(r) + "\n" for r in good))
+    import gzip
+
+    with gzip.open(b, "wt") as fh:  # the second config fails task 2
+        fh.write("".join(json.dumps(dict(r, completion="    return None\n") if i == 2 else r) + "\n"
+                         for i, r in enumerate(good)))
+    table = read_samples([a, b])
+    assert table.groupby("config").size().to_dict() == {"model-a": 4, "model-b": 4}
+    res = CliRunner().invoke(app, ["execute", str(a), str(b), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    counts = bp.read_counts(tmp_path / "run")
+    assert counts.c.sum("task").to_series().to_dict() == {"model-a": 4, "model-b": 3}
+    # two files that would hold one config, a config given for several files, a file named twice: refused
+    (tmp_path / "d").mkdir()
+    twin = tmp_path / "d" / "model-a.jsonl"
+    twin.write_text(a.read_text())
+    with pytest.raises(ValueError, match=r"model-a.jsonl' and '.*d/model-a.jsonl' both hold config 'model-a'"):
+        read_samples([a, twin])
+    res = CliRunner().invoke(app, ["execute", str(a), str(twin), "--out", str(tmp_path / "run2")])
+    assert res.exit_code == 2 and "both hold config 'model-a'" in res.output
+    with pytest.raises(ValueError, match="config='x' would name the samples of 2 files one config"):
+        read_samples([a, b], config="x")
+    with pytest.raises(ValueError, match="samples name a file twice"):
+        read_samples([a, a])

@@ -240,3 +240,24 @@ def test_run_until_width_with_a_real_coder_draws_new_samples_each_round(tiny, tm
     for task in {r["task_id"] for r in recs}:
         seeds = [r["seed"] for r in recs if r["task_id"] == task]
         assert len(seeds) >= 2 and len(set(seeds[2:])) == len(seeds[2:]) and seeds[0] not in seeds[2:]
+
+
+def test_replay_keeps_each_records_config_and_reads_several_files(tmp_path, suite):
+    """A file whose records name their configs replayed as one config (the file's) before: two models' samples
+    became one config with twice the samples per task."""
+    tasks = list(suite.tasks)[:3]
+    recs = [{"task_id": t, "solution": suite.tasks[t].reference_program, "config": c} for c in ("A", "B")
+            for t in tasks for _ in range(2)]
+    mixed = write_samples(recs, tmp_path / "mixed.jsonl")
+    back = ReplayCoder(mixed).generate(suite, temperature=0.8)
+    from bayespass.execution.samples_io import read_samples
+
+    assert read_samples(back).groupby("config").size().to_dict() == {"A": 6, "B": 6}
+    # records that name a model keep it (and take the temperature); records that name nothing take the file's
+    named = write_samples([{"task_id": t, "solution": "x", "model": "m"} for t in tasks], tmp_path / "named.jsonl")
+    plain = write_samples([{"task_id": t, "solution": "y"} for t in tasks], tmp_path / "plain.jsonl")
+    both = ReplayCoder([named, plain]).generate(suite, temperature=0.8)
+    assert read_samples(both).groupby("config").size().to_dict() == {"m|T=0.8": 3, "plain|T=0.8": 3}
+    assert read_samples(ReplayCoder(plain, model="other").generate(suite))["config"].unique().tolist() == ["other"]
+    with pytest.raises(ValueError, match="model='x' would name the samples of 2 files one model"):
+        ReplayCoder([named, plain], model="x")

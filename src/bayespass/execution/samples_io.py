@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_samples", "code_hash"]
+__all__ = ["read_samples", "code_hash", "file_config"]
 
 
 def code_hash(code: str) -> str:
@@ -88,6 +88,37 @@ def _temperature_ok(v) -> bool:
     return math.isfinite(x) and x >= 0
 
 
+def file_config(path) -> str:
+    """Return the config a samples file or directory names its records that name none (its name, less .jsonl.gz)."""
+    path = Path(os.fspath(path))
+    return Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
+
+
+def _are_paths(samples) -> bool:
+    return (isinstance(samples, list | tuple) and len(samples) > 0
+            and all(isinstance(p, str | os.PathLike) for p in samples))
+
+
+def _read_many(paths: list[Path], config: str | None) -> pd.DataFrame:
+    """Read several samples files or directories into one table, refusing a config two of them hold."""
+    if len(paths) > 1 and config is not None:
+        raise ValueError(f"config={config!r} would name the samples of {len(paths)} files one config; give one "
+                         "file, or leave config out (each file is its own config)")
+    if len(set(paths)) < len(paths):
+        raise ValueError(f"samples name a file twice: {sorted(str(p) for p in paths if paths.count(p) > 1)[0]!r}")
+    frames, owner = [], {}
+    for path in paths:
+        df = read_samples(path, config=config)
+        for name in df["config"].unique():
+            if name in owner:
+                raise ValueError(f"samples {str(owner[name])!r} and {str(path)!r} both hold config {name!r}; "
+                                 "rename a file (a file's records without 'config' or 'model' are named by it), or "
+                                 "give its records a 'config' field")
+            owner[name] = path
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
 def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
@@ -96,7 +127,13 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
     Sample indices number the records of each (config, task) in order.
+
+    A list of paths reads each (a file's records without ``config`` or ``model`` are the config named by the
+    file, as one path's are); two files that hold the same config are refused, as merging them silently would
+    count one config's samples twice or two models as one.
     """
+    if _are_paths(samples):
+        return _read_many([Path(os.fspath(p)) for p in samples], config)
     default = config or "samples"
     wheres = None  # where each record came from, for errors (a file's line, or a program file)
     if isinstance(samples, pd.DataFrame):
@@ -108,7 +145,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
         path = Path(os.fspath(samples))
         if not path.exists():
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
-        default = config or Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
+        default = config or file_config(path)
         recs = []
         if path.is_dir():
             for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):

@@ -538,19 +538,43 @@ def write_samples(records, path: str | os.PathLike) -> Path:
 class ReplayCoder(Coder):
     """Replays existing generations (evalplus samples ``.jsonl`` or samples directory) through the coder interface.
 
-    ``generate(suite, k, temperature=...)`` returns the first ``k`` samples of
-    each task (all of them with ``k=None``); ``temperature`` only labels the
-    records when they carry none.
+    ``path`` is one file or directory, or a list of them (each its own config, as ``bayespass execute A B``).
+    ``generate(suite, k, temperature=...)`` returns the first ``k`` samples of each task (all of them with
+    ``k=None``) with the configs they have in the files: a record's own ``config``, its ``model`` (and
+    ``temperature``), else its file's name (``model`` here renames that, for one file); ``temperature`` only
+    labels the records that carry neither a config nor a temperature.
     """
 
     name = "replay"
 
-    def __init__(self, path: str | os.PathLike, *, model: str | None = None):
-        from ..execution.samples_io import read_samples
+    def __init__(self, path, *, model: str | None = None):
+        from ..execution.samples_io import _are_paths, file_config, read_samples
 
-        self.path = Path(path)
-        self.table = read_samples(self.path)
-        self.model_id = model or self.path.stem
+        paths = [Path(os.fspath(p)) for p in path] if _are_paths(path) else [Path(os.fspath(path))]
+        if model is not None and len(paths) > 1:
+            raise ValueError(f"model={model!r} would name the samples of {len(paths)} files one model; each file "
+                             "is named by its file name (or its records' 'model' or 'config')")
+        self.path = paths[0]
+        self.table = read_samples(paths if len(paths) > 1 else paths[0])
+        self.model_id = model or file_config(paths[0])
+        #: the files' own names: a record whose config is one of them named none itself
+        self._file_names = {file_config(p): (model or file_config(p)) for p in paths}
+
+    def _labelled(self, rec: dict, temperature: float | None) -> dict:
+        """Keep a record's config if it named one; give one named by its file the file's (or ``model``) name."""
+        from ..execution.samples_io import _config_of
+
+        named = str(rec.pop("config"))
+        if "model" in rec:
+            if named != _config_of(rec, ""):
+                rec["config"] = named
+        elif named in self._file_names:
+            rec["model"] = self._file_names[named]
+        else:
+            rec["config"] = named
+        if temperature is not None and "config" not in rec:
+            rec.setdefault("temperature", temperature)
+        return rec
 
     def generate(self, suite=None, k: int | None = None, *, temperature: float | None = None, seed: int = 0,
                  tasks=None) -> list[dict]:
@@ -560,12 +584,6 @@ class ReplayCoder(Coder):
             t = t[t["task"].isin(list(tasks))]
         if k is not None:
             t = t[t["sample"] < k]
-        recs = []
-        for r in t.to_dict("records"):
-            rec = {key: v for key, v in r.items() if key not in ("task", "sample", "config")
-                   and not (isinstance(v, float) and v != v)}
-            rec.setdefault("model", self.model_id)
-            if temperature is not None:
-                rec.setdefault("temperature", temperature)
-            recs.append(rec)
-        return recs
+        return [self._labelled({key: v for key, v in r.items() if key not in ("task", "sample")
+                                and not (isinstance(v, float) and v != v)}, temperature)
+                for r in t.to_dict("records")]

@@ -21,7 +21,7 @@ class RunConfig:
     suite: str = "humaneval"
     dataset: str | None = None
     coder: str = "synthetic"  # "synthetic", a transformers model id/path, a served model's name, or "samples"
-    samples: str | None = None
+    samples: str | list | None = None  # coder "samples": a file or directory, or a list (each its own config)
     endpoint: str | None = None  # OpenAI-compatible API root serving the model named by ``coder``
     api: str = "auto"  # endpoint: "completions", "chat" or "auto" (from models/*.json)
     concurrency: int = 8  # endpoint: requests in flight
@@ -83,11 +83,28 @@ class RunConfig:
             if not isinstance(self.timeout, int | float) or not self.timeout > 0:
                 raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
         self._check_torch_options()
+        self._check_samples()
         check_decoding(top_p=self.top_p, max_new_tokens=self.max_new_tokens, temperature=tuple(self.temperatures),
                        greedy_ok=self.endpoint is not None or self.coder == "samples", coder=self.coder)
         for k in self.passk_k:
             check_positive_int(int(k), name="passk_k")
         self._check_rounds()
+
+    def _check_samples(self) -> None:
+        from ..execution.samples_io import _are_paths
+
+        if self.coder != "samples":
+            if self.samples is not None:
+                raise ValueError(f"samples={self.samples!r} are read only with coder='samples' (--samples alone); "
+                                 f"got coder={self.coder!r}")
+            return
+        if not (isinstance(self.samples, str | os.PathLike) or _are_paths(self.samples)):
+            raise ValueError("coder='samples' needs samples: a samples .jsonl file or directory, or a list of "
+                             f"them; got {self.samples!r}")
+        paths = [self.samples] if isinstance(self.samples, str | os.PathLike) else list(self.samples)
+        missing = [str(p) for p in paths if not Path(os.fspath(p)).exists()]
+        if missing:
+            raise FileNotFoundError(f"samples {missing[0]!r} do not exist")
 
     def _check_torch_options(self) -> None:
         from ..generate.hf import check_local_options
