@@ -279,8 +279,9 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
 
     Parameters
     ----------
-    samples : path, list of dict or DataFrame
-        evalplus-format samples (see :func:`bayespass.execution.samples_io.read_samples`).
+    samples : path, list of paths, list of dict or DataFrame
+        evalplus-format samples (see :func:`bayespass.execution.samples_io.read_samples`); several files or
+        directories are a config each (named by their records' ``model`` or ``config``, else by the file).
     suite : Suite
         From :func:`bayespass.load_suite` (expected outputs are computed if missing).
     out : path, optional
