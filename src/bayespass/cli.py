@@ -491,7 +491,6 @@ def plan_cmd(
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
-    from .results import Table
     from .stats.plan import plan
     from .validate import check_positive_int
 
@@ -517,13 +516,32 @@ def plan_cmd(
         typer.echo(f"The {p.attrs['ci_prob']:.0%} band of pass@{k} is already at most {width:g} wide ({now}): "
                    "no more samples needed; nothing was simulated (give --n-grid to forecast narrower bands).")
         return
+    _print_plan(p, k, width, sims, format)
+
+
+def _print_plan(p, k: int, width: float, sims: int, fmt: str) -> None:
+    """Print a plan: as text, the forecast per n and then, per config, the band today and the samples it needs.
+
+    As CSV or JSON it is one table (the per-config columns on each of a config's rows).
+    """
+    from .results import Table
+
     df = p[["expected_width", "width_sd"]].to_dataframe().reset_index()
-    df = df.merge(p[["current_width", "reached", "n_needed"]].to_dataframe().reset_index(), on="config")
-    df["n_needed"] = df["n_needed"].round().astype("Int64")  # a count; <NA> where no n of the grid reaches it
-    _print_table(Table.of(df, f"Samples per task for the {p.attrs['ci_prob']:.0%} band of pass@{k} to reach "
-                              f"{width:g} (model {p.attrs['model']} by {p.attrs['method']}; {sims} simulated "
-                              "futures per n; a forecast: on real data it has been conservative, "
-                              "benchmarks/RESULTS.md)"), format)
+    per_config = p[["current_width", "reached", "n_needed"]].to_dataframe().reset_index()
+    per_config["n_needed"] = per_config["n_needed"].round().astype("Int64")  # <NA>: no n of the grid reaches it
+    title = (f"Samples per task for the {p.attrs['ci_prob']:.0%} band of pass@{k} to reach {width:g} (model "
+             f"{p.attrs['model']} by {p.attrs['method']}; {sims} simulated futures per n; a forecast: on real data "
+             "it has been conservative, benchmarks/RESULTS.md)")
+    if fmt != "table":
+        _print_table(Table.of(df.merge(per_config, on="config"), title), fmt)
+        return
+    _print_table(Table.of(df, title, note="expected_width: the band's mean width over futures in which every task "
+                          "observed so far has n samples (those drawn, then draws from the fit), refitted; "
+                          "width_sd: its standard deviation over them."))
+    _print_table(Table.of(per_config, f"Per config: the band of pass@{k} today and the samples per task it needs",
+                          note=f"current_width: the band's width now; reached: it is at most {width:g} wide already; "
+                          f"n_needed: the fewest samples per task of those tried whose expected width is at most "
+                          f"{width:g} (— where none is: try a larger --n-grid)."))
 
 
 def _fit_file(path: Path, fit: str | None) -> Path:
