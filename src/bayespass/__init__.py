@@ -17,6 +17,7 @@ _LAZY = {
     "make_counts": "data.counts",
     "validate_counts": "data.counts",
     "counts_from_frame": "data.counts",
+    "merge_counts": "data.counts",
     "read_counts": "data.io",
     "write_counts": "data.io",
     "passk": "stats.passk",
@@ -87,7 +88,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data.counts import counts_from_frame, make_counts, validate_counts
+    from .data.counts import counts_from_frame, make_counts, merge_counts, validate_counts
     from .data.io import read_counts, write_counts
     from .defaults import rc_context, rcParams
     from .execution.engine import execute, to_counts

@@ -308,8 +308,10 @@ def curve(
 
 @app.command("compare")
 def compare_cmd(
-    data: Annotated[Path, typer.Argument(metavar="RUN_OR_COUNTS", help="Run directory or counts file (its counts, "
-                                         "fitted here), or a fit (.nc from 'bayespass fit').")],
+    data: Annotated[list[Path], typer.Argument(metavar="RUN_OR_COUNTS...", help="Run directory or counts file "
+                                               "(its counts, fitted here), or a fit (.nc from 'bayespass fit'); "
+                                               "several runs or counts files (e.g. executed apart) are fitted "
+                                               "together, on the union of their tasks.")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     pairs: Annotated[str | None, typer.Option(help="Only these pairs: 'A:B,C:D' (config names).")] = None,
     model: Annotated[str | None, typer.Option(help="Model when fitting counts (default: the joint model "
@@ -337,16 +339,14 @@ def compare_cmd(
     _check_format(format)
     _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
     _check_k(k, ci_prob)
-    _check_exists(data, "RUN_OR_COUNTS")
+    for path in data:
+        _check_exists(path, "RUN_OR_COUNTS")
     try:
         raw = None if pairs is None else pairs.split(",")
         if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
-        src = _saved_fit(data)
-        if common_tasks:
-            src = _common_tasks(data, src)
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
-        idata = _resolve(data if src is None else src, model, method, 0, check=lambda cfgs: _pairs(raw, cfgs),
+        idata = _resolve(_compare_input(data, common_tasks), model, method, 0, check=lambda cfgs: _pairs(raw, cfgs),
                          progressbar=True)
         cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
@@ -419,17 +419,30 @@ def _note_to_identify(idata, k: int) -> None:
         typer.echo(note, err=True)
 
 
-def _common_tasks(data: Path, fit) -> xr.Dataset:
-    """Return the counts of RUN_OR_COUNTS on the tasks every config ran (``--common-tasks``), or exit saying why."""
+def _compare_input(data: list[Path], common_tasks: bool):
+    """Return what 'bayespass compare' fits: a saved fit, a path (its counts), or counts merged from several."""
+    from .data.counts import merge_counts
     from .data.io import read_counts
 
-    if fit is not None:
-        fail(f"--common-tasks needs counts or a run directory (the comparison is fitted again on the common tasks); "
-             f"{str(data)!r} is a fit")
-    counts = read_counts(data)
+    fits = [p for p in data if _saved_fit(p) is not None]
+    if fits and (len(data) > 1 or common_tasks):
+        fail(f"RUN_OR_COUNTS {str(fits[0])!r} is a fit; "
+             + ("several inputs must be run directories or counts files (their counts are fitted together)"
+                if len(data) > 1 else "--common-tasks needs counts or a run directory (the comparison is fitted "
+                "again on the common tasks)"))
+    if len(data) == 1 and not common_tasks:
+        fit = _saved_fit(data[0])
+        return data[0] if fit is None else fit
+    counts = read_counts(data[0]) if len(data) == 1 else merge_counts(
+        [read_counts(p) for p in data], names=[f"RUN_OR_COUNTS {str(p)!r}" for p in data])
+    return _common_tasks(counts, " ".join(map(str, data))) if common_tasks else counts
+
+
+def _common_tasks(counts, label: str) -> xr.Dataset:
+    """Return the counts on the tasks every config ran (``--common-tasks``), or exit saying why."""
     keep = (counts.n > 0).all("config").values
     if not keep.any():
-        fail(f"--common-tasks: no task of {str(data)!r} was run by every config")
+        fail(f"--common-tasks: no task of {label!r} was run by every config")
     typer.echo(f"--common-tasks: {int(keep.sum())} of {keep.size} tasks, those every config ran", err=True)
     return counts.isel(task=keep)
 

@@ -397,6 +397,37 @@ def test_cli_compare_on_the_common_tasks(tmp_path, three):
     assert bad.returncode != 0 and "--common-tasks needs counts or a run directory" in bad.stderr
 
 
+def test_cli_compare_fits_several_runs_or_counts_files_together(tmp_path, three):
+    """Configs executed apart (a run per model, counts files from elsewhere) are compared on the union of tasks."""
+    counts = three[0].drop_vars("p_true").copy(deep=True)
+    counts["n"][2, :30] = 0  # "weak" was run on 90 of the 120 tasks, apart from the others
+    counts["c"][2, :30] = 0
+    a, b = tmp_path / "two.csv", tmp_path / "weak.csv"
+    bp.write_counts(counts.isel(config=[0, 1]), a)
+    bp.write_counts(counts.isel(config=[2], task=slice(30, None)), b)
+    merged = bp.merge_counts([bp.read_counts(a), bp.read_counts(b)])
+    assert list(merged.config.values) == ["strong", "mid", "weak"] and merged.sizes["task"] == 120
+    for var in ("n", "c"):
+        assert np.array_equal(merged[var].sel(task=counts.task).values, counts[var].values)
+    cli = [sys.executable, "-m", "bayespass.cli", "compare"]
+    opts = ["--model", "bb", "--method", "eb", "--k", "1", "--format", "csv"]
+    res = subprocess.run([*cli, str(a), str(b), *opts], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    with pytest.warns(UserWarning, match="not all evaluated on the same tasks"):
+        want = bp.compare_configs(counts, k=(1,), model="bb", method="eb")["passk"].sel(k=1).to_series()
+    got = pd.read_csv(io.StringIO(res.stdout.strip().split("\n\n")[0])).set_index("config")["passk"]
+    assert np.allclose(got.loc[want.index].values, want.values, atol=1e-4)
+    res = subprocess.run([*cli, str(a), str(b), *opts, "--common-tasks"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "--common-tasks: 90 of 120 tasks" in res.stderr, res.stderr[-2000:]
+    # one config from two inputs, or a fit among several: refused, naming them
+    bad = subprocess.run([*cli, str(a), str(a), *opts], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and f"'{a}' and RUN_OR_COUNTS '{a}' both hold config 'strong'" in bad.stderr
+    fit = tmp_path / "fit.nc"
+    bp.fit(bp.read_counts(b), "bb", "eb", progressbar=False).to_netcdf(str(fit))
+    bad = subprocess.run([*cli, str(a), str(fit), *opts], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "is a fit; several inputs must be run directories or counts files" in bad.stderr
+
+
 def test_band_from_one_sample_per_task_holds_whatever_the_spread():
     """One sample per task: the joint model's band of pass@10 is its structure's guess; the band holds anyway.
 

@@ -18,7 +18,7 @@ import xarray as xr
 
 from .._version import __version__
 
-__all__ = ["make_counts", "counts_from_frame", "counts_of_fit", "validate_counts", "config_label"]
+__all__ = ["make_counts", "counts_from_frame", "counts_of_fit", "validate_counts", "config_label", "merge_counts"]
 
 _FRAME_KEYS = ("model", "temperature", "benchmark")
 
@@ -277,6 +277,31 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         temperature=[None if np.isnan(t) else t for t in meta["temperature"]],
         benchmark=meta["benchmark"].tolist(), source=source, attrs=attrs,
     )
+
+
+def merge_counts(datasets, *, names=None) -> xr.Dataset:
+    """Return one counts dataset holding the configs of several (e.g. runs executed apart), on the union of tasks.
+
+    A config absent from a task has ``n = 0`` there.  Two inputs that hold the same config label are refused
+    (``names``, one per input, say which in the message): merging them would make two configs one.
+    """
+    datasets = list(datasets)
+    names = [f"input {i}" for i in range(len(datasets))] if names is None else [str(x) for x in names]
+    if len(names) != len(datasets):
+        raise ValueError(f"names must name each of the {len(datasets)} inputs; got {len(names)}")
+    frames, owner = [], {}
+    for ds, name in zip(datasets, names, strict=True):
+        ds = validate_counts(ds)
+        for label in map(str, ds.config.values):
+            if label in owner:
+                raise ValueError(f"{owner[label]} and {name} both hold config {label!r}; a config must come from one "
+                                 "input (rename it in one of them)")
+            owner[label] = name
+        df = ds[["n", "c"]].to_dataframe().reset_index()
+        frames.append(df[df["n"] > 0][["config", "model", "temperature", "benchmark", "task", "n", "c"]])
+    if not frames:
+        raise ValueError("merge_counts needs at least one counts dataset")
+    return counts_from_frame(pd.concat(frames, ignore_index=True), source="merged", where="merged counts")
 
 
 def single_sample_share(n) -> np.ndarray:
