@@ -304,3 +304,27 @@ def test_allocate_and_plan_cli_read_a_run_directory_s_main_fit_without_fitting_a
     assert res.exit_code == 0, res.output
     assert f"{run}: fit bb-eb" in res.output and "simulated futures (bb)" in res.output  # the fit's model, not auto
     assert "(model bb by eb;" in res.output  # its name, not the model object's repr
+
+
+def test_fit_and_estimate_merge_several_counts_inputs(tmp_path):
+    """Counts of configs executed apart: 'bayespass estimate A B' and 'fit A B' read them as one dataset."""
+    import io
+
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    p = rng.beta(1, 1.5, (2, 50))
+    counts = bp.make_counts(np.full((2, 50), 5), rng.binomial(5, p), config=["a", "b"])
+    a, b = tmp_path / "a.csv", tmp_path / "b.nc"
+    bp.write_counts(counts.isel(config=[0]), a)
+    bp.write_counts(counts.isel(config=[1], task=slice(10, None)), b)
+    res = runner.invoke(app, ["estimate", str(a), str(b), "--method", "unbiased", "--k", "1", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(io.StringIO(res.stdout)).set_index("config")["pass@1"]
+    assert np.isclose(got["a"], (counts.c[0] / 5).mean()) and np.isclose(got["b"], (counts.c[1, 10:] / 5).mean())
+    res = runner.invoke(app, ["fit", str(a), str(b), "--model", "bb", "--out", str(tmp_path / "f.nc")])
+    assert res.exit_code == 0, res.output
+    fitted = bp.read_counts(tmp_path / "f.nc")  # a fit's counts
+    assert list(fitted.config.values) == ["a", "b"] and int(fitted.n.sum()) == 5 * (50 + 40)
+    res = runner.invoke(app, ["estimate", str(a), str(a)])
+    assert res.exit_code == 2 and "both hold config 'a'" in res.output

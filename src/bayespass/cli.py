@@ -135,9 +135,10 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}", where: str = "--format csv o
 
 @app.command()
 def estimate(
-    counts: Annotated[Path, typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
-                                           "temperature,benchmark]), evalplus .json, .nc (counts, or a "
-                                           "fit: its counts), or a run directory.")],
+    counts: Annotated[list[Path], typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
+                                                 "temperature,benchmark]), evalplus .json, .nc (counts, or a "
+                                                 "fit: its counts), or a run directory; several are merged "
+                                                 "(their configs on the union of their tasks).")],
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",
     method: Annotated[str, typer.Option(help="Comma-separated: naive,unbiased,bb,zoibb,linmix.")]
     = "naive,unbiased,bb,zoibb,linmix",
@@ -145,14 +146,13 @@ def estimate(
     correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
 ) -> None:
     """Closed-form pass@k estimates, one row per config and method."""
-    from .data.io import read_counts
     from .stats.table import estimate_table
     from .validate import as_k
 
     _check_format(format)
     _check_k(k)
     try:
-        ds = read_counts(counts, correctness=correctness)
+        ds = _read_counts_of(counts, correctness)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             df = estimate_table(ds, k, method=method.split(","))
@@ -162,11 +162,27 @@ def estimate(
         typer.echo(f"warning: {w.message}", err=True)
     if any("mean_only" in str(w.message) for w in caught):
         typer.echo(f"note: with one sample per task only pass@1 is identified, so the closed-form bb/zoibb/linmix "
-                   f"estimates beyond it are undefined (—); 'bayespass fit {counts}' gives pass@k with a band as wide "
+                   f"estimates beyond it are undefined (—); 'bayespass fit {_shown_paths(counts)}' gives pass@k with a "
+                   "band as wide "
                    "as the data warrant", err=True)
     if "unbiased" in method.split(","):
-        _note_short_tasks(ds, as_k(k), counts)
+        _note_short_tasks(ds, as_k(k), _shown_paths(counts))
     emit(df, format)
+
+
+def _shown_paths(paths: list[Path]) -> str:
+    return " ".join(map(str, paths))
+
+
+def _read_counts_of(paths: list[Path], correctness: str = "plus"):
+    """Return the counts of one input, or of several merged (a config held by two of them is refused)."""
+    from .data.counts import merge_counts
+    from .data.io import read_counts
+
+    if len(paths) == 1:
+        return read_counts(paths[0], correctness=correctness)
+    return merge_counts([read_counts(p, correctness=correctness) for p in paths],
+                        names=[f"COUNTS {str(p)!r}" for p in paths])
 
 
 def _note_short_tasks(ds, ks, counts) -> None:
@@ -187,8 +203,9 @@ def _note_short_tasks(ds, ks, counts) -> None:
 
 @app.command("fit")
 def fit_cmd(
-    counts: Annotated[Path, typer.Argument(help="Counts file (see 'estimate') or a run directory (of "
-                                           "'execute' or 'run').")],
+    counts: Annotated[list[Path], typer.Argument(help="Counts file (see 'estimate') or a run directory (of "
+                                                 "'execute' or 'run'); several are merged (their configs on the "
+                                                 "union of their tasks).")],
     model: Annotated[str | None, typer.Option(
         help="bb, zoibb, flex, lnorm, shared, hier or auto (stacking); default: the calibration benchmark's "
              "winner (rcParams['stats.model']).")] = None,
@@ -210,7 +227,6 @@ def fit_cmd(
         help="Credible interval probability of the table (default rcParams['stats.ci_prob']).")] = None,
 ) -> None:
     """Fit a model of per-task success probability and save InferenceData; print pass@k with bands."""
-    from .data.io import read_counts
     from .models.fit import fit
     from .stats.curve import curve_table, passk_curve
     from .validate import as_k
@@ -219,7 +235,7 @@ def fit_cmd(
     _check_k(k, ci_prob)
     ks = as_k(k)
     try:
-        ds = read_counts(counts, correctness=correctness)
+        ds = _read_counts_of(counts, correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
