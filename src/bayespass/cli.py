@@ -174,7 +174,7 @@ def _shown_paths(paths: list[Path]) -> str:
     return " ".join(map(str, paths))
 
 
-def _read_counts_of(paths: list[Path], correctness: str = "plus"):
+def _read_counts_of(paths: list[Path], correctness: str = "plus", *, metavar: str = "COUNTS"):
     """Return the counts of one input, or of several merged (a config held by two of them is refused)."""
     from .data.counts import merge_counts
     from .data.io import read_counts
@@ -182,7 +182,7 @@ def _read_counts_of(paths: list[Path], correctness: str = "plus"):
     if len(paths) == 1:
         return read_counts(paths[0], correctness=correctness)
     return merge_counts([read_counts(p, correctness=correctness) for p in paths],
-                        names=[f"COUNTS {str(p)!r}" for p in paths])
+                        names=[f"{metavar} {str(p)!r}" for p in paths])
 
 
 def _note_short_tasks(ds, ks, counts) -> None:
@@ -437,21 +437,17 @@ def _note_to_identify(idata, k: int) -> None:
 
 def _compare_input(data: list[Path], common_tasks: bool):
     """Return what 'bayespass compare' fits: a saved fit, a path (its counts), or counts merged from several."""
-    from .data.counts import merge_counts
-    from .data.io import read_counts
-
-    fits = [p for p in data if _saved_fit(p) is not None]
-    if fits and (len(data) > 1 or common_tasks):
-        fail(f"RUN_OR_COUNTS {str(fits[0])!r} is a fit; "
+    fits = [_saved_fit(p) for p in data]
+    given = [p for p, f in zip(data, fits, strict=True) if f is not None]
+    if given and (len(data) > 1 or common_tasks):
+        fail(f"RUN_OR_COUNTS {str(given[0])!r} is a fit; "
              + ("several inputs must be run directories or counts files (their counts are fitted together)"
                 if len(data) > 1 else "--common-tasks needs counts or a run directory (the comparison is fitted "
                 "again on the common tasks)"))
     if len(data) == 1 and not common_tasks:
-        fit = _saved_fit(data[0])
-        return data[0] if fit is None else fit
-    counts = read_counts(data[0]) if len(data) == 1 else merge_counts(
-        [read_counts(p) for p in data], names=[f"RUN_OR_COUNTS {str(p)!r}" for p in data])
-    return _common_tasks(counts, " ".join(map(str, data))) if common_tasks else counts
+        return data[0] if fits[0] is None else fits[0]
+    counts = _read_counts_of(data, metavar="RUN_OR_COUNTS")
+    return _common_tasks(counts, _shown_paths(data)) if common_tasks else counts
 
 
 def _common_tasks(counts, label: str) -> xr.Dataset:

@@ -79,11 +79,12 @@ class Table(pd.DataFrame):
         The caption is wrapped at ``width`` characters.  With ``note``, columns the summary leaves out are named
         after it, with ``where`` every column is.
         """
-        body = self.summary().to_string(index=False, float_format=lambda v: _fmt(floatfmt, v), na_rep="—")
+        shown = self.summary()
+        body = shown.to_string(index=False, float_format=lambda v: _fmt(floatfmt, v), na_rep="—")
         text = f"== {self.title} ==\n{body}" if title and self.title else body
         if note and self.note:
             text += "\n" + textwrap.fill(self.note, width, initial_indent="note: ", subsequent_indent="      ")
-        hidden = [str(c) for c in self.columns if c not in self.summary().columns]
+        hidden = [str(c) for c in self.columns if c not in shown.columns]
         if note and hidden:  # the caption may name them: say where they are
             text += "\n" + textwrap.fill(f"not shown here: {', '.join(hidden)} (every column: {where})", width,
                                           initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_samples", "code_hash", "file_config"]
+__all__ = ["read_samples", "code_hash", "file_config", "sample_paths"]
 
 
 def code_hash(code: str) -> str:
@@ -99,6 +99,13 @@ def _are_paths(samples) -> bool:
             and all(isinstance(p, str | os.PathLike) for p in samples))
 
 
+def sample_paths(samples) -> list[Path] | None:
+    """Return the samples files or directories named by a path or a list of paths; None for anything else."""
+    if isinstance(samples, str | os.PathLike):
+        return [Path(os.fspath(samples))]
+    return [Path(os.fspath(p)) for p in samples] if _are_paths(samples) else None
+
+
 def _read_many(paths: list[Path], config: str | None) -> pd.DataFrame:
     """Read several samples files or directories into one table, refusing a config two of them hold."""
     if len(paths) > 1 and config is not None:
@@ -133,7 +140,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     count one config's samples twice or two models as one.
     """
     if _are_paths(samples):
-        return _read_many([Path(os.fspath(p)) for p in samples], config)
+        return _read_many(sample_paths(samples), config)
     default = config or "samples"
     wheres = None  # where each record came from, for errors (a file's line, or a program file)
     if isinstance(samples, pd.DataFrame):

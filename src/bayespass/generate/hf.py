@@ -548,9 +548,9 @@ class ReplayCoder(Coder):
     name = "replay"
 
     def __init__(self, path, *, model: str | None = None):
-        from ..execution.samples_io import _are_paths, file_config, read_samples
+        from ..execution.samples_io import file_config, read_samples, sample_paths
 
-        paths = [Path(os.fspath(p)) for p in path] if _are_paths(path) else [Path(os.fspath(path))]
+        paths = sample_paths(path) or [Path(os.fspath(path))]  # the latter: a TypeError naming what path was
         if model is not None and len(paths) > 1:
             raise ValueError(f"model={model!r} would name the samples of {len(paths)} files one model; each file "
                              "is named by its file name (or its records' 'model' or 'config')")

@@ -91,18 +91,18 @@ class RunConfig:
         self._check_rounds()
 
     def _check_samples(self) -> None:
-        from ..execution.samples_io import _are_paths
+        from ..execution.samples_io import sample_paths
 
         if self.coder != "samples":
             if self.samples is not None:
                 raise ValueError(f"samples={self.samples!r} are read only with coder='samples' (--samples alone); "
                                  f"got coder={self.coder!r}")
             return
-        if not (isinstance(self.samples, str | os.PathLike) or _are_paths(self.samples)):
+        paths = sample_paths(self.samples)
+        if paths is None:
             raise ValueError("coder='samples' needs samples: a samples .jsonl file or directory, or a list of "
                              f"them; got {self.samples!r}")
-        paths = [self.samples] if isinstance(self.samples, str | os.PathLike) else list(self.samples)
-        missing = [str(p) for p in paths if not Path(os.fspath(p)).exists()]
+        missing = [str(p) for p in paths if not p.exists()]
         if missing:
             raise FileNotFoundError(f"samples {missing[0]!r} do not exist")
 

@@ -44,8 +44,9 @@ def _drawn(cfg, samples) -> str:
     """Say what was sampled: the settings of a coder run here, or what imported samples hold (not defaults)."""
     if getattr(cfg, "coder", None) != "samples":
         return f"K = {cfg.k}; temperatures {', '.join(map(str, cfg.temperatures))}"
-    files = getattr(cfg, "samples", "")
-    files = [files] if isinstance(files, str | os.PathLike) or files is None else list(files)
+    from ..execution.samples_io import sample_paths
+
+    files = sample_paths(getattr(cfg, "samples", None)) or []
     src = "from " + ", ".join(f"<code>{html.escape(str(f))}</code>" for f in files)
     if samples is None:
         return src
