@@ -294,8 +294,12 @@ def test_allocate_pair_and_errors():
     capped = bp.allocate(fit, k=5, budget=5000, max_n=cap)
     assert (capped.n_more + fit.constant_data["n"] <= cap).all()
     assert int(capped.n_more.sum()) == 3 * 39 * 2 and (capped.n_more.isel(task=0) == 0).all()
-    with pytest.raises(ValueError, match="max_n must be an xarray.DataArray over \\(config, task\\)"):
-        bp.allocate(fit, k=5, budget=10, max_n=np.ones((3, 40)))
+    one = bp.allocate(fit, k=5, budget=5000, max_n=6)  # one cap for every task: 2 more samples each
+    assert (one.n_more == 2).all()
+    for bad, shown in ((np.ones((3, 40)), "ndarray"), (-1, "-1"), (True, "True"), (2.5, "2.5")):
+        with pytest.raises(ValueError, match=f"max_n must be a non-negative integer or an xarray.DataArray over "
+                                             f"\\(config, task\\); got {shown}"):
+            bp.allocate(fit, k=5, budget=10, max_n=bad)
     with pytest.raises(ValueError, match="pair must be two different configs"):
         bp.allocate(fit, k=5, budget=10, pair=("a", "nope"))
     with pytest.raises(ValueError, match="budget"):

@@ -674,6 +674,10 @@ def _check_candidates(candidates, model) -> list[str] | None:
         return None
     given = rcParams["stats.candidates"] if candidates is None else candidates
     names = parse_list(given, name="candidates")  # "bb,zoibb" too, as the CLI's lists
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise ValueError(f"candidates={names!r}: {unknown[0]!r} is not a model; model='auto' stacks per-config "
+                         f"models ({', '.join(_per_config_models())})")
     joint = [n for n in names if get_model(n).joint]
     if joint:
         raise ValueError(f"candidates={names!r} holds the joint model {joint[0]!r}; model='auto' stacks per-config "

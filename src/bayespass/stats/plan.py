@@ -348,9 +348,10 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     pair : (str, str), optional
         Shrink the uncertainty of pass@k[A] - pass@k[B] (only those configs get samples); default: every
         config's band.
-    max_n : xarray.DataArray, optional
-        Most samples a (config, task) can have in all (e.g. the replayed samples on disk); units beyond it
-        are never given, so fewer than ``budget`` samples may be given out.
+    max_n : int or xarray.DataArray, optional
+        Most samples a (config, task) can have in all (e.g. the replayed samples on disk): one integer for
+        every task, or an array over ``(config, task)``; units beyond it are never given, so fewer than
+        ``budget`` samples may be given out.
     n_draws, pool : int
         Hyperparameter draws and population draws per hyperparameter draw (the candidate p's).
     seed : int
@@ -438,9 +439,13 @@ def identify_note(fit, k: int) -> str | None:
 
 
 def _cap(max_n, configs, tasks) -> np.ndarray:
-    """Return ``max_n`` as a (config, task) array aligned with the fit."""
+    """Return ``max_n`` as a (config, task) array aligned with the fit (one integer: the same cap everywhere)."""
+    if isinstance(max_n, int | np.integer) and not isinstance(max_n, bool) and max_n >= 0:
+        return np.full((len(configs), len(tasks)), int(max_n), np.int64)
     if not isinstance(max_n, xr.DataArray) or set(max_n.dims) != {"config", "task"}:
-        raise ValueError(f"max_n must be an xarray.DataArray over (config, task); got {type(max_n).__name__}")
+        got = f"dims {max_n.dims}" if isinstance(max_n, xr.DataArray) else \
+            repr(max_n) if isinstance(max_n, int | float | str) else type(max_n).__name__
+        raise ValueError(f"max_n must be a non-negative integer or an xarray.DataArray over (config, task); got {got}")
     try:
         return max_n.sel(config=configs, task=tasks).transpose("config", "task").values
     except KeyError as err:
