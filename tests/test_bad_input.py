@@ -105,6 +105,30 @@ def test_binary_samples_file_names_the_file_and_line(tmp_path):
         read_samples(f)
 
 
+def test_a_byte_order_mark_is_read_past_and_a_cut_last_line_is_named_as_cut(tmp_path):
+    # Windows editors write a UTF-8 byte order mark; json.loads refused the first record for it.
+    from bayespass.data.io import read_counts
+    from bayespass.execution.samples_io import read_samples
+
+    recs = [json.dumps({"task_id": f"HumanEval/{i}", "completion": "    return 1\n"}) for i in range(2)]
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + "\n".join(recs).encode() + b"\n")
+    assert read_samples(f)["task"].tolist() == ["HumanEval/0", "HumanEval/1"]
+    c = tmp_path / "c.jsonl"
+    c.write_bytes(b'\xef\xbb\xbf{"task": "t0", "n": 3, "c": 1}\n')
+    assert int(read_counts(c)["c"].sum()) == 1
+    e = tmp_path / "eval_results.json"
+    e.write_bytes(b'\xef\xbb\xbf{"eval": {"HumanEval/0": [{"base_status": "pass", "plus_status": "fail"}]}}')
+    assert int(read_counts(e, correctness="base")["c"].sum()) == 1
+    f.write_text(recs[0] + "\n" + recs[1][:20])  # an interrupted write: the last line cut, no newline
+    with pytest.raises(ValueError, match=r"s\.jsonl, line 2: invalid JSON \(.*\); it is the file's last line and "
+                                         r"has no newline at its end: its writing was most likely cut short"):
+        read_samples(f)
+    f.write_text(recs[0][:20] + "\n" + recs[1] + "\n")  # bad JSON elsewhere: no guess about a cut
+    with pytest.raises(ValueError, match=r"s\.jsonl, line 1: invalid JSON \([^)]*\)$"):
+        read_samples(f)
+
+
 def test_a_lone_surrogate_in_a_program_names_the_file_line_and_field(tmp_path):
     # JSON escapes a lone surrogate ("\\udcff"); neither a UTF-8 table nor CPython's compile can hold it,
     # and it used to surface as a bare UnicodeEncodeError from pandas, naming no file or sample.

@@ -95,10 +95,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
             for lineno, line in _lines(fh, src):
                 if not line.strip():
                     continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{src}, line {lineno}: invalid JSON ({err.msg})") from err
+                rec = json_line(line, lineno, src)
                 if not isinstance(rec, dict):
                     raise ValueError(f"{src}, line {lineno}: expected a JSON object, got {type(rec).__name__}")
                 rows.append(rec)
@@ -194,12 +191,27 @@ def _lines(fh, src: str):
     try:
         for lineno, raw in enumerate(fh, 1):
             try:
-                yield lineno, raw.decode("utf-8")
+                yield lineno, raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a BOM (Windows editors) goes
             except UnicodeDecodeError as err:
                 raise ValueError(f"{src}, line {lineno}: not UTF-8 text ({err.reason} at byte {err.start}); "
                                  "is this a binary file?") from err
     except (EOFError, OSError) as err:  # gzip.BadGzipFile is an OSError; a cut stream, EOFError
         raise ValueError(f"{src}: a damaged or incomplete gzip file after line {lineno} ({err})") from err
+
+
+def json_line(line: str, lineno: int, src: str):
+    """Parse one line of a JSONL file; invalid JSON is an error naming the file and line.
+
+    A last line without its newline that does not parse was most likely cut short by an interrupted write;
+    the error says so, and how to go on.
+    """
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        cut = "" if line.endswith("\n") else (
+            "; it is the file's last line and has no newline at its end: its writing was most likely cut short "
+            "(an interrupted run); remove that line to use the records before it")
+        raise ValueError(f"{src}, line {lineno}: invalid JSON ({err.msg}){cut}") from err
 
 
 def _sample_ok(rec: dict, correctness: str, where: str) -> bool:
@@ -226,9 +238,11 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
     src = str(path)
     try:
         with open_binary(path) as fh:
-            doc = json.loads(fh.read().decode("utf-8"))
+            doc = json.loads(fh.read().decode("utf-8-sig"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{src}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):
         raise ValueError(f"{src}: not an evalplus eval_results.json (no 'eval' mapping of task_id "
                          "to sample results)")

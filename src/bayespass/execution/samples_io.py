@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -164,15 +163,12 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                     recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
                     wheres.append(str(f))
         else:
-            from ..data.io import _lines, open_binary
+            from ..data.io import _lines, json_line, open_binary
 
             with open_binary(path) as fh:
                 for lineno, line in _lines(fh, str(path)):
                     if line.strip():
-                        try:
-                            recs.append(json.loads(line))
-                        except json.JSONDecodeError as err:
-                            raise ValueError(f"{path}, line {lineno}: invalid JSON ({err.msg})") from err
+                        recs.append(json_line(line, lineno, str(path)))
                         wheres.append(f"{path}, line {lineno}")
     rows = []
     for i, rec in enumerate(recs):
