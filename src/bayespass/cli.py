@@ -638,7 +638,8 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
 @app.command("execute")
 def execute_cmd(
     samples: Annotated[list[Path], typer.Argument(help="evalplus-format samples: .jsonl files or samples "
-                                                       "directories (several: each its own config, named by its "
+                                                       "directories, or bigcode-evaluation-harness generations "
+                                                       "files (several: each its own config, named by its "
                                                        "records' model or config, else by the file).")],
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
@@ -727,7 +728,8 @@ def run_cmd(
                                                   "time-outs, refused connections).")] = 8,
     timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
     samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
-                                                           "samples directory; repeat for several, each its own "
+                                                           "samples directory, or a bigcode-evaluation-harness "
+                                                           "generations file; repeat for several, each its own "
                                                            "config).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",

@@ -349,3 +349,46 @@ def test_several_samples_files_are_one_config_each(tmp_path, humaneval):
         read_samples([a, b], config="x")
     with pytest.raises(ValueError, match="samples name a file twice"):
         read_samples([a, a])
+
+
+def test_a_bigcode_harness_generations_file_is_read_by_position_and_checked_for_order(tmp_path, humaneval):
+    """bigcode-evaluation-harness's ``generations_<task>.json``: list i holds task i's full programs, no task ids."""
+    tasks = list(humaneval.tasks.values())[:6]
+    lists = [[t.prompt + t.canonical_solution, t.prompt + "    return None\n"] for t in tasks]
+    f = tmp_path / "generations_humaneval.json"
+    f.write_text(json.dumps(lists[:5] + [None]))  # the harness's intermediate file: task 5 not generated yet
+    with pytest.warns(UserWarning, match="6 lists of programs by position: the first 6 of suite 'humaneval'"):
+        table = read_samples(f, suite=humaneval)
+    assert table["task"].tolist() == [t.task_id for t in tasks[:5] for _ in range(2)]
+    assert set(table["config"]) == {"generations_humaneval"} and table["sample"].tolist() == [0, 1] * 5
+    f.write_text(json.dumps(lists))
+    import warnings
+
+    with warnings.catch_warnings():  # the CLI prints a warning as 'warning: ...' on stderr
+        warnings.simplefilter("always")
+        res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "warning: " + str(f) + ": 6 lists of programs by position: the first 6 of suite 'humaneval''s 164 " \
+        "tasks (bigcode's --limit)\n" in res.output
+    counts = bp.read_counts(tmp_path / "run")
+    assert counts.n.values.tolist() == [[2] * 6] and counts.c.values.tolist() == [[1] * 6]
+    # a list of records in one JSON document reads as JSON lines do
+    recs = [{"task_id": t.task_id, "completion": t.canonical_solution} for t in tasks[:2]]
+    (tmp_path / "records.json").write_text(json.dumps(recs, indent=2))
+    assert read_samples(tmp_path / "records.json")["task"].tolist() == [tasks[0].task_id, tasks[1].task_id]
+    # by position only with the suite, in its order, and no longer than it
+    with pytest.raises(ValueError, match="lists tasks by position, not by task_id, so it is read with its suite"):
+        read_samples(f)
+    f.write_text(json.dumps(lists[1:]))  # --limit_start 1: list 0 holds task 1's programs
+    with pytest.raises(ValueError, match=r"the programs of only 0 of its 5 tasks name their task's function in "
+                                         r"suite 'humaneval' \(e.g. 'has_close_elements' for list 0\)"):
+        read_samples(f, suite=humaneval)
+    f.write_text(json.dumps([[]] * (len(humaneval) + 1)))
+    with pytest.raises(ValueError, match="it holds 165 tasks and suite 'humaneval' 164"):
+        read_samples(f, suite=humaneval)
+    f.write_text(json.dumps([["x"], [3]]))
+    with pytest.raises(ValueError, match=r"task 1 \(counting from 0\): a program must be a string; got int 3"):
+        read_samples(f, suite=humaneval)
+    f.write_text(json.dumps({"eval": {}}))
+    with pytest.raises(ValueError, match="an evalplus eval_results.json: verdicts, not programs"):
+        read_samples(f, suite=humaneval)

@@ -352,7 +352,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     # results with presumed timeouts are stored under their own key, never mixed with complete runs
     harness = (HARNESS_VERSION if max_timeouts is None else
                f"{HARNESS_VERSION}+t{max_timeouts}b{limits.timeout_budget:g}s{limits.budget_step:g}")
-    table = _prepare(suite, read_samples(samples))
+    table = _prepare(suite, read_samples(samples, suite=suite))
     if not suite.expected:
         from .groundtruth import ground_truth
 

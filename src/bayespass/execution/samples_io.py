@@ -105,7 +105,7 @@ def sample_paths(samples) -> list[Path] | None:
     return [Path(os.fspath(p)) for p in samples] if _are_paths(samples) else None
 
 
-def _read_many(paths: list[Path], config: str | None) -> pd.DataFrame:
+def _read_many(paths: list[Path], config: str | None, suite=None) -> pd.DataFrame:
     """Read several samples files or directories into one table, refusing a config two of them hold."""
     if len(paths) > 1 and config is not None:
         raise ValueError(f"config={config!r} would name the samples of {len(paths)} files one config; give one "
@@ -114,7 +114,7 @@ def _read_many(paths: list[Path], config: str | None) -> pd.DataFrame:
         raise ValueError(f"samples name a file twice: {sorted(str(p) for p in paths if paths.count(p) > 1)[0]!r}")
     frames, owner = [], {}
     for path in paths:
-        df = read_samples(path, config=config)
+        df = read_samples(path, config=config, suite=suite)
         for name in df["config"].unique():
             if name in owner:
                 raise ValueError(f"samples {str(owner[name])!r} and {str(path)!r} both hold config {name!r}; "
@@ -125,10 +125,12 @@ def _read_many(paths: list[Path], config: str | None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
+def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFrame:
     """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
-    ``samples`` is a JSONL path (or a gzipped one, ``.jsonl.gz``), an evalplus samples directory
+    ``samples`` is a JSONL path (or a gzipped one, ``.jsonl.gz``), a ``.json`` file holding a list of such
+    records, a bigcode-evaluation-harness generations file (``generations_<task>.json``: one list of full
+    programs per task, in the suite's order; it needs ``suite``), an evalplus samples directory
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
@@ -139,7 +141,7 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     count one config's samples twice or two models as one.
     """
     if _are_paths(samples):
-        return _read_many(sample_paths(samples), config)
+        return _read_many(sample_paths(samples), config, suite)
     default = config or "samples"
     wheres = None  # where each record came from, for errors (a file's line, or a program file)
     if isinstance(samples, pd.DataFrame):
@@ -162,6 +164,8 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
                         raise ValueError(f"{f}: not UTF-8 text ({err.reason} at byte {err.start})") from err
                     recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
                     wheres.append(str(f))
+        elif _is_json(path):
+            recs, wheres = _json_samples(path, suite)
         else:
             from ..data.io import _lines, json_line, open_binary
 
@@ -187,3 +191,89 @@ def read_samples(samples, *, config: str | None = None) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["sample"] = df.groupby(["config", "task"]).cumcount()
     return df
+
+
+def _is_json(path: Path) -> bool:
+    """Whether a samples file is one JSON document (``.json``, ``.json.gz``), not JSON lines."""
+    name = path.name.lower()
+    return name.endswith(".json") or name.endswith(".json.gz")
+
+
+def _json_samples(path: Path, suite) -> tuple[list, list[str]]:
+    """Return the records of a ``.json`` samples file and where each came from.
+
+    A list of records (objects with ``task_id``) is read as JSONL's; a list of lists of programs is a
+    bigcode-evaluation-harness generations file, whose i-th list is the suite's i-th task.
+    """
+    import json
+
+    from ..data.io import open_binary
+
+    src = str(path)
+    try:
+        with open_binary(path) as fh:
+            doc = json.loads(fh.read().decode("utf-8-sig"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{src}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except (EOFError, OSError) as err:
+        raise ValueError(f"{src}: a damaged or incomplete gzip file ({err})") from err
+    if isinstance(doc, dict):
+        what = ("an evalplus eval_results.json: verdicts, not programs; its counts are read by 'bayespass "
+                "estimate', 'bayespass fit' and bp.read_counts" if "eval" in doc else
+                f"a JSON object (keys {sorted(doc)[:5]}), not samples")
+        raise ValueError(f"{src}: {what}; samples are a list of records with task_id and solution or completion, "
+                         "JSON lines of them, or a bigcode-evaluation-harness generations file (a list of lists "
+                         "of programs)")
+    if not isinstance(doc, list):
+        raise ValueError(f"{src}: expected a list of sample records or of lists of programs; got "
+                         f"{type(doc).__name__}")
+    if doc and all(isinstance(d, list) or d is None for d in doc):
+        return _positional(doc, suite, src)
+    return doc, [f"{src}, record {i} (counting from 0)" for i in range(len(doc))]
+
+
+def _positional(doc: list, suite, src: str) -> tuple[list, list[str]]:
+    """Return the records of a bigcode-evaluation-harness generations file: list i holds task i's programs.
+
+    The harness stores no task ids, so the tasks are the suite's, in its order (the first ``len(doc)`` of
+    them: its ``--limit``). A file that is not in that order (``--limit_start``, another release of the
+    dataset) is refused where most tasks' programs do not name the task's function.
+    """
+    if suite is None:
+        raise ValueError(f"{src} is a bigcode-evaluation-harness generations file (a list of lists of programs): it "
+                         "lists tasks by position, not by task_id, so it is read with its suite: "
+                         "read_samples(path, suite=bp.load_suite(...)), bp.execute(path, suite), "
+                         "ReplayCoder(path, suite=...), or 'bayespass execute PATH --suite ...'")
+    tasks = list(suite.tasks.values())
+    if len(doc) > len(tasks):
+        raise ValueError(f"{src}: a bigcode-evaluation-harness generations file lists tasks by position; it holds "
+                         f"{len(doc)} tasks and suite {suite.name!r} {len(tasks)}, so they cannot be the suite's "
+                         "(bigcode's 'mbpp' task is the original MBPP's 500 test tasks; its 'mbppplus' may follow "
+                         "an MBPP+ release of 399): pass the dataset file they were generated from (--dataset), or "
+                         "write them as JSON lines with task_id")
+    recs, wheres, named, given = [], [], 0, 0
+    for i, (task, programs) in enumerate(zip(tasks, doc, strict=False)):
+        if programs is None:  # the harness's intermediate file: a task not generated yet
+            continue
+        bad = next((g for g in programs if not isinstance(g, str)), None) if isinstance(programs, list) else None
+        if bad is not None:
+            raise ValueError(f"{src}, task {i} (counting from 0): a program must be a string; got "
+                             f"{type(bad).__name__} {repr(bad)[:40]}")
+        given += bool(programs)
+        named += any(task.entry_point in g for g in programs)
+        recs += [{"task_id": task.task_id, "solution": g} for g in programs]
+        wheres += [f"{src}, task {i}, program {j}" for j in range(len(programs))]
+    if named < given / 2:
+        raise ValueError(f"{src}: list i of a bigcode-evaluation-harness generations file is task i of the suite, "
+                         f"but the programs of only {named} of its {given} tasks name their task's function in "
+                         f"suite {suite.name!r} (e.g. {tasks[0].entry_point!r} for list 0); were they generated "
+                         "with --limit_start, or from another release of the dataset? Write them as JSON lines with "
+                         "task_id, or pass the dataset file they came from (--dataset)")
+    if len(doc) < len(tasks):
+        import warnings
+
+        warnings.warn(f"{src}: {len(doc)} lists of programs by position: the first {len(doc)} of suite "
+                      f"{suite.name!r}'s {len(tasks)} tasks (bigcode's --limit)", UserWarning, stacklevel=4)
+    return recs, wheres

@@ -542,12 +542,14 @@ class ReplayCoder(Coder):
     ``generate(suite, k, temperature=...)`` returns the first ``k`` samples of each task (all of them with
     ``k=None``) with the configs they have in the files: a record's own ``config``, its ``model`` (and
     ``temperature``), else its file's name (``model`` here renames that, for one file); ``temperature`` only
-    labels the records that carry neither a config nor a temperature.
+    labels the records that carry neither a config nor a temperature. ``suite`` is needed only by a
+    bigcode-evaluation-harness generations file, which lists tasks by position
+    (:func:`bayespass.execution.samples_io.read_samples`).
     """
 
     name = "replay"
 
-    def __init__(self, path, *, model: str | None = None):
+    def __init__(self, path, *, model: str | None = None, suite=None):
         from ..execution.samples_io import file_config, read_samples, sample_paths
 
         paths = sample_paths(path) or [Path(os.fspath(path))]  # the latter: a TypeError naming what path was
@@ -555,7 +557,7 @@ class ReplayCoder(Coder):
             raise ValueError(f"model={model!r} would name the samples of {len(paths)} files one model; each file "
                              "is named by its file name (or its records' 'model' or 'config')")
         self.path = paths[0]
-        self.table = read_samples(paths if len(paths) > 1 else paths[0])
+        self.table = read_samples(paths if len(paths) > 1 else paths[0], suite=suite)
         self.model_id = model or file_config(paths[0])
         #: the files' own names: a record whose config is one of them named none itself
         self._file_names = {file_config(p): (model or file_config(p)) for p in paths}

@@ -55,7 +55,7 @@ class _Source:
         if cfg.coder == "samples":
             from ..generate.hf import ReplayCoder
 
-            self.coder = ReplayCoder(cfg.samples)
+            self.coder = ReplayCoder(cfg.samples, suite=ctx.suite)
             table = self.coder.table[self.coder.table["task"].isin(tasks)]
             self.pool = {key: g.sort_values("sample") for key, g in table.groupby(["config", "task"])}
             self.cells = sorted(self.pool)

@@ -257,7 +257,7 @@ def _generate(cfg: RunConfig, suite, out: Path, echo):
     if cfg.coder == "samples":
         from ..execution.samples_io import read_samples
 
-        table = read_samples(cfg.samples)
+        table = read_samples(cfg.samples, suite=suite)
         if tasks is not None:
             table = table[table["task"].isin(tasks)]
         recs = [{k: v for k, v in r.items() if k not in ("sample", "task") and not (isinstance(v, float) and v != v)}
