@@ -392,3 +392,35 @@ def test_a_bigcode_harness_generations_file_is_read_by_position_and_checked_for_
     f.write_text(json.dumps({"eval": {}}))
     with pytest.raises(ValueError, match="an evalplus eval_results.json: verdicts, not programs"):
         read_samples(f, suite=humaneval)
+
+
+def test_lm_evaluation_harness_logged_samples_are_one_record_per_program(tmp_path, humaneval):
+    """lm-eval's ``--log_samples`` JSONL: per task its doc (with task_id) and filtered_resps [[p1, ..., pR]]."""
+    tasks = list(humaneval.tasks.values())[:3]
+    logged = [{"doc_id": i, "doc": {"task_id": t.task_id, "prompt": t.prompt, "entry_point": t.entry_point},
+               "target": "...", "arguments": [[t.prompt, {"until": ["\nclass"]}]],
+               "resps": [[t.canonical_solution, "    return None\n"]],
+               "filtered_resps": [[t.prompt + t.canonical_solution, t.prompt + "    return None\n"]],
+               "filter": "create_test", "metrics": ["pass@1"], "pass@1": 0.5} for i, t in enumerate(tasks)]
+    f = tmp_path / "samples_humaneval_2026-01-01T00-00-00.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in logged))
+    table = read_samples(f)
+    assert table["task"].tolist() == [t.task_id for t in tasks for _ in range(2)]
+    assert table["solution"].tolist()[:2] == [tasks[0].prompt + tasks[0].canonical_solution,
+                                              tasks[0].prompt + "    return None\n"]
+    res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert bp.read_counts(tmp_path / "run").c.values.tolist() == [[1, 1, 1]]
+    # lm-eval's mbpp: the original MBPP's integer ids, MBPP+'s Mbpp/<id>; one program per doc, not nested
+    one = [{"doc": {"task_id": 11, "text": "..."}, "filtered_resps": ["def f(x):\n    return x\n"]}]
+    assert read_samples(one)["task"].tolist() == ["Mbpp/11"]
+    two = logged[:1] + [dict(logged[0], filter="take_first")]
+    f.write_text("".join(json.dumps(r) + "\n" for r in two))
+    with pytest.raises(ValueError, match=r"samples of 2 filters \['create_test', 'take_first'\]: each task's "
+                                         r"programs would count once per filter"):
+        read_samples(f)
+    with pytest.raises(ValueError, match=r"sample record 0 .*: an lm-evaluation-harness sample whose doc has no "
+                                         r"task_id \(its keys: \['text'\]\)"):
+        read_samples([{"doc": {"text": "..."}, "filtered_resps": ["x"]}])
+    with pytest.raises(ValueError, match=r"filtered_resps must hold programs \(strings\); got float 0.5"):
+        read_samples([{"doc": {"task_id": "HumanEval/0"}, "filtered_resps": [[0.5]]}])

@@ -130,7 +130,9 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
 
     ``samples`` is a JSONL path (or a gzipped one, ``.jsonl.gz``), a ``.json`` file holding a list of such
     records, a bigcode-evaluation-harness generations file (``generations_<task>.json``: one list of full
-    programs per task, in the suite's order; it needs ``suite``), an evalplus samples directory
+    programs per task, in the suite's order; it needs ``suite``), lm-evaluation-harness's ``--log_samples``
+    JSONL (``samples_humaneval_<date>.jsonl``: each task's ``doc`` and its ``filtered_resps``), an evalplus
+    samples directory
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
@@ -149,31 +151,12 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
     elif isinstance(samples, list | tuple):
         recs = list(samples)
     else:
-        wheres = []
         path = Path(os.fspath(samples))
         if not path.exists():
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
         default = config or file_config(path)
-        recs = []
-        if path.is_dir():
-            for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):
-                for f in sorted(task_dir.glob("*.py"), key=lambda p: (len(p.stem), p.stem)):
-                    try:
-                        text = f.read_text(encoding="utf-8")
-                    except UnicodeDecodeError as err:
-                        raise ValueError(f"{f}: not UTF-8 text ({err.reason} at byte {err.start})") from err
-                    recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
-                    wheres.append(str(f))
-        elif _is_json(path):
-            recs, wheres = _json_samples(path, suite)
-        else:
-            from ..data.io import _lines, json_line, open_binary
-
-            with open_binary(path) as fh:
-                for lineno, line in _lines(fh, str(path)):
-                    if line.strip():
-                        recs.append(json_line(line, lineno, str(path)))
-                        wheres.append(f"{path}, line {lineno}")
+        recs, wheres = _read_path(path, suite)
+    recs, wheres = _lm_eval(recs, wheres)
     rows = []
     for i, rec in enumerate(recs):
         where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
@@ -191,6 +174,73 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
     df = pd.DataFrame(rows)
     df["sample"] = df.groupby(["config", "task"]).cumcount()
     return df
+
+
+def _read_path(path: Path, suite) -> tuple[list, list[str]]:
+    """Return the records of a samples file or directory and where each came from."""
+    recs, wheres = [], []
+    if path.is_dir():
+        for task_dir in sorted(p for p in path.iterdir() if p.is_dir()):
+            for f in sorted(task_dir.glob("*.py"), key=lambda p: (len(p.stem), p.stem)):
+                try:
+                    text = f.read_text(encoding="utf-8")
+                except UnicodeDecodeError as err:
+                    raise ValueError(f"{f}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+                recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
+                wheres.append(str(f))
+        return recs, wheres
+    if _is_json(path):
+        return _json_samples(path, suite)
+    from ..data.io import _lines, json_line, open_binary
+
+    with open_binary(path) as fh:
+        for lineno, line in _lines(fh, str(path)):
+            if line.strip():
+                recs.append(json_line(line, lineno, str(path)))
+                wheres.append(f"{path}, line {lineno}")
+    return recs, wheres
+
+
+def _is_lm_eval(rec) -> bool:
+    return isinstance(rec, dict) and "task_id" not in rec and "filtered_resps" in rec and isinstance(rec.get("doc"),
+                                                                                                       dict)
+
+
+def _flat(v):
+    """Yield the strings of a nested list (lm-evaluation-harness logs a doc's programs as [[p1, ..., pR]])."""
+    for x in v if isinstance(v, list) else [v]:
+        yield from _flat(x) if isinstance(x, list) else [x]
+
+
+def _lm_eval(recs: list, wheres: list[str] | None) -> tuple[list, list[str] | None]:
+    """Expand lm-evaluation-harness ``--log_samples`` records into one record per program.
+
+    Such a record holds a task's ``doc`` (with its ``task_id``) and its ``filtered_resps``: the programs
+    after the task's filter (for HumanEval, the prompt plus the completion). An integer ``task_id`` is the
+    original MBPP's (``11`` is MBPP+'s ``Mbpp/11``). Other records are returned as they are.
+    """
+    if not recs or not all(_is_lm_eval(r) for r in recs):
+        return recs, wheres
+    wheres = wheres or [f"sample record {i} (counting from 0)" for i in range(len(recs))]
+    filters = sorted({str(r.get("filter", "")) for r in recs})
+    if len(filters) > 1:
+        raise ValueError(f"{wheres[0].rsplit(',', 1)[0]}: lm-evaluation-harness samples of {len(filters)} filters "
+                         f"{filters}: each task's programs would count once per filter; keep one filter's records")
+    out, where_out = [], []
+    for rec, where in zip(recs, wheres, strict=True):
+        tid = rec["doc"].get("task_id")
+        if tid is None or isinstance(tid, bool):
+            raise ValueError(f"{where}: an lm-evaluation-harness sample whose doc has no task_id (its keys: "
+                             f"{sorted(rec['doc'])[:8]})")
+        programs = list(_flat(rec["filtered_resps"]))
+        bad = next((p for p in programs if not isinstance(p, str)), None)
+        if bad is not None:
+            raise ValueError(f"{where} (task {tid!r}): filtered_resps must hold programs (strings); got "
+                             f"{type(bad).__name__} {repr(bad)[:40]}")
+        task = f"Mbpp/{tid}" if isinstance(tid, int) else str(tid)
+        out += [{"task_id": task, "solution": p} for p in programs]
+        where_out += [f"{where}, program {j}" for j in range(len(programs))]
+    return out, where_out
 
 
 def _is_json(path: Path) -> bool:
