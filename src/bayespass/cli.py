@@ -727,9 +727,8 @@ def run_cmd(
     max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
                                                   "time-outs, refused connections).")] = 8,
     timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
-    samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus .jsonl or "
-                                                           "samples directory, or a bigcode-evaluation-harness "
-                                                           "generations file; repeat for several, each its own "
+    samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus, bigcode or "
+                                                           "lm-eval samples; repeat for several, each its own "
                                                            "config).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
