@@ -230,19 +230,30 @@ def _sample_ok(rec: dict, correctness: str, where: str) -> bool:
     return base == "pass" and plus == "pass"
 
 
+def read_json_document(path) -> object:
+    """Return a JSON file's one document (gzipped too; a UTF-8 byte order mark is read past).
+
+    Invalid JSON, text that is not UTF-8 and a damaged gzip stream are errors naming the file.
+    """
+    src = str(path)
+    try:
+        with open_binary(path) as fh:
+            return json.loads(fh.read().decode("utf-8-sig"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{src}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except (EOFError, OSError) as err:  # gzip.BadGzipFile is an OSError; a cut stream, EOFError
+        raise ValueError(f"{src}: a damaged or incomplete gzip file ({err})") from err
+
+
 def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
                          model: str | None = None, temperature: float | None = None,
                          benchmark: str | None = None) -> xr.Dataset:
     """Reduce an evalplus ``eval_results.json`` to counts (one config)."""
     check_choice(correctness, ("base", "plus"), name="correctness")
     src = str(path)
-    try:
-        with open_binary(path) as fh:
-            doc = json.loads(fh.read().decode("utf-8-sig"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{src}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    doc = read_json_document(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):
         raise ValueError(f"{src}: not an evalplus eval_results.json (no 'eval' mapping of task_id "
                          "to sample results)")

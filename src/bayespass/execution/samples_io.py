@@ -255,20 +255,10 @@ def _json_samples(path: Path, suite) -> tuple[list, list[str]]:
     A list of records (objects with ``task_id``) is read as JSONL's; a list of lists of programs is a
     bigcode-evaluation-harness generations file, whose i-th list is the suite's i-th task.
     """
-    import json
-
-    from ..data.io import open_binary
+    from ..data.io import read_json_document
 
     src = str(path)
-    try:
-        with open_binary(path) as fh:
-            doc = json.loads(fh.read().decode("utf-8-sig"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{src}, line {err.lineno}: invalid JSON ({err.msg})") from err
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{src}: not UTF-8 text ({err.reason} at byte {err.start})") from err
-    except (EOFError, OSError) as err:
-        raise ValueError(f"{src}: a damaged or incomplete gzip file ({err})") from err
+    doc = read_json_document(path)
     if isinstance(doc, dict):
         what = ("an evalplus eval_results.json: verdicts, not programs; its counts are read by 'bayespass "
                 "estimate', 'bayespass fit' and bp.read_counts" if "eval" in doc else
