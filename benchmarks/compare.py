@@ -139,7 +139,7 @@ def run(args):
     import bayespass as bp
 
     counts = load_real(which=args.real_set)
-    ks = [1, 10]
+    ks = args.k
     truth = bp.passk(counts, ks, method="unbiased")
     rows = []
     for m in args.m:
@@ -321,6 +321,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m", default="1,2,5")
+    ap.add_argument("--k", default="1,10", help="the k of pass@k (at most 50, the samples of the truth)")
     ap.add_argument("--hessian-eb", action="store_true", help="a variant not adopted: see use_hessian_eb()")
     ap.add_argument("--no-slopes", action="store_true", help="a variant not adopted: see without_slopes()")
     ap.add_argument("--eta-sd", default=None,
@@ -337,6 +338,7 @@ def main(argv=None):
         print(report(json.loads(Path(args.out).read_text())))
         return
     args.m = [int(x) for x in args.m.split(",")]
+    args.k = [int(x) for x in args.k.split(",")]
     if args.hessian_eb:
         use_hessian_eb()
     if args.no_slopes:

@@ -188,8 +188,11 @@ def _fuzz(ctx: Context) -> None:
     if len(fsuite.tasks) < len(tasks):
         msg = (f"fuzzing: {len(tasks) - len(fsuite.tasks)} of {len(tasks)} tasks have no fuzzed input that the "
                "task's contract and canonical solution accept")
-        say(ctx.echo, f"      {msg}; " + ("incoherence uses the others" if fsuite.tasks else "no incoherence"))
-        warnings.warn(msg, stacklevel=2)
+        msg += "; " + ("incoherence uses the others" if fsuite.tasks else "no incoherence")
+        if ctx.echo is not None:  # the CLI's progress says it once; a warning would say it again
+            say(ctx.echo, f"      {msg}")
+        else:
+            warnings.warn(msg, stacklevel=2)
     if not fsuite.tasks:
         ctx.fuzz = None
         return
