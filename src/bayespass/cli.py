@@ -349,7 +349,7 @@ def compare_cmd(
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
-    from .stats.ranking import _pairs, _resolve, compare_configs, leaderboard, prob_better_table
+    from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit, leaderboard, prob_better_table
     from .validate import split_pair
 
     _check_format(format)
@@ -364,19 +364,21 @@ def compare_cmd(
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
         idata = _resolve(_compare_input(data, common_tasks), model, method, 0, check=lambda cfgs: _pairs(raw, cfgs),
                          progressbar=True)
-        cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob)
+        band = default_band_fit(idata, k)  # once, for the tables and the difference curve
+        cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
-    typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws",
-               err=True)
+    joined = cmp.attrs["band_beyond_samples"]
+    typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
+               + (f"; bands beyond the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
     if pair_list is None:
         _print_table(leaderboard(cmp), format)
     _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format != "table" or pair_list else "auto"),
                  format)
     if plot is not None:
-        _compare_plots(cmp, plot, pair_list, idata)
+        _compare_plots(cmp, plot, pair_list, idata, band)
 
 
 @app.command("allocate")
@@ -614,7 +616,7 @@ def _save_png(ax, path: Path, dpi: int = 120) -> Path:
     return path
 
 
-def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
+def _compare_plots(cmp, prefix: Path, pair_list, idata, band_fit=None) -> None:
     import numpy as np
 
     from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better, ranking_order
@@ -630,7 +632,8 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata) -> None:
         a, b = pair_list[0]
     kmax = max(int(cmp.k.max()), 10)
     grid = np.union1d(cmp.k.values, np.unique(np.round(np.geomspace(1, kmax, 12))).astype(int))
-    curve = compare_configs(idata, k=grid, pairs=[(a, b)], ci_prob=cmp.attrs["ci_prob"])  # a curve, not 2 points
+    curve = compare_configs(idata, k=grid, pairs=[(a, b)], ci_prob=cmp.attrs["ci_prob"],  # a curve, not 2 points
+                            band_fit=band_fit)
     written.append(_save_png(plot_diff_curve(curve, a, b), prefix.parent / f"{prefix.name}-diff{ext}"))
     typer.echo("wrote " + ", ".join(map(str, written)), err=True)
 

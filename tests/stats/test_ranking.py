@@ -446,7 +446,8 @@ def test_band_from_one_sample_per_task_holds_whatever_the_spread():
     # two samples per task identify the spread: the model's band, not the identified set (whose top is
     # 1 - (1 - 0.33)^10 = 0.98 here)
     two = bp.make_counts(np.full((2, t), 2), rng.binomial(2, p))
-    cmp_two = bp.compare_configs(two, k=(10,), model="shared", method="eb")
+    with bp.rc_context({"stats.model": "hier"}):  # the joint model's band alone (pass@10 is beyond 2 samples,
+        cmp_two = bp.compare_configs(two, k=(10,), model="shared", method="eb")  # where the default's is joined)
     top = cmp_two["passk_eti"].sel(ci_bound="upper").values
     assert np.all(top < 0.99) and np.all(np.abs(top - true_passk(p, [10])[:, 0]) < 0.1), top
     # P(better)'s table says what one sample per task leaves P(better) at k > 1 resting on; not at k = 1, nor
@@ -463,3 +464,73 @@ def test_band_from_one_sample_per_task_holds_whatever_the_spread():
         warnings.simplefilter("ignore")
         cmp_mixed = bp.compare_configs(mixed, k=(1, 10), model="bb", method="eb", pairs=[("a", "b")])
     assert cmp_mixed.attrs["single_sample_configs"] == 2 and said not in prob_better_table(cmp_mixed).note
+
+
+def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band():
+    """Beyond the samples drawn the joint model's band is its structure's guess (on real MBPP it covered pass@50
+    from 5 samples per task in 81% of replicates); the leaderboard's band there is the hull of it and the
+    default per-config fit's band, and within the samples it is the joint model's own."""
+    from bayespass.simulate import true_passk
+
+    g = np.random.default_rng(11)
+    t = 200
+    kind = g.random(t)  # structural zeros, a cloud of tiny p, the rest spread: what fools a Beta's shape
+    base = np.where(kind < 0.3, 0.0, np.where(kind < 0.5, g.uniform(1e-3, 1e-2, t), g.beta(2, 2, t)))
+    p = np.stack([base, np.clip(base * 1.1, 0, 1), base * 0.8])
+    counts = bp.make_counts(np.full((3, t), 4), g.binomial(4, p), config=["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        joint = bp.fit(counts, "shared", "eb", seed=0, progressbar=False)
+        auto = bp.fit(counts, "auto", "eb", seed=0, progressbar=False)
+    k = (1, 4, 50, 200)
+    cmp = bp.compare_configs(joint, k=k, band_fit=auto)
+    with bp.rc_context({"stats.model": "hier"}):  # a joint default: nothing per-config to join
+        own = bp.compare_configs(joint, k=k)
+    assert cmp.attrs["band_beyond_samples"] == "auto" and own.attrs["band_beyond_samples"] == ""
+    band, mine = (x["passk_eti"].transpose("config", "k", "ci_bound").values for x in (cmp, own))
+    theirs = bp.passk_curve(auto, k=k, ci_prob=cmp.attrs["ci_prob"])["eti"].transpose("config", "k", "ci_bound")
+    np.testing.assert_array_equal(band[:, :2], mine[:, :2])  # k <= 4 = n: the joint model's band
+    np.testing.assert_allclose(band[:, 2:, 0], np.minimum(mine[:, 2:, 0], theirs.values[:, 2:, 0]))
+    np.testing.assert_allclose(band[:, 2:, 1], np.maximum(mine[:, 2:, 1], theirs.values[:, 2:, 1]))
+    np.testing.assert_array_equal(cmp["passk"], own["passk"])  # the means, P(better), ranks: the joint model's
+    np.testing.assert_array_equal(cmp["prob_better"], own["prob_better"])
+    truth = true_passk(p, list(k))
+    inside = (band[..., 0] <= truth) & (truth <= band[..., 1])
+    assert inside[:, 2:].all(), (band, truth)
+    assert not ((mine[1, 3, 0] <= truth[1, 3]) & (truth[1, 3] <= mine[1, 3, 1]))  # the joint band alone missed
+    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in bp.leaderboard(cmp).note
+    # band_fit: a per-config fit of the same counts
+    with pytest.raises(ValueError, match="band_fit must be a per-config fit .*; got model 'shared'"):
+        bp.compare_configs(joint, k=k, band_fit=joint)
+    other = counts.copy(data={"n": counts.n, "c": counts.c.where(counts.task != counts.task[0], counts.n)})
+    assert (other.c != counts.c).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrong = bp.fit(other, "bb", "eb", seed=0, progressbar=False)
+    with pytest.raises(ValueError, match="band_fit must be a fit of the same counts as the comparison; its n or c"):
+        bp.compare_configs(joint, k=k, band_fit=wrong)
+    # counts fitted here: the default per-config fit is made here, and joined the same way
+    fitted_here = bp.compare_configs(counts, k=k, seed=0)
+    assert fitted_here.attrs["band_beyond_samples"] == "auto"
+
+
+def test_cli_compare_fits_the_band_partner_once_and_says_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import bayespass.stats.ranking as ranking
+    from bayespass.cli import app
+
+    g = np.random.default_rng(2)
+    p = np.stack([g.beta(1, 1, 120), g.beta(1, 2, 120)])
+    path = tmp_path / "counts.csv"
+    bp.write_counts(bp.make_counts(np.full((2, 120), 3), g.binomial(3, p), config=["a", "b"]), path)
+    made = []
+    real = ranking.default_band_fit
+    monkeypatch.setattr(ranking, "default_band_fit", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,30", "--plot", str(tmp_path / "cmp.png")])
+    assert res.exit_code == 0, res.output
+    assert len(made) == 1 and made[0] is not None  # made once, for the tables and the difference curve alike
+    assert "bands beyond the samples drawn also hold the auto fit's (EB)" in res.output
+    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in res.output
+    res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,3"])  # within the samples: nothing to join
+    assert res.exit_code == 0 and "also hold" not in res.output and all(x is None for x in made[1:])

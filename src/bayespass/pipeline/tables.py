@@ -118,7 +118,8 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # convergence is recorded in the fit; the table says which model
-            post["cmp"] = compare_configs(ctx.counts, k=cfg.passk_k, model="shared", seed=cfg.seed)
+            post["cmp"] = compare_configs(ctx.counts, k=cfg.passk_k, model="shared", seed=cfg.seed,
+                                          band_fit=_per_config_fit(ctx.idatas.get(main)))
         tables["leaderboard"] = leaderboard(post["cmp"])
         tables["prob_better"] = prob_better_table(post["cmp"])
     from .adaptive import rounds_table
@@ -127,3 +128,14 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
         tables["rounds"] = rounds
     tables["metrics"] = metric_table(samples, idata=ctx.idatas.get(main), k=[x for x in (1, 5, 10) if x <= cfg.k])
     return tables, post
+
+
+def _per_config_fit(idata):
+    """Return the run's main fit if it is per-config (the leaderboard joins its band beyond the samples), else None."""
+    if idata is None:
+        return None
+    from ..models.base import get_model
+    from ..models.predictive import model_of
+
+    name = model_of(idata)
+    return idata if name == "auto" or not get_model(name).joint else None
