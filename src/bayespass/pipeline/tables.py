@@ -132,10 +132,7 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
 
 def _per_config_fit(idata):
     """Return the run's main fit if it is per-config (the leaderboard joins its band beyond the samples), else None."""
-    if idata is None:
-        return None
-    from ..models.base import get_model
     from ..models.predictive import model_of
+    from ..stats.ranking import _joint
 
-    name = model_of(idata)
-    return idata if name == "auto" or not get_model(name).joint else None
+    return None if idata is None or _joint(model_of(idata)) else idata

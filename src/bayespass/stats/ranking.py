@@ -311,6 +311,7 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
 
 
 def _joint(name: str) -> bool:
+    """Whether the model ``name`` (``"auto"``: a stack of per-config models) is a joint one."""
     from ..models.base import get_model
 
     return name != "auto" and get_model(name).joint
@@ -492,13 +493,12 @@ def leaderboard(cmp: xr.Dataset, k=None, *, rank_probs: bool | None = None) -> T
 
 
 def _joint_model_note(cmp: xr.Dataset) -> str:
-    """Say what the joint model assumed of the configs' slopes (their posterior weight) and of siblings' abilities."""
-    w = cmp.attrs.get("slopes_weight")
-    if w is None:
-        return ""
-    told = "one per config" if w >= 0.5 else "one for all configs"
-    out = (f" Slope of success against task difficulty in the joint model: {told} (posterior probability of "
-           f"per-config slopes {w:.2f}).")
+    """Say what the joint model assumed of slopes and siblings, and which band is joined beyond the samples."""
+    out, w = "", cmp.attrs.get("slopes_weight")
+    if w is not None:
+        told = "one per config" if w >= 0.5 else "one for all configs"
+        out = (f" Slope of success against task difficulty in the joint model: {told} (posterior probability of "
+               f"per-config slopes {w:.2f}).")
     sd = cmp.attrs.get("sibling_sd")
     if sd is not None:
         out += (f" Configs of one model at several temperatures share an ability up to a spread learnt from the "
