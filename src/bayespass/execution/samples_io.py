@@ -156,7 +156,7 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
         default = config or file_config(path)
         recs, wheres = _read_path(path, suite)
-    recs, wheres = _lm_eval(recs, wheres)
+    recs, wheres = _lm_eval(recs, wheres, "samples" if wheres is None else str(samples))
     rows = []
     for i, rec in enumerate(recs):
         where = wheres[i] if wheres else f"sample record {i} (counting from 0)"
@@ -212,7 +212,7 @@ def _flat(v):
         yield from _flat(x) if isinstance(x, list) else [x]
 
 
-def _lm_eval(recs: list, wheres: list[str] | None) -> tuple[list, list[str] | None]:
+def _lm_eval(recs: list, wheres: list[str] | None, src: str) -> tuple[list, list[str] | None]:
     """Expand lm-evaluation-harness ``--log_samples`` records into one record per program.
 
     Such a record holds a task's ``doc`` (with its ``task_id``) and its ``filtered_resps``: the programs
@@ -224,7 +224,7 @@ def _lm_eval(recs: list, wheres: list[str] | None) -> tuple[list, list[str] | No
     wheres = wheres or [f"sample record {i} (counting from 0)" for i in range(len(recs))]
     filters = sorted({str(r.get("filter", "")) for r in recs})
     if len(filters) > 1:
-        raise ValueError(f"{wheres[0].rsplit(',', 1)[0]}: lm-evaluation-harness samples of {len(filters)} filters "
+        raise ValueError(f"{src}: lm-evaluation-harness samples of {len(filters)} filters "
                          f"{filters}: each task's programs would count once per filter; keep one filter's records")
     out, where_out = [], []
     for rec, where in zip(recs, wheres, strict=True):
@@ -297,7 +297,7 @@ def _positional(doc: list, suite, src: str) -> tuple[list, list[str]]:
     for i, (task, programs) in enumerate(zip(tasks, doc, strict=False)):
         if programs is None:  # the harness's intermediate file: a task not generated yet
             continue
-        bad = next((g for g in programs if not isinstance(g, str)), None) if isinstance(programs, list) else None
+        bad = next((g for g in programs if not isinstance(g, str)), None)  # a list: _json_samples checked
         if bad is not None:
             raise ValueError(f"{src}, task {i} (counting from 0): a program must be a string; got "
                              f"{type(bad).__name__} {repr(bad)[:40]}")

@@ -288,22 +288,25 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     of the two there; the posterior means, P(better), the differences and the ranks stay the joint model's.
     Returns the band and the name of the model joined ("" where nothing was).
     """
-    from ..data.counts import counts_of_fit, identified_k
+    from ..data.counts import counts_of_fit
     from ..models.predictive import model_of
     from .curve import _hull, passk_curve
 
     if not _joint(model_of(idata)):
         return eti, ""
-    if band_fit is None:
-        band_fit = default_band_fit(idata, eti["k"].values, seed=seed)
-        if band_fit is None:
-            return eti, ""
-    elif _joint(model_of(band_fit)):
+    if band_fit is not None and _joint(model_of(band_fit)):
         raise ValueError(f"band_fit must be a per-config fit (e.g. the default, model='auto'); got model "
                          f"{model_of(band_fit)!r}")
     counts = counts_of_fit(idata).sel(config=configs)
-    _check_band_fit(band_fit, counts)
-    beyond = eti["k"].values[None, :] > identified_k(counts.n.transpose("config", "task").values)[:, None]
+    beyond = _beyond(counts, eti["k"].values)
+    if not beyond.any():
+        return eti, ""
+    if band_fit is None:
+        if _joint(rcParams["stats.model"]):  # a joint default: nothing per-config to join
+            return eti, ""
+        band_fit = _fit_default(counts, seed)
+    else:
+        _check_band_fit(band_fit, counts)
     other = passk_curve(band_fit, k=eti["k"].values, ci_prob=prob)["eti"].sel(config=configs)
     wide = _hull([eti.transpose("config", "k", "ci_bound"), other.transpose("config", "k", "ci_bound")])
     mask = xr.DataArray(beyond, coords={"config": eti["config"], "k": eti["k"]})
@@ -317,30 +320,40 @@ def _joint(name: str) -> bool:
     return name != "auto" and get_model(name).joint
 
 
+def _beyond(counts: xr.Dataset, k) -> np.ndarray:
+    """(config, k): whether each k is beyond a config's samples drawn (above its ``identified_k``)."""
+    from ..data.counts import identified_k
+
+    return np.asarray(k)[None, :] > identified_k(counts.n.transpose("config", "task").values)[:, None]
+
+
+def _fit_default(counts: xr.Dataset, seed: int):
+    """Fit ``counts`` by EB with the default per-config model (``rcParams["stats.model"]``), quietly."""
+    import warnings
+
+    from ..models.fit import fit
+
+    with warnings.catch_warnings():  # the joint fit said what there is to say about these counts
+        warnings.simplefilter("ignore")
+        return fit(counts, rcParams["stats.model"], "eb", seed=seed, progressbar=False)
+
+
 def default_band_fit(idata, k, *, seed: int = 0):
     """Return the fit whose band a joint model's comparison joins beyond the samples drawn, or None if none is.
 
     The counts of ``idata`` (its configs with an observed task) fitted by EB with ``rcParams["stats.model"]``,
-    where ``idata`` is a joint model's fit and some config has fewer samples than the largest ``k`` on more
-    tasks than :func:`~bayespass.data.counts.identified_k` allows; None otherwise (also where the default model
-    is itself a joint one). ``bayespass compare`` makes it once for its tables and its plots.
+    where ``idata`` is a joint model's fit and some k is beyond a config's samples drawn; None otherwise (also
+    where the default model is itself a joint one). ``bayespass compare`` makes it once for its tables and
+    its plots.
     """
-    import warnings
-
-    from ..data.counts import counts_of_fit, identified_k
-    from ..models.fit import fit
+    from ..data.counts import counts_of_fit
     from ..models.predictive import model_of
 
-    partner = rcParams["stats.model"]
-    if not _joint(model_of(idata)) or _joint(partner):
+    if not _joint(model_of(idata)) or _joint(rcParams["stats.model"]):
         return None
     counts = counts_of_fit(idata)
     counts = counts.sel(config=(counts.n > 0).any("task").values)
-    if not (int(np.max(as_k(k))) > identified_k(counts.n.transpose("config", "task").values)).any():
-        return None
-    with warnings.catch_warnings():  # the joint fit said what there is to say about these counts
-        warnings.simplefilter("ignore")
-        return fit(counts, partner, "eb", seed=seed, progressbar=False)
+    return _fit_default(counts, seed) if _beyond(counts, as_k(k)).any() else None
 
 
 def _check_band_fit(band_fit, counts: xr.Dataset) -> None:
