@@ -801,3 +801,45 @@ def test_a_result_waiting_in_the_pipe_at_the_deadline_is_taken(monkeypatch, laye
     # a child still computing at the deadline gets nothing from this: it times out as before
     slow = run1(layer, "def f(x):\n    import time\n    time.sleep(3)\n    return x\n", limit=1.0, retry=False)
     assert slow.status == "timeout"
+
+
+# module-level code that needs 0.3 s of CPU before the function exists
+CPU_BOUND_LOAD = """
+import time
+t = time.process_time()
+while time.process_time() - t < 0.3:
+    pass
+def f(x):
+    return x + 1
+"""
+
+
+def test_a_starved_load_is_tried_again_with_a_larger_limit(layer, monkeypatch):
+    """Loading (module-level code) has its own wall limit, 10 s by default; a correct program with slow module-
+    level work, starved on a busy machine, used to fail every test with a load timeout. As a starved test, it
+    now gets one more try with ``retry_factor`` times the limit: 0.3 s of CPU at a quarter of a CPU is over a
+    0.5 s load limit and within 6x it. Without re-runs it is a load timeout shared by every test. A load that
+    loops forever is tried twice when starved (two children), once when its timeout counts as its own."""
+    from bayespass.execution import sandbox as sbmod
+
+    limits = Limits(load_time_limit=0.5, retry_factor=6.0)
+    children = []
+    start = sbmod.Zygote.start
+    monkeypatch.setattr(sbmod.Zygote, "start", lambda self, job: children.append(1) or start(self, job))
+    looping = "while True:\n    pass\ndef f(x):\n    return x\n"
+    with one_busy_core():
+        o = run1(layer, CPU_BOUND_LOAD, limit=5.0, limits=limits)
+        assert o.status == "value" and o.value == 2, o
+        o = run1(layer, CPU_BOUND_LOAD, limit=5.0, limits=limits, retry=False)
+        assert (o.status, o.error) == ("timeout", "load"), o
+        for genuine, tries in ((None, 2), (-1.0, 1)):
+            if genuine is not None:
+                monkeypatch.setattr(sbmod, "CPU_SHARE_GENUINE", genuine)  # every timeout counts as its own
+            children.clear()
+            sb = Sandbox(layer=layer, limits=limits)
+            try:
+                outs = sb.run(looping, "f", [encode((i,)) for i in range(3)], [5.0] * 3)
+            finally:
+                sb.close()
+            assert [(o.status, o.error) for o in outs] == [("timeout", "load")] * 3, outs
+            assert len(children) == tries, (genuine, len(children))

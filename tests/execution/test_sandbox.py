@@ -167,10 +167,11 @@ def test_a_program_that_dies_while_loading_is_loaded_once_not_once_per_test(laye
         grow = "xs = [[1]]\nfor x in xs:\n    xs.append(list(x) * 2)\ndef f(x):\n    return x\n"
         outs = sb.run(grow, "f", [encode((i,)) for i in range(5)], [30.0] * 5)
         # it dies of RLIMIT_AS in about 4 s; on a busy machine (CI beside a demo run) it can still be growing at
-        # the 10 s load limit: a load timeout, which every test shares as well, from the same one child
+        # the 10 s load limit, starved: loaded once more with twice the limit (a third child), and then a crash
+        # or a load timeout, which every test shares as well
         assert len({(o.status, o.error) for o in outs}) == 1, outs
         assert outs[0].status in ("crash", "error") or (outs[0].status, outs[0].error) == ("timeout", "load"), outs
-        assert len(children) == 2
+        assert len(children) in (2, 3)
     finally:
         sb.close()
 

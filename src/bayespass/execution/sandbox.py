@@ -19,7 +19,9 @@ encoding and sending the value are charged to the test (judging is not: it
 is the supervisor's work).  A timeout during which the child was starved (it
 got less than half a CPU and never slept: a busy machine) is re-run once with
 ``retry_factor`` times the limit before it is recorded (load must not fail a
-correct program).  The supervisor measures that itself, from the kernel's
+correct program); a program whose loading (its module-level code) was starved
+past ``load_time_limit`` is loaded once more with ``retry_factor`` times it.
+The supervisor measures that itself, from the kernel's
 counters of the child's threads (:func:`_threads_sample`); nothing the child
 writes enters the decision, and a program that sleeps is not re-run;
 after ``max_timeouts`` timeouts the remaining tests of the program share one
@@ -126,7 +128,9 @@ class Limits:
         (evalplus defaults 1 s and 4x; ``rcParams["execute.min_time_limit"]`` and
         ``rcParams["execute.gt_time_factor"]``), times the load factor of the run.
     load_time_limit : float
-        Wall seconds allowed for loading the program (its module-level code).
+        Wall seconds allowed for loading the program (its module-level code); a load
+        that was starved past it (as a test is, see ``retry_factor``) gets one more
+        try with ``retry_factor`` times it.
     fsize_mb, nofile, nproc : int
         RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (nproc applies after a uid drop).
     scratch_mb : int
@@ -672,7 +676,8 @@ class _Attempt:
     isolated: bool = False  # the child's harness said isolation is in place (before any candidate code ran)
     loaded: bool = False  # the child said it had loaded the program
     error: str = ""
-    starved: bool | None = None  # a timeout: the child was kept off the CPU (measured by the supervisor)
+    starved: bool | None = None  # a timeout (of a test or of loading): the child was kept off the CPU (measured
+    # by the supervisor)
 
     def put(self, i: int, o: Outcome) -> bool:
         self.n_done += 1
@@ -778,11 +783,18 @@ class Sandbox:
             outs[i] = judge(i, o) if judge is not None else o
             return stop is not None and bool(stop(i, outs[i]))
 
-        i = 0
+        i, load_factor = 0, 1.0
         while i < n:
-            att = self._attempt(base, inputs, caps, i, n, time_limits, state["budget_end"], sink=final)
+            att = self._attempt(base, inputs, caps, i, n, time_limits, state["budget_end"], sink=final,
+                                load_factor=load_factor)
             if att.event in ("done", "stopped"):
                 break
+            if (att.event == "load_timeout" and att.starved and state["retry"] and load_factor == 1.0
+                    and state["budget_end"] is None):
+                # kept off the CPU while its module-level code ran (a busy machine): loaded once more with
+                # retry_factor times the load limit, as a starved test is re-run (load must not fail it)
+                load_factor = self.limits.retry_factor
+                continue
             if att.event == "skip":
                 i = att.at
                 continue
@@ -842,7 +854,7 @@ class Sandbox:
         return o
 
     def _attempt(self, base, inputs, caps, start, end, time_limits, budget_end, factor=1.0,
-                 sink=None) -> _Attempt:
+                 sink=None, load_factor=1.0) -> _Attempt:
         """Run tests ``start`` .. ``end - 1`` in one child until it ends or a limit is hit.
 
         Each result goes to ``sink(i, outcome) -> stop?`` as it arrives (or is kept in
@@ -863,12 +875,13 @@ class Sandbox:
         host_pid = z.host_pid(pid)
         try:
             killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor,
-                                meter=lambda: _threads_sample(host_pid), on_loaded=lambda: feed.send(blob))
+                                meter=lambda: _threads_sample(host_pid), on_loaded=lambda: feed.send(blob),
+                                load_limit=load_factor * self.limits.load_time_limit)
         finally:
             os.close(fd)
             feed.close()
         status, cpu = z.finish(kill=killed)
-        if att.event == "timeout" and att.starved is None:
+        if att.event in ("timeout", "load_timeout") and att.starved is None:
             # the child's counters could not be read (bwrap: another pid namespace): its CPU over the whole
             # attempt, as the zygote measured it, per second of the attempt (a sleeping program passes as
             # starved here)
@@ -881,10 +894,12 @@ class Sandbox:
             att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
         return att
 
-    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None, on_loaded=None) -> bool:
+    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None, on_loaded=None,
+              load_limit=None) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
         rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
-                     self.limits.load_time_limit, self.limits.budget_step, meter=meter, on_loaded=on_loaded)
+                     load_limit or self.limits.load_time_limit, self.limits.budget_step, meter=meter,
+                     on_loaded=on_loaded)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf, scanned, late, late_left = bytearray(), 0, -1, 0
@@ -938,7 +953,8 @@ class _Reader:
         self.meter = meter or (lambda: None)
         self.t_start = time.monotonic()
         self.deadline = min(self.t_start + load_limit, cap)
-        self.probe_at, self.first = math.inf, None  # when to read the child's counters first, and what they said
+        # when to read the child's counters first, and what they said (loading is read as a slow test is)
+        self.probe_at, self.first = self.t_start + PROBE_AT * (self.deadline - self.t_start), None
 
     def wake(self) -> float:
         """When to look next without a result: the first reading of a slow test, or its deadline."""
@@ -955,6 +971,7 @@ class _Reader:
             att.event, att.at = "budget", self.nxt
         elif not att.loaded:
             att.event, att.at, att.error = "load_timeout", self.nxt, "load"
+            att.starved = _starved(self.first, self.meter())
         elif self.step < self.factor * self.limits[self.nxt]:
             att.event, att.at = "step", self.nxt
         else:
