@@ -686,6 +686,8 @@ def execute_cmd(
     counts = to_counts(ds)
     write_counts(counts, out / "counts.nc")
     write_counts(counts, out / "counts.csv")
+    if s.source and dataset is None:  # read from MBPP_OVERRIDE_PATH or evalplus's cache: say which file
+        typer.echo(f"suite {suite}: {s.source}")
     typer.echo(f"sandbox layer: {ds.attrs['sandbox_layer']}; {ds.attrs['n_samples']} samples, "
                f"{ds.attrs['n_unique_programs']} distinct programs ({ds.attrs['n_run']} run now, "
                f"{ds.attrs['n_twins']} given a behavioural twin's results); "

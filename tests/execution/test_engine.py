@@ -226,8 +226,13 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
     with pytest.warns(UserWarning, match=r"1 sample task id\(s\) are not in suite 'humaneval' and are skipped"):
         ds = engine.execute(mixed, humaneval, progress=False, workers=1)
     assert list(ds.task.values) == ["HumanEval/0", "HumanEval/1"] and int(ds.correct.sum()) == 2
-    res = CliRunner().invoke(app, ["execute", str(f), "--suite", "mbpp+"])
-    assert res.exit_code == 2 and "cannot download" in res.output
+    import evalplus.data.utils
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evalplus.data.utils, "CACHE_DIR", str(tmp_path / "no-cache"))
+        mp.delenv("MBPP_OVERRIDE_PATH", raising=False)
+        res = CliRunner().invoke(app, ["execute", str(f), "--suite", "mbpp+"])
+    assert res.exit_code == 2 and "needs its evalplus dataset file" in res.output and "--dataset" in res.output
     with pytest.raises(ValueError, match=r"sample record 0 \(counting from 0\) \(task 'HumanEval/0'\): a sample "
                                          r"record needs 'solution' or 'completion'"):
         engine.execute([{"task_id": "HumanEval/0"}], humaneval, progress=False)

