@@ -234,3 +234,9 @@ def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
     v[0, ::2] = P  # all right: it answers, and the note says nothing more
     note = gate_table(gate(make_samples(v), alpha=0.1, n_splits=5)).note
     assert "abstains" not in note and "threshold_median inf" not in note
+    # no log-probabilities: logprob-CRC's row is blank, and the note says why; with them it is filled
+    assert f"logprob-CRC is blank for {g.config.values[0]}: not every sample carries its log-probability" in note
+    lp = -np.random.default_rng(0).random(v.shape[:3])
+    tab = gate_table(gate(make_samples(v, logprob=lp), alpha=0.1, n_splits=5))
+    assert "logprob-CRC is blank" not in tab.note
+    assert tab.loc[tab["rule"] == "logprob-CRC", "abstention"].notna().all()

@@ -319,6 +319,9 @@ def gate_table(gated: xr.Dataset) -> Table:
                    "config"].astype(str).tolist()
     flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
              "threshold qualified, and behaviour-CRC abstained on every test task of those splits." if never else "")
+    blank = df.loc[(df["rule"] == "logprob-CRC") & df["abstention"].isna(), "config"].astype(str).tolist()
+    flag += (f" logprob-CRC is blank for {', '.join(blank)}: not every sample carries its log-probability "
+             "(generations imported without them, or from an endpoint that returns none)." if blank else "")
     return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
                     f"{a.get('n_splits', '?')} calibration/test splits)",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
