@@ -490,7 +490,10 @@ def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band
     band, mine = (x["passk_eti"].transpose("config", "k", "ci_bound").values for x in (cmp, own))
     theirs = bp.passk_curve(auto, k=k, ci_prob=cmp.attrs["ci_prob"])["eti"].transpose("config", "k", "ci_bound")
     np.testing.assert_array_equal(band[:, :2], mine[:, :2])  # k <= 4 = n: the joint model's band
-    np.testing.assert_allclose(band[:, 2:, 0], np.minimum(mine[:, 2:, 0], theirs.values[:, 2:, 0]))
+    hull_lo = np.concatenate([mine[:, :2, 0], np.minimum(mine[:, 2:, 0], theirs.values[:, 2:, 0])], axis=1)
+    # the hull's lower bound, never below a lower bound at a smaller k (pass@k does not decrease in k)
+    np.testing.assert_allclose(band[:, 2:, 0], np.maximum.accumulate(hull_lo, axis=1)[:, 2:])
+    assert (np.diff(band[..., 0], axis=1) >= 0).all() and (np.diff(band[..., 1], axis=1) >= 0).all()
     np.testing.assert_allclose(band[:, 2:, 1], np.maximum(mine[:, 2:, 1], theirs.values[:, 2:, 1]))
     np.testing.assert_array_equal(cmp["passk"], own["passk"])  # the means, P(better), ranks: the joint model's
     np.testing.assert_array_equal(cmp["prob_better"], own["prob_better"])
@@ -512,6 +515,24 @@ def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band
     # counts fitted here: the default per-config fit is made here, and joined the same way
     fitted_here = bp.compare_configs(counts, k=k, seed=0)
     assert fitted_here.attrs["band_beyond_samples"] == "auto"
+
+
+def test_the_joined_band_never_says_pass_at_k_could_fall_below_a_smaller_ks_lower_bound():
+    """bayespass run on two real MBPP configs (10 samples per task) printed gpt-4o's pass@10 band from 0.805
+    (the joint model's, within the samples) and its pass@50 band from 0.800 (the hull, beyond them). A lower
+    bound holds at every larger k, so each is raised to the largest at a smaller k; NaN stays NaN, k in any
+    order."""
+    from bayespass.stats.ranking import _monotone
+
+    k = [50, 1, 10, 100]
+    lo = np.array([[0.800, 0.70, 0.805, 0.79], [np.nan, 0.5, 0.6, 0.65]])
+    hi = np.array([[0.95, 0.73, 0.85, 0.97], [0.9, 0.55, 0.7, 0.95]])
+    band = xr.DataArray(np.stack([lo, hi], -1), dims=("config", "k", "ci_bound"),
+                        coords={"config": ["a", "b"], "k": k, "ci_bound": ["lower", "upper"]})
+    out = _monotone(band)
+    np.testing.assert_array_equal(out.sel(ci_bound="lower").values, [[0.805, 0.70, 0.805, 0.805],
+                                                                     [np.nan, 0.5, 0.6, 0.65]])
+    xr.testing.assert_equal(out.sel(ci_bound="upper"), band.sel(ci_bound="upper"))
 
 
 def test_cli_compare_fits_the_band_partner_once_and_says_so(tmp_path, monkeypatch):
