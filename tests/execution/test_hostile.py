@@ -832,6 +832,9 @@ def test_a_starved_load_is_tried_again_with_a_larger_limit(layer, monkeypatch):
         assert o.status == "value" and o.value == 2, o
         o = run1(layer, CPU_BOUND_LOAD, limit=5.0, limits=limits, retry=False)
         assert (o.status, o.error) == ("timeout", "load"), o
+        children.clear()  # a re-run at 1x the limit (retry_factor 1 is allowed) is still one more try, not a loop
+        o = run1(layer, looping, limit=5.0, limits=Limits(load_time_limit=0.5, retry_factor=1.0))
+        assert (o.status, o.error, len(children)) == ("timeout", "load", 2), (o, len(children))
         for genuine, tries in ((None, 2), (-1.0, 1)):
             if genuine is not None:
                 monkeypatch.setattr(sbmod, "CPU_SHARE_GENUINE", genuine)  # every timeout counts as its own

@@ -783,13 +783,13 @@ class Sandbox:
             outs[i] = judge(i, o) if judge is not None else o
             return stop is not None and bool(stop(i, outs[i]))
 
-        i, load_factor = 0, 1.0
+        i, load_factor = 0, None  # None: loading has not been tried again
         while i < n:
             att = self._attempt(base, inputs, caps, i, n, time_limits, state["budget_end"], sink=final,
-                                load_factor=load_factor)
+                                load_factor=load_factor or 1.0)
             if att.event in ("done", "stopped"):
                 break
-            if (att.event == "load_timeout" and att.starved and state["retry"] and load_factor == 1.0
+            if (att.event == "load_timeout" and att.starved and state["retry"] and load_factor is None
                     and state["budget_end"] is None):
                 # kept off the CPU while its module-level code ran (a busy machine): loaded once more with
                 # retry_factor times the load limit, as a starved test is re-run (load must not fail it)
