@@ -245,6 +245,38 @@ def test_run_from_existing_samples(tmp_path):
 
 
 @pytest.mark.skipif(not (SHARED / "MbppPlus.jsonl.gz").exists(), reason="shared evalplus data not present")
+def test_a_run_whose_dataset_was_found_redoes_its_stages_when_the_file_changes(tmp_path, monkeypatch):
+    """Without --dataset, MBPP+ comes from MBPP_OVERRIDE_PATH or evalplus's cache, which can name another file on
+    the next run into the same directory (another release): the stages done on the first file are done again,
+    not reused. Here the second file lacks the first's last task, whose samples are then skipped."""
+    import gzip
+
+    import bayespass as bp
+    from bayespass.generate.hf import write_samples
+    from bayespass.pipeline import RunConfig, run
+
+    lines = gzip.decompress((SHARED / "MbppPlus.jsonl.gz").read_bytes()).split(b"\n")[:5]
+    five, four = tmp_path / "five.jsonl", tmp_path / "four.jsonl"
+    five.write_bytes(b"\n".join(lines) + b"\n")
+    four.write_bytes(b"\n".join(lines[:4]) + b"\n")
+    suite = bp.load_suite("mbpp+", five, expected=False)
+    recs = [{"task_id": t.task_id, "solution": t.reference_program, "config": "right"}
+            for t in suite.tasks.values() for _ in range(2)]
+    path = write_samples(recs, tmp_path / "mbpp.jsonl")
+    cfg = RunConfig(coder="samples", samples=str(path), suite="mbpp+", models=("bb",), main_model="bb",
+                    methods=("eb",), fuzz_n=0, n_splits=10)
+    monkeypatch.setenv("MBPP_OVERRIDE_PATH", str(five))
+    said = []
+    tables = run(tmp_path / "r", cfg, echo=said.append)
+    assert tables["metrics"]["tasks"].tolist() == [5] and f"  mbpp+: {five}" in said
+    monkeypatch.setenv("MBPP_OVERRIDE_PATH", str(four))
+    with pytest.warns(UserWarning, match=r"1 sample task id\(s\) are not in suite 'mbpp\+' and are skipped"):
+        tables = run(tmp_path / "r", cfg, echo=None)
+    assert tables["metrics"]["tasks"].tolist() == [4]
+    assert bp.read_counts(tmp_path / "r" / "counts.nc").sizes["task"] == 4
+
+
+@pytest.mark.skipif(not (SHARED / "MbppPlus.jsonl.gz").exists(), reason="shared evalplus data not present")
 def test_an_mbpp_plus_run_measures_incoherence(tmp_path):
     # MBPP+'s contracts belong inside the def of the canonical solution; prompt + contract + canonical was not
     # Python, fuzzing kept no input for any task and the run stopped at its incoherence stage
