@@ -24,6 +24,7 @@ __all__ = ["Task", "Suite", "read_suite", "SUITES", "cache_dir", "split_indices"
 
 SUITES = ("humaneval", "humaneval+", "mbpp+")
 _ENV = {"humaneval+": "HUMANEVAL_OVERRIDE_PATH", "mbpp+": "MBPP_OVERRIDE_PATH"}
+_STEM = {"humaneval+": "HumanEvalPlus", "mbpp+": "MbppPlus"}  # evalplus's names of its dataset files
 _NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 #: evalplus's MBPP tasks whose output is compared as a set (``MBPP_OUTPUT_SET_EQ_TASKS``): their canonical
 #: solutions return ``tuple(set(...))`` and the like, in an order that changes with the hash seed
@@ -181,11 +182,9 @@ def evalplus_cached(name: str) -> Path | None:
     0.3.1), else the newest full release in the cache (not ``-Mini`` or ``-NoExtreme``). evalplus writes it
     there when it first downloads a suite (``evalplus.evaluate``, ``get_mbpp_plus()``).
     """
-    try:
-        from evalplus.data import humaneval, mbpp
-    except ImportError:  # pragma: no cover - evalplus is a dependency
-        return None
-    stem = "HumanEvalPlus" if name == "humaneval+" else "MbppPlus"
+    from evalplus.data import humaneval, mbpp
+
+    stem = _STEM[name]
     default = mbpp.MBPP_PLUS_VERSION if name == "mbpp+" else humaneval.HUMANEVAL_PLUS_VERSION
     releases = {}
     for p in Path(_evalplus_cache_dir()).glob(f"{stem}-v*.jsonl"):
@@ -205,7 +204,7 @@ def _evalplus_file(name: str, path: str | None) -> Path:
     cached = evalplus_cached(name)
     if cached is not None:
         return cached
-    stem = "HumanEvalPlus" if name == "humaneval+" else "MbppPlus"
+    stem = _STEM[name]
     raise FileNotFoundError(
         f"{name} needs its evalplus dataset file: none was given, {_ENV[name]} is not set, and evalplus's "
         f"cache has none ({_evalplus_cache_dir()}). Give it: --dataset .../{stem}.jsonl.gz on the command "

@@ -875,8 +875,8 @@ class Sandbox:
         host_pid = z.host_pid(pid)
         try:
             killed = self._read(fd, att, start, end, time_limits, caps, budget_end, factor,
-                                meter=lambda: _threads_sample(host_pid), on_loaded=lambda: feed.send(blob),
-                                load_limit=load_factor * self.limits.load_time_limit)
+                                load_factor * self.limits.load_time_limit,
+                                meter=lambda: _threads_sample(host_pid), on_loaded=lambda: feed.send(blob))
         finally:
             os.close(fd)
             feed.close()
@@ -894,12 +894,11 @@ class Sandbox:
             att.error = f"exit {rc}" + (" SIGXCPU" if rc == -signal.SIGXCPU else "")
         return att
 
-    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, meter=None, on_loaded=None,
-              load_limit=None) -> bool:
+    def _read(self, fd, att, start, end, time_limits, caps, budget_end, factor, load_limit, meter=None,
+              on_loaded=None) -> bool:
         """Read results into ``att``; return True when the child has to be killed."""
         rd = _Reader(att, start, end, time_limits, factor, math.inf if budget_end is None else budget_end,
-                     load_limit or self.limits.load_time_limit, self.limits.budget_step, meter=meter,
-                     on_loaded=on_loaded)
+                     load_limit, self.limits.budget_step, meter=meter, on_loaded=on_loaded)
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         buf, scanned, late, late_left = bytearray(), 0, -1, 0

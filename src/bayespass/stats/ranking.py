@@ -324,9 +324,9 @@ def _monotone(band: xr.DataArray) -> xr.DataArray:
     """
     order = np.argsort(band["k"].values, kind="stable")
     lo = band.sel(ci_bound="lower").transpose("config", "k").values[:, order]
-    up = np.where(np.isnan(lo), np.nan, np.fmax.accumulate(lo, axis=1))
+    raised = np.where(np.isnan(lo), np.nan, np.fmax.accumulate(lo, axis=1))
     out = band.copy()
-    out.loc[{"ci_bound": "lower"}] = xr.DataArray(up[:, np.argsort(order)], dims=("config", "k"),
+    out.loc[{"ci_bound": "lower"}] = xr.DataArray(raised[:, np.argsort(order)], dims=("config", "k"),
                                                   coords={"config": band["config"], "k": band["k"]})
     return out
 
