@@ -157,3 +157,18 @@ def test_fuzz_humaneval_200_inputs_for_90pct_of_tasks():
 def test_suite_repr():
     s = Suite("x", {"a": Task("a", "", "f", "", inputs=[[1]])}, "abc")
     assert "1 tasks" in repr(s)
+
+
+def test_the_cache_directory_follows_bayespass_cache_then_xdg_cache_home(tmp_path, monkeypatch):
+    from bayespass.data.suites import cache_dir
+
+    monkeypatch.delenv("BAYESPASS_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "bayespass"
+    assert (cache_dir().stat().st_mode & 0o777) == 0o700
+    for unusable in ("", "relative/dir"):  # the XDG rule: ignore it, use ~/.cache
+        monkeypatch.setenv("XDG_CACHE_HOME", unusable)
+        assert cache_dir() == tmp_path / "home" / ".cache" / "bayespass"
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path / "own"))
+    assert cache_dir() == tmp_path / "own"

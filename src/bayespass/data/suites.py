@@ -35,8 +35,16 @@ SET_EQ = frozenset({"similar_elements", "find_char_long", "common_in_nested_list
 
 
 def cache_dir() -> Path:
-    """Private cache directory (``$BAYESPASS_CACHE`` or ``~/.cache/bayespass``), mode 0700."""
-    path = Path(os.environ.get("BAYESPASS_CACHE", Path.home() / ".cache" / "bayespass"))
+    """Private cache directory, mode 0700.
+
+    ``$BAYESPASS_CACHE`` if set, else ``bayespass`` under ``$XDG_CACHE_HOME`` (the XDG base-directory
+    rule: an unset, empty or relative value means ``~/.cache``).
+    """
+    if os.environ.get("BAYESPASS_CACHE"):
+        path = Path(os.environ["BAYESPASS_CACHE"])
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME", "")
+        path = (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "bayespass"
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
