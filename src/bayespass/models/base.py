@@ -238,6 +238,11 @@ def get_model(name) -> Model:
     return _REGISTRY[name]()
 
 
+def is_joint(name) -> bool:
+    """Whether the model ``name`` fits all configs jointly (``"auto"``, a stack of per-config models: no)."""
+    return name != "auto" and get_model(name).joint
+
+
 def fitted_model(name: str, settings=None) -> Model:
     """Return the model a fit was made with: ``name`` with the settings recorded on the fit.
 

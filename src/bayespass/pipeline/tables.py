@@ -132,7 +132,7 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
 
 def _per_config_fit(idata):
     """Return the run's main fit if it is per-config (the leaderboard joins its band beyond the samples), else None."""
+    from ..models.base import is_joint
     from ..models.predictive import model_of
-    from ..stats.ranking import _joint
 
-    return None if idata is None or _joint(model_of(idata)) else idata
+    return None if idata is None or is_joint(model_of(idata)) else idata

@@ -289,12 +289,13 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     Returns the band and the name of the model joined ("" where nothing was).
     """
     from ..data.counts import counts_of_fit
+    from ..models.base import is_joint
     from ..models.predictive import model_of
     from .curve import _hull, passk_curve
 
-    if not _joint(model_of(idata)):
+    if not is_joint(model_of(idata)):
         return eti, ""
-    if band_fit is not None and _joint(model_of(band_fit)):
+    if band_fit is not None and is_joint(model_of(band_fit)):
         raise ValueError(f"band_fit must be a per-config fit (e.g. the default, model='auto'); got model "
                          f"{model_of(band_fit)!r}")
     counts = counts_of_fit(idata).sel(config=configs)
@@ -302,7 +303,7 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     if not beyond.any():
         return eti, ""
     if band_fit is None:
-        if _joint(rcParams["stats.model"]):  # a joint default: nothing per-config to join
+        if is_joint(rcParams["stats.model"]):  # a joint default: nothing per-config to join
             return eti, ""
         band_fit = _fit_default(counts, seed)
     else:
@@ -329,13 +330,6 @@ def _monotone(band: xr.DataArray) -> xr.DataArray:
     out.loc[{"ci_bound": "lower"}] = xr.DataArray(raised[:, np.argsort(order)], dims=("config", "k"),
                                                   coords={"config": band["config"], "k": band["k"]})
     return out
-
-
-def _joint(name: str) -> bool:
-    """Whether the model ``name`` (``"auto"``: a stack of per-config models) is a joint one."""
-    from ..models.base import get_model
-
-    return name != "auto" and get_model(name).joint
 
 
 def _beyond(counts: xr.Dataset, k) -> np.ndarray:
@@ -365,9 +359,10 @@ def default_band_fit(idata, k, *, seed: int = 0):
     its plots.
     """
     from ..data.counts import counts_of_fit
+    from ..models.base import is_joint
     from ..models.predictive import model_of
 
-    if not _joint(model_of(idata)) or _joint(rcParams["stats.model"]):
+    if not is_joint(model_of(idata)) or is_joint(rcParams["stats.model"]):
         return None
     counts = counts_of_fit(idata)
     counts = counts.sel(config=(counts.n > 0).any("task").values)
