@@ -344,7 +344,7 @@ def test_identified_band_joins_only_configs_where_most_tasks_have_one_sample():
     tasks at n = 1, "mostly-one" 80%.  Only the second is joined with identified_band (whose lower end at
     k = 10 is pass@1's, far below the candidates' band); the first keeps the hull of the candidates' bands.
     """
-    from bayespass.stats.curve import _bands, _hull, identified_band, passk_bands
+    from bayespass.stats.curve import _bands, _hull, _rule_bands, identified_band, monotone_band, passk_bands
 
     rng = np.random.default_rng(0)
     ks = np.array([1, 10, 100])
@@ -358,7 +358,8 @@ def test_identified_band_joins_only_configs_where_most_tasks_have_one_sample():
          "pass1_rate": ("config", [0.3, 0.3]), "pass1_trials": ("config", [250.0, 150.0]),
          "single_share": ("config", [0.05, 0.8])},
         coords={"config": ["ragged", "mostly-one"], "k": ks})
-    eti, _ = passk_bands(draws, 0.9, hdi=False)
+    eti, _ = _rule_bands(draws, 0.9, hdi=False)  # the band by its rule; passk_bands makes it monotone in k
+    xr.testing.assert_allclose(passk_bands(draws, 0.9, hdi=False)[0], monotone_band(eti))
     full = draws["passk"].transpose("chain", "draw", "config", "k")
     mine = draws["component"]
     hull = _hull([_bands(full.where(mine == c), 0.9, False)[0] for c in (0, 1)])
@@ -384,7 +385,7 @@ def test_a_task_or_two_short_of_samples_leave_the_mixture_band_within_the_data()
     under 100 tasks).  The band is the mixture's up to it and the hull of the candidates' bands beyond.
     """
     from bayespass.data.counts import identified_k
-    from bayespass.stats.curve import _bands, _hull, passk_bands
+    from bayespass.stats.curve import _bands, _hull, _rule_bands
 
     n = np.full((4, 300), 10)
     n[0, 0] = 1  # 1 of 300 short: identified to 10
@@ -407,7 +408,7 @@ def test_a_task_or_two_short_of_samples_leave_the_mixture_band_within_the_data()
          "pass1_rate": ("config", [0.9, 0.9]), "pass1_trials": ("config", [300.0, 300.0]),
          "single_share": ("config", [1 / 300, 4 / 300])},
         coords={"config": ["one-short", "four-short"], "k": ks})
-    eti, _ = passk_bands(draws, 0.9, hdi=False)
+    eti, _ = _rule_bands(draws, 0.9, hdi=False)  # (these draws' noise is fresh at every k: not made monotone)
     full = draws["passk"].transpose(*dims)
     mix = _bands(full, 0.9, False)[0]
     hull = _hull([_bands(full.where(draws["component"] == c), 0.9, False)[0] for c in (0, 1)])
@@ -497,7 +498,7 @@ def test_hull_short_widens_the_mixture_band_by_the_candidates_reach_on_the_short
 
     All tasks short of k: the hull.  None: the mixture's band.  Some: in between, by the formula.
     """
-    from bayespass.stats.curve import _bands, _hull, passk_bands
+    from bayespass.stats.curve import _bands, _hull, _rule_bands
 
     rng = np.random.default_rng(2)
     ks = np.array([20, 50])
@@ -515,10 +516,10 @@ def test_hull_short_widens_the_mixture_band_by_the_candidates_reach_on_the_short
          "pass1_rate": ("config", [0.5] * 3), "pass1_trials": ("config", [300.0] * 3),
          "single_share": ("config", [0.0] * 3)},
         coords={"config": ["all-short", "none-short", "some-short"], "k": ks})
-    with bp.rc_context({"stats.stack_band": "hull-short"}):
-        eti, hdi = passk_bands(draws, 0.9)
+    with bp.rc_context({"stats.stack_band": "hull-short"}):  # the rule's band, before it is made monotone in k
+        eti, hdi = _rule_bands(draws, 0.9, hdi=True)
     with bp.rc_context({"stats.stack_band": "hull-beyond"}):
-        before, _ = passk_bands(draws, 0.9, hdi=False)
+        before, _ = _rule_bands(draws, 0.9, hdi=False)
 
     def split(x):
         return _bands(x, 0.9, False)[0], _hull([_bands(x.where(draws["component"] == c), 0.9, False)[0]

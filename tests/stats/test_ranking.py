@@ -522,14 +522,14 @@ def test_the_joined_band_never_says_pass_at_k_could_fall_below_a_smaller_ks_lowe
     (the joint model's, within the samples) and its pass@50 band from 0.800 (the hull, beyond them). A lower
     bound holds at every larger k, so each is raised to the largest at a smaller k; NaN stays NaN, k in any
     order."""
-    from bayespass.stats.ranking import _monotone
+    from bayespass.stats.curve import monotone_band
 
     k = [50, 1, 10, 100]
     lo = np.array([[0.800, 0.70, 0.805, 0.79], [np.nan, 0.5, 0.6, 0.65]])
     hi = np.array([[0.95, 0.73, 0.85, 0.97], [0.9, 0.55, 0.7, 0.95]])
     band = xr.DataArray(np.stack([lo, hi], -1), dims=("config", "k", "ci_bound"),
                         coords={"config": ["a", "b"], "k": k, "ci_bound": ["lower", "upper"]})
-    out = _monotone(band)
+    out = monotone_band(band)
     np.testing.assert_array_equal(out.sel(ci_bound="lower").values, [[0.805, 0.70, 0.805, 0.805],
                                                                      [np.nan, 0.5, 0.6, 0.65]])
     xr.testing.assert_equal(out.sel(ci_bound="upper"), band.sel(ci_bound="upper"))

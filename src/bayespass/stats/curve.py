@@ -139,7 +139,17 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
 
     Candidates holding less than ``rcParams["stats.stack_min_share"]`` of a
     config's draws (the data ruled them out) do not widen the hull.
+
+    Every rule's equal-tailed band is then made monotone in k over the k of
+    ``draws`` (:func:`monotone_band`); the HDI is left as it is (the HDI of a
+    quantity that grows with k can start lower at a larger k).
     """
+    eti, h = _rule_bands(draws, prob, hdi)
+    return monotone_band(eti), h
+
+
+def _rule_bands(draws: xr.Dataset, prob: float, hdi: bool) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """ETI and HDI of ``draws`` by the rule of ``rcParams["stats.stack_band"]`` (:func:`passk_bands`)."""
     full = draws["passk"].transpose("chain", "draw", "config", "k")
     rule = rcParams["stats.stack_band"]
     if "component" not in draws or rule == "mixture":
@@ -167,6 +177,29 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
     return eti, h
+
+
+def monotone_band(band: xr.DataArray) -> xr.DataArray:
+    """Make an equal-tailed band (config, k, ci_bound) monotone in k, as pass@k itself is.
+
+    Each lower end is raised to the largest lower end at a smaller k, each upper end lowered to the smallest
+    upper end at a larger k (of the k in ``band``).  pass@k never decreases in k, so a truth under a raised
+    lower end at k is under that end at the smaller k as well (and over a lowered upper end at k, over it at the
+    larger k): every miss of the monotone band is a miss of the band at some k.  Two things can make the band
+    itself fall: a stacked fit's band switches from the mixture's (k within the samples drawn) to the hull of
+    its candidates' (beyond them), and the per-draw spread of the finite-task pass@k is a normal whose sd can
+    grow faster in k than its mean (:func:`bayespass.passk_draws`).
+    """
+    order = np.argsort(band["k"].values, kind="stable")
+    lo = band.sel(ci_bound="lower").transpose("config", "k").values[:, order]
+    hi = band.sel(ci_bound="upper").transpose("config", "k").values[:, order]
+    lo = np.where(np.isnan(lo), np.nan, np.fmax.accumulate(lo, axis=1))
+    hi = np.where(np.isnan(hi), np.nan, np.fmin.accumulate(hi[:, ::-1], axis=1)[:, ::-1])
+    back = np.argsort(order)
+    out = band.transpose("config", "k", "ci_bound").copy()
+    ends = {"lower": lo[:, back], "upper": hi[:, back]}
+    out.values = np.stack([ends[b] for b in out["ci_bound"].values], axis=-1)
+    return out.transpose(*band.dims)
 
 
 def _candidate_hull(x: xr.DataArray, comp: xr.DataArray, prob: float, hdi: bool) -> list:

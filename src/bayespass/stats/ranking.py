@@ -291,7 +291,7 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     from ..data.counts import counts_of_fit
     from ..models.base import is_joint
     from ..models.predictive import model_of
-    from .curve import _hull, passk_curve
+    from .curve import _hull, monotone_band, passk_curve
 
     if not is_joint(model_of(idata)):
         return eti, ""
@@ -311,25 +311,7 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     other = passk_curve(band_fit, k=eti["k"].values, ci_prob=prob)["eti"].sel(config=configs)
     wide = _hull([eti.transpose("config", "k", "ci_bound"), other.transpose("config", "k", "ci_bound")])
     mask = xr.DataArray(beyond, coords={"config": eti["config"], "k": eti["k"]})
-    return _monotone(xr.where(mask, wide, eti).transpose("config", "k", "ci_bound")), model_of(band_fit)
-
-
-def _monotone(band: xr.DataArray) -> xr.DataArray:
-    """Raise each lower bound to the largest lower bound at a smaller k (pass@k never decreases in k).
-
-    Each of the two bands joined is monotone in k on its own, but where a config's band changes from the joint
-    model's to the hull (past its samples drawn) the hull's lower bound can fall below the joint band's at a
-    smaller k: a table that said pass@50 could be below where it said pass@10 is. A truth under the raised
-    bound at k is under that bound at the smaller k too, so the raise adds no miss a band covering every k at
-    once would not have had.
-    """
-    order = np.argsort(band["k"].values, kind="stable")
-    lo = band.sel(ci_bound="lower").transpose("config", "k").values[:, order]
-    raised = np.where(np.isnan(lo), np.nan, np.fmax.accumulate(lo, axis=1))
-    out = band.copy()
-    out.loc[{"ci_bound": "lower"}] = xr.DataArray(raised[:, np.argsort(order)], dims=("config", "k"),
-                                                  coords={"config": band["config"], "k": band["k"]})
-    return out
+    return monotone_band(xr.where(mask, wide, eti).transpose("config", "k", "ci_bound")), model_of(band_fit)
 
 
 def _beyond(counts: xr.Dataset, k) -> np.ndarray:

@@ -1,0 +1,55 @@
+"""pass@k curves: the equal-tailed band is monotone in k, as pass@k is."""
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import bayespass as bp
+from bayespass.stats.curve import monotone_band
+
+
+def _band(lo, hi, k, bounds=("lower", "upper")):
+    ends = {"lower": lo, "upper": hi}
+    return xr.DataArray(np.stack([np.asarray(ends[b], float) for b in bounds], -1), dims=("config", "k", "ci_bound"),
+                        coords={"config": ["a", "b"][: len(lo)], "k": k, "ci_bound": list(bounds)})
+
+
+def test_a_monotone_band_raises_lower_ends_and_lowers_upper_ends_in_k_order():
+    k = [50, 1, 10, 100]
+    lo = [[0.80, 0.70, 0.805, 0.79], [np.nan, 0.5, 0.6, 0.65]]
+    hi = [[0.95, 0.73, 0.96, 0.97], [0.9, 0.55, 0.7, 0.85]]
+    for bounds in (("lower", "upper"), ("upper", "lower")):
+        out = monotone_band(_band(lo, hi, k, bounds))
+        assert list(out["ci_bound"].values) == list(bounds) and list(out["k"].values) == k
+        # lower: the largest lower end at a k no larger (k = 50 and 100 take k = 10's 0.805); NaN stays NaN
+        np.testing.assert_array_equal(out.sel(ci_bound="lower").values,
+                                      [[0.805, 0.70, 0.805, 0.805], [np.nan, 0.5, 0.6, 0.65]])
+        # upper: the smallest upper end at a k no smaller (k = 10 takes k = 50's 0.95; b's 0.9 at k = 50 stays,
+        # k = 100's 0.85 lowers it)
+        np.testing.assert_array_equal(out.sel(ci_bound="upper").values,
+                                      [[0.95, 0.73, 0.95, 0.97], [0.85, 0.55, 0.7, 0.85]])
+    monotone = _band([[0.1, 0.2, 0.3, 0.4]], [[0.5, 0.6, 0.7, 0.8]], [1, 2, 3, 4])
+    xr.testing.assert_equal(monotone_band(monotone), monotone)  # nothing to change: nothing changed
+
+
+@pytest.mark.parametrize("model", ["auto", "bb"])
+def test_the_band_of_all_or_nothing_tasks_never_falls_with_k(model):
+    """Every task passes all 5 samples or none (a near-deterministic model on 24 tasks). The finite-task spread
+    of each draw is a normal whose sd grows faster in k than its mean, so the band's lower end fell from
+    0.4535 at k = 2 to 0.4424 at k = 100 (the default, seed 18); the truth's pass@k is at least its pass@2."""
+    g = np.random.default_rng(18)
+    c = np.where(g.random((1, 24)) < 0.6, 5, 0)
+    counts = bp.make_counts(np.full((1, 24), 5), c, config=["a"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts, model, seed=0)
+    k = [100, 1, 2, 5, 10, 1000]
+    curve = bp.passk_curve(idata, k=k).sortby("k")
+    lower, upper = (curve["eti"].sel(config="a", ci_bound=b).values for b in ("lower", "upper"))
+    assert (np.diff(lower) >= 0).all() and (np.diff(upper) >= 0).all(), (lower, upper)
+    assert (lower <= curve["mean"].sel(config="a").values).all()
+    # the raise is no larger than the fall it removes: the band at k = 2 alone is the band at k = 2 here
+    alone = bp.passk_curve(idata, k=[2])["eti"].sel(config="a", k=2)
+    np.testing.assert_allclose(curve["eti"].sel(config="a", k=2), alone)
