@@ -43,7 +43,8 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         per-task spread; see :func:`bayespass.passk_draws`).  For a stacked
         fit (``model="auto"``) the band follows ``rcParams["stats.stack_band"]``
         (by default the hull of the candidates' bands, every candidate holding
-        at least 5% of the draws): see :func:`passk_bands`.  ``attrs``:
+        at least 5% of the draws): see :func:`passk_bands`.  The ETI is
+        monotone in k over the k asked for (:func:`monotone_band`).  ``attrs``:
         ``ci_prob``, the model, method and, for stacked fits, the weights.
     """
     from ..models.predictive import passk_draws
