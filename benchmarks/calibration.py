@@ -10,7 +10,7 @@ the truth.
 Simulation: per-task p from six families (the published ZOIB priors of the
 accuracy benchmark, MBPP-like and CodeContests-like; two-Beta mixtures;
 logit-normal; structural zeros plus a cloud of tiny p in [1e-3, 1e-2];
-near-deterministic), T = 300 tasks; truth = mean_i [1 - (1 - p_i)^k] of the
+near-deterministic), T = 300 tasks (`--tasks`); truth = mean_i [1 - (1 - p_i)^k] of the
 replicate's own p_i.
 
 ``--models oracle`` (simulation only) adds the exact Bayes posterior under each
@@ -329,8 +329,8 @@ def run(args) -> list[dict]:
             for m in map(int, args.ms.split(",")):
                 counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
                 for name, res in evaluate(counts, truth, KS, models, flex, family=fam).items():
-                    rows.append({"data": "sim", "family": fam, "m": m, "model": name, "k": list(KS),
-                                 "reps": args.reps, **score(res, truth)})
+                    rows.append({"data": "sim", "family": fam if T == 300 else f"{fam} ({T} tasks)", "m": m,
+                                 "model": name, "k": list(KS), "reps": args.reps, "tasks": T, **score(res, truth)})
                     _print(rows[-1])
                 _save(rows, args)
     df = None if args.no_real else real_counts(args.real_set)
@@ -395,10 +395,15 @@ def main():
     ap.add_argument("--chunk", type=int, default=200, help="real-data configs fitted at once")
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
+    ap.add_argument("--tasks", type=int, default=T, help=f"tasks per simulated config (default {T})")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
     ap.add_argument("--numpy", action="store_true",
                     help="the models' NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
+    if args.tasks < 2:
+        ap.error(f"--tasks must be at least 2; got {args.tasks}")
+    global T
+    T = args.tasks  # every family's generator reads it
     if args.numpy:
         from bayespass.models import bb, flex, lnorm
 
