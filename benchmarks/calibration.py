@@ -379,6 +379,7 @@ def run_as_main(argv: list[str]) -> None:
 
 
 def main():
+    global T
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--real-reps", type=int, default=50)
@@ -402,7 +403,6 @@ def main():
     args = ap.parse_args()
     if args.tasks < 2:
         ap.error(f"--tasks must be at least 2; got {args.tasks}")
-    global T
     T = args.tasks  # every family's generator reads it
     if args.numpy:
         from bayespass.models import bb, flex, lnorm
