@@ -52,7 +52,8 @@ from bayespass.testing import oracle_passk, true_passk  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 KS = (1, 10, 50, 100, 1000)
 REAL_KS = (1, 10, 50)
-T = 300
+TASKS = 300  # tasks per simulated config unless --tasks says otherwise
+T = TASKS  # what every family's generator reads
 ALPHA = 0.1
 MBPP = [(0.15, 0.03, 0, 0.01), (1.14, 0.27, 0.02, 0), (0.19, 0.14, 0.10, 0.37), (0.79, 0.73, 0.02, 0),
         (0.34, 0.19, 0.07, 0.26), (1.65, 1.19, 0.03, 0)]
@@ -329,7 +330,7 @@ def run(args) -> list[dict]:
             for m in map(int, args.ms.split(",")):
                 counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
                 for name, res in evaluate(counts, truth, KS, models, flex, family=fam).items():
-                    rows.append({"data": "sim", "family": fam if T == 300 else f"{fam} ({T} tasks)", "m": m,
+                    rows.append({"data": "sim", "family": fam if T == TASKS else f"{fam} ({T} tasks)", "m": m,
                                  "model": name, "k": list(KS), "reps": args.reps, "tasks": T, **score(res, truth)})
                     _print(rows[-1])
                 _save(rows, args)
@@ -396,14 +397,14 @@ def main():
     ap.add_argument("--chunk", type=int, default=200, help="real-data configs fitted at once")
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
-    ap.add_argument("--tasks", type=int, default=T, help=f"tasks per simulated config (default {T})")
+    ap.add_argument("--tasks", type=int, default=TASKS, help=f"tasks per simulated config (default {TASKS})")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
     ap.add_argument("--numpy", action="store_true",
                     help="the models' NumPy formulas instead of their compiled loops (the code before them)")
     args = ap.parse_args()
     if args.tasks < 2:
         ap.error(f"--tasks must be at least 2; got {args.tasks}")
-    T = args.tasks  # every family's generator reads it
+    T = args.tasks
     if args.numpy:
         from bayespass.models import bb, flex, lnorm
 
