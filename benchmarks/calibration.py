@@ -276,8 +276,9 @@ WEIGHT_VARIANTS = {"auto-eq1": {"stats.stack_single_weights": {}}}
 #: other bands of the same stacked fit, measured beside the default's (no fit of their own; list them after
 #: ``auto`` in --models): the hull of the candidates' bands at every k (the default until the eleventh session),
 #: the weighted mixture's equal-tailed band, the hull of the candidates holding >= 20% of the draws, the midpoint
-#: of the hull's and the mixture's endpoints, and the hull of the candidates' 80% / 85% bands
-BAND_VARIANTS = ("auto-hull", "auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85")
+#: of the hull's and the mixture's endpoints, the hull of the candidates' 80% / 85% bands, and the default's band
+#: without the unbiased estimate's band where every task has n >= 2k (before the seventy-fifth session)
+BAND_VARIANTS = ("auto-hull", "auto-mix", "auto-h20", "auto-mid", "auto-h80", "auto-h85", "auto-no-unbiased")
 
 
 def band_variant(idata, variant: str, ks, auto):
@@ -285,7 +286,8 @@ def band_variant(idata, variant: str, ks, auto):
     rc = {"auto-hull": {"stats.stack_band": "hull"}, "auto-mix": {"stats.stack_band": "mixture"},
           "auto-mid": {"stats.stack_band": "midpoint"},
           "auto-h20": {"stats.stack_band": "hull", "stats.stack_min_share": 0.2},
-          "auto-h80": {"stats.stack_band": "hull"}, "auto-h85": {"stats.stack_band": "hull"}}.get(variant, {})
+          "auto-h80": {"stats.stack_band": "hull"}, "auto-h85": {"stats.stack_band": "hull"},
+          "auto-no-unbiased": {"stats.unbiased_band": False}}.get(variant, {})
     prob = {"auto-h80": 0.8, "auto-h85": 0.85}.get(variant, 1 - ALPHA)
     with bp.rc_context(rc):
         eti = bp.passk_curve(idata, list(ks), ci_prob=prob)["eti"]

@@ -89,6 +89,9 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
                          lambda name, v: _choice(name, v,
                                                  ("hull-beyond", "hull-short", "hull", "mixture", "midpoint"))),
     "stats.stack_min_share": (0.05, _prob),
+    # the default's band within the samples drawn (every task has n >= 2k) holds the normal band of the unbiased
+    # pass@k, which holds whatever the shape of p (bayespass.stats.curve.passk_bands)
+    "stats.unbiased_band": (True, _bool),
     # the weights of a stacked fit's candidates where every task of a config has at most one sample: LOO cannot
     # weigh them there (each predicts only P(c = 1)); the candidates not named share the rest
     "stats.stack_single_weights": ({"zoibb": 0.7}, _weights),

@@ -213,7 +213,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         out["n_min"] = ("config", n_lo)
         # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
         # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
-        from ..data.counts import identified_k, pass1_rate_trials, single_sample_share
+        from ..data.counts import identified_k, pass1_rate_trials, single_sample_share, unbiased_passk_moments
 
         rate, trials = pass1_rate_trials(n, idata.observed_data["c"].transpose("config", "task").values)
         out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)
@@ -222,6 +222,10 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall
         # short of the rest (data.counts.IDENTIFIED_SHARE)
         out["k_identified"] = ("config", identified_k(n))
+        # and, where every observed task has n >= 2k, the unbiased pass@k with its variance about the tasks' own,
+        # which hold whatever the shape of p: the default's band holds their normal band (stats.curve.passk_bands)
+        u, v = unbiased_passk_moments(n, idata.observed_data["c"].transpose("config", "task").values, k)
+        out["unbiased_mean"], out["unbiased_var"] = (("config", "k"), u), (("config", "k"), v)
     return out
 
 

@@ -177,7 +177,29 @@ def _rule_bands(draws: xr.Dataset, prob: float, hdi: bool) -> tuple[xr.DataArray
             ident = identified_band(draws["pass1_rate"], draws["pass1_trials"], draws["k"], prob)
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
+        if "unbiased_mean" in draws and rcParams["stats.unbiased_band"]:
+            eti, h = (b if b is None else _with_unbiased_band(b, draws, prob) for b in (eti, h))
     return eti, h
+
+
+def unbiased_band(mean, var, prob: float) -> xr.DataArray:
+    """Return the normal band (config, k, ci_bound) of the unbiased pass@k about the finite-task truth, in [0, 1].
+
+    ``mean``, ``var`` (config, k): :func:`bayespass.data.counts.unbiased_passk_moments` (NaN where some task has
+    n < 2k).  No prior and no shape of p: only the central limit over the tasks.
+    """
+    from scipy.stats import norm
+
+    half = norm.ppf((1 + prob) / 2) * np.sqrt(var)
+    lo, hi = (mean - half).clip(0.0, 1.0), (mean + half).clip(0.0, 1.0)
+    return xr.concat([lo, hi], "ci_bound").assign_coords(ci_bound=["lower", "upper"]).transpose(
+        "config", "k", "ci_bound")
+
+
+def _with_unbiased_band(band: xr.DataArray, draws: xr.Dataset, prob: float) -> xr.DataArray:
+    """``band`` widened to hold :func:`unbiased_band` where it is defined (every task has n >= 2k)."""
+    data = unbiased_band(draws["unbiased_mean"], draws["unbiased_var"], prob).transpose(*band.dims)
+    return xr.where(data.notnull(), _hull([band, data]), band).transpose(*band.dims)
 
 
 def monotone_band(band: xr.DataArray) -> xr.DataArray:
