@@ -85,7 +85,17 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     np.testing.assert_allclose(mix, q, atol=1e-12)
     np.testing.assert_allclose(mid, (q + hull["eti"].transpose("config", "k", "ci_bound").values) / 2, atol=1e-12)
     default = cur["eti"].transpose("config", "k", "ci_bound").values
-    np.testing.assert_allclose(default[:, 0], q[:, 0], atol=1e-12)  # k = 1 <= n: identified, the mixture's band
+    # k = 1 <= n: identified, the mixture's band, joined with the unbiased pass@1's normal band (2k <= n)
+    from bayespass.data.counts import unbiased_passk_moments
+    from bayespass.stats.curve import unbiased_band
+
+    u, v = unbiased_passk_moments(logit_normal_counts["n"].values, logit_normal_counts["c"].values, [1])
+    data = unbiased_band(xr.DataArray(u, dims=("config", "k")), xr.DataArray(v, dims=("config", "k")), 0.9).values
+    np.testing.assert_allclose(default[:, 0, 0], np.minimum(q[:, 0, 0], data[:, 0, 0]), atol=1e-12)
+    np.testing.assert_allclose(default[:, 0, 1], np.maximum(q[:, 0, 1], data[:, 0, 1]), atol=1e-12)
+    with bp.rc_context({"stats.unbiased_band": False}):
+        alone = bp.passk_curve(auto, ks)["eti"].transpose("config", "k", "ci_bound").values
+    np.testing.assert_allclose(alone[:, 0], q[:, 0], atol=1e-12)
     np.testing.assert_allclose(default[:, 1:], hull["eti"].transpose("config", "k", "ci_bound").values[:, 1:],
                                atol=1e-12)  # beyond the samples drawn: the hull
     assert (hull["eti"].diff("ci_bound") > cur["eti"].diff("ci_bound") + 1e-4).sel(k=1).all()

@@ -53,3 +53,32 @@ def test_the_band_of_all_or_nothing_tasks_never_falls_with_k(model):
     # the raise is no larger than the fall it removes: the band at k = 2 alone is the band at k = 2 here
     alone = bp.passk_curve(idata, k=[2])["eti"].sel(config="a", k=2)
     np.testing.assert_allclose(curve["eti"].sel(config="a", k=2), alone)
+
+
+def test_the_default_band_holds_the_unbiased_band_wherever_every_task_has_2k_samples():
+    """Half the tasks pass 5% of the time, half 95%: at k = 5 from 10 samples per task every candidate puts
+    the unsolved tasks near p = 0, and the band's upper end fell short of the unbiased pass@5 by more than its
+    standard error; the band now holds the unbiased estimate's normal band (which holds whatever the shape of p)
+    where every task has n >= 2k, and stays the model's beyond."""
+    from bayespass.data.counts import unbiased_passk_moments
+    from bayespass.stats.curve import unbiased_band
+
+    rng = np.random.default_rng(5)
+    p = np.where(np.arange(200) % 2 == 0, 0.05, 0.95)
+    counts = bp.make_counts(np.full((1, 200), 10), rng.binomial(10, p)[None])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = bp.fit(counts)
+    ks = [1, 2, 5, 10, 50]
+    u, v = unbiased_passk_moments(counts["n"].values, counts["c"].values, ks)
+    data = unbiased_band(xr.DataArray(u, dims=("config", "k")), xr.DataArray(v, dims=("config", "k")), 0.9)
+    band = bp.passk_curve(idata, k=ks, ci_prob=0.9)["eti"]
+    with bp.rc_context({"stats.unbiased_band": False}):
+        before = bp.passk_curve(idata, k=ks, ci_prob=0.9)["eti"]
+    lo, hi = (band.sel(ci_bound=b).values[0] for b in ("lower", "upper"))
+    dlo, dhi = (data.sel(ci_bound=b).values[0] for b in ("lower", "upper"))
+    assert np.isnan(dlo[3:]).all()  # k = 10, 50: no task has 2k samples
+    assert (lo[:3] <= dlo[:3] + 1e-12).all() and (hi[:3] >= dhi[:3] - 1e-12).all()
+    assert hi[2] > before.sel(ci_bound="upper").values[0, 2] + 0.005  # k = 5: it was short of the unbiased band
+    np.testing.assert_array_equal(band.values[:, 3:], before.values[:, 3:])  # beyond: the model's band as before
+    np.testing.assert_array_equal(monotone_band(band).values, band.values)

@@ -209,24 +209,29 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         # the candidates disagree on that part alone (it is all of ``passk`` where every task is short of k)
         if ragged:
             out["passk_short"] = (dims, np.clip(short[0] + np.sqrt(short[1]) * noise, 0.0, 1.0))
-        # and up to which k the data identify pass@k (every task has n >= k): band rules "hull-short", "hull-beyond"
-        out["n_min"] = ("config", n_lo)
-        # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
-        # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
-        from ..data.counts import identified_k, pass1_rate_trials, single_sample_share, unbiased_passk_moments
-
-        rate, trials = pass1_rate_trials(n, idata.observed_data["c"].transpose("config", "task").values)
-        out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)
-        # and how many of its tasks have one sample only: the tasks with two or more identify the spread
-        out["single_share"] = ("config", single_sample_share(n))
-        # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall
-        # short of the rest (data.counts.IDENTIFIED_SHARE)
-        out["k_identified"] = ("config", identified_k(n))
-        # and, where every observed task has n >= 2k, the unbiased pass@k with its variance about the tasks' own,
-        # which hold whatever the shape of p: the default's band holds their normal band (stats.curve.passk_bands)
-        u, v = unbiased_passk_moments(n, idata.observed_data["c"].transpose("config", "task").values, k)
-        out["unbiased_mean"], out["unbiased_var"] = (("config", "k"), u), (("config", "k"), v)
+        _add_identified(out, n, idata.observed_data["c"].transpose("config", "task").values, k, n_lo)
     return out
+
+
+def _add_identified(out: xr.Dataset, n: np.ndarray, c: np.ndarray, k: np.ndarray, n_lo: np.ndarray) -> None:
+    """Add to a stack's draws ``out`` what its band rules need to know of what the counts identify (in place)."""
+    # up to which k the data identify pass@k (every task has n >= k): band rules "hull-short", "hull-beyond"
+    out["n_min"] = ("config", n_lo)
+    # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
+    # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
+    from ..data.counts import identified_k, pass1_rate_trials, single_sample_share, unbiased_passk_moments
+
+    rate, trials = pass1_rate_trials(n, c)
+    out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)
+    # and how many of its tasks have one sample only: the tasks with two or more identify the spread
+    out["single_share"] = ("config", single_sample_share(n))
+    # and up to which k the band rule treats pass@k as identified: n_min, unless a task or two of many fall
+    # short of the rest (data.counts.IDENTIFIED_SHARE)
+    out["k_identified"] = ("config", identified_k(n))
+    # and, where every observed task has n >= 2k, the unbiased pass@k with its variance about the tasks' own,
+    # which hold whatever the shape of p: the default's band holds their normal band (stats.curve.passk_bands)
+    u, v = unbiased_passk_moments(n, c, k)
+    out["unbiased_mean"], out["unbiased_var"] = (("config", "k"), u), (("config", "k"), v)
 
 
 def replicate_counts(idata, *, seed=0, max_draws: int | None = 1000) -> xr.DataArray:

@@ -141,6 +141,17 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     Candidates holding less than ``rcParams["stats.stack_min_share"]`` of a
     config's draws (the data ruled them out) do not widen the hull.
 
+    Under ``"hull-beyond"`` and ``"hull-short"``, where every observed task
+    of a config has at least 2k samples, the band also holds
+    :func:`unbiased_band`: the normal band of the unbiased pass@k, whose
+    variance about the finite-task truth has an unbiased estimate there
+    (:func:`bayespass.data.counts.unbiased_passk_moments`), with no prior
+    and no shape of p (``rcParams["stats.unbiased_band"]``, default True).
+    Within the data the candidates can still agree on a shape that is wrong
+    (half the tasks at p = 0.05, half at 0.95: from 10 samples per task
+    their band of pass@5 fell short of the truth); this keeps the band
+    honest there whatever the shape (benchmarks/RESULTS.md).
+
     Every rule's equal-tailed band is then made monotone in k over the k of
     ``draws`` (:func:`monotone_band`); the HDI is left as it is (the HDI of a
     quantity that grows with k can start lower at a larger k).
