@@ -555,3 +555,32 @@ def test_cli_compare_fits_the_band_partner_once_and_says_so(tmp_path, monkeypatc
     assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in res.output
     res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,3"])  # within the samples: nothing to join
     assert res.exit_code == 0 and "also hold" not in res.output and all(x is None for x in made[1:])
+
+
+def test_the_leaderboards_band_holds_the_unbiased_band_where_every_task_has_2k_samples():
+    """As the default per-config fit's band: within the samples drawn (2k <= n on every task) the leaderboard's
+    band holds the normal band of the unbiased pass@k, which needs no prior; the joint model's shape (half the
+    tasks at p = 0.05, half at 0.95) does not decide it there. P(better) and the means stay the model's."""
+    from bayespass.data.counts import unbiased_passk_moments
+    from bayespass.stats.curve import unbiased_band
+
+    g = np.random.default_rng(8)
+    t = 200
+    p = np.stack([np.where(np.arange(t) % 2 == 0, 0.05, 0.95), np.where(np.arange(t) % 2 == 0, 0.04, 0.93)])
+    counts = bp.make_counts(np.full((2, t), 10), g.binomial(10, p), config=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        joint = bp.fit(counts, "shared", "eb", seed=0, progressbar=False)
+    k = (1, 2, 5, 10)
+    cmp = bp.compare_configs(joint, k=k)
+    with bp.rc_context({"stats.unbiased_band": False}):
+        before = bp.compare_configs(joint, k=k)
+    band, old = (x["passk_eti"].transpose("config", "k", "ci_bound").values for x in (cmp, before))
+    u, v = unbiased_passk_moments(counts["n"].values, counts["c"].values, list(k))
+    data = unbiased_band(xr.DataArray(u, dims=("config", "k")), xr.DataArray(v, dims=("config", "k")), 0.9).values
+    assert np.isnan(data[:, 3]).all()  # k = 10: no task has 20 samples
+    assert (band[:, :3, 0] <= data[:, :3, 0] + 1e-12).all() and (band[:, :3, 1] >= data[:, :3, 1] - 1e-12).all()
+    assert not ((old[:, :3, 0] <= data[:, :3, 0] + 1e-12) & (old[:, :3, 1] >= data[:, :3, 1] - 1e-12)).all()
+    np.testing.assert_array_equal(band[:, 3], old[:, 3])
+    np.testing.assert_array_equal(cmp["prob_better"], before["prob_better"])
+    np.testing.assert_array_equal(cmp["passk"], before["passk"])

@@ -209,7 +209,12 @@ def unbiased_band(mean, var, prob: float) -> xr.DataArray:
 
 def _with_unbiased_band(band: xr.DataArray, draws: xr.Dataset, prob: float) -> xr.DataArray:
     """``band`` widened to hold :func:`unbiased_band` where it is defined (every task has n >= 2k)."""
-    data = unbiased_band(draws["unbiased_mean"], draws["unbiased_var"], prob).transpose(*band.dims)
+    return join_unbiased_band(band, draws["unbiased_mean"], draws["unbiased_var"], prob)
+
+
+def join_unbiased_band(band: xr.DataArray, mean, var, prob: float) -> xr.DataArray:
+    """Return ``band`` (config, k, ci_bound) widened to hold :func:`unbiased_band` of ``mean``, ``var``, where set."""
+    data = unbiased_band(mean, var, prob).transpose(*band.dims)
     return xr.where(data.notnull(), _hull([band, data]), band).transpose(*band.dims)
 
 

@@ -226,7 +226,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     _warn_single_against_more(ones, configs, k)
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
-    eti = _single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob)
+    eti = _unbiased_join(_single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob), n, c, prob)
     eti, widened = _beyond_samples_band(eti, idata, configs, prob, seed, band_fit)
     eti = eti.values
     ds = xr.Dataset(
@@ -274,6 +274,25 @@ def _single_sample_band(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: f
     ident = identified_band(rate, trials, eti["k"], prob)
     wide = _hull([eti.transpose("config", "k", "ci_bound"), ident])
     return xr.where(xr.DataArray(single, coords={"config": cfg}), wide, eti).transpose("config", "k", "ci_bound")
+
+
+def _unbiased_join(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: float) -> xr.DataArray:
+    """Join the band (config, k, ci_bound) with the unbiased pass@k's normal band where every task has n >= 2k.
+
+    As the default per-config fit's band does (``rcParams["stats.unbiased_band"]``,
+    :func:`~bayespass.stats.curve.passk_bands`): within the samples drawn the counts give pass@k and its variance
+    about the tasks' own without a prior, so the leaderboard's band does not rest on the joint model's shape there.
+    P(better), the differences and the ranks stay the model's.
+    """
+    from ..data.counts import unbiased_passk_moments
+    from .curve import join_unbiased_band, monotone_band
+
+    if not rcParams["stats.unbiased_band"]:
+        return eti
+    u, v = unbiased_passk_moments(n, c, eti["k"].values)
+    coords = {"config": eti["config"], "k": eti["k"]}
+    mean, var = (xr.DataArray(x, dims=("config", "k"), coords=coords) for x in (u, v))
+    return monotone_band(join_unbiased_band(eti.transpose("config", "k", "ci_bound"), mean, var, prob))
 
 
 def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, seed: int,
