@@ -86,8 +86,8 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     np.testing.assert_allclose(mid, (q + hull["eti"].transpose("config", "k", "ci_bound").values) / 2, atol=1e-12)
     default = cur["eti"].transpose("config", "k", "ci_bound").values
     # k = 1 <= n: identified, the mixture's band, joined with the unbiased pass@1's normal band (2k <= n)
-    from bayespass.data.counts import unbiased_passk_moments
     from bayespass.stats.curve import unbiased_band
+    from bayespass.stats.kernels import unbiased_passk_moments
 
     u, v = unbiased_passk_moments(logit_normal_counts["n"].values, logit_normal_counts["c"].values, [1])
     data = unbiased_band(xr.DataArray(u, dims=("config", "k")), xr.DataArray(v, dims=("config", "k")), 0.9).values

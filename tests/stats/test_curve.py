@@ -60,8 +60,8 @@ def test_the_default_band_holds_the_unbiased_band_wherever_every_task_has_2k_sam
     the unsolved tasks near p = 0, and the band's upper end fell short of the unbiased pass@5 by more than its
     standard error; the band now holds the unbiased estimate's normal band (which holds whatever the shape of p)
     where every task has n >= 2k, and stays the model's beyond."""
-    from bayespass.data.counts import unbiased_passk_moments
     from bayespass.stats.curve import unbiased_band
+    from bayespass.stats.kernels import unbiased_passk_moments
 
     rng = np.random.default_rng(5)
     p = np.where(np.arange(200) % 2 == 0, 0.05, 0.95)

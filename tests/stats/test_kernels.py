@@ -220,3 +220,40 @@ def test_rising_log_rows_row_loop_equals_the_cumulative_sum():
     m = np.arange(31)[:, None, None]
     np.testing.assert_allclose(lg, gammaln(x + m) - gammaln(x), rtol=1e-10, atol=1e-10)
     assert dg.shape == lg.shape
+
+
+def test_the_unbiased_pass_at_k_and_its_variance_are_unbiased_by_enumeration():
+    """Three tasks with their own n and p: the exact expectations over every outcome of the counts equal the
+    finite-task pass@k and the variance of the estimate about it, for every k with 2k <= the smallest n."""
+    from itertools import product
+
+    from scipy.stats import binom
+
+    from bayespass.stats.kernels import unbiased_passk_moments
+
+    n, p = np.array([4, 6, 9]), np.array([0.1, 0.5, 0.93])
+    ks = [1, 2]
+    outcomes = list(product(*(range(m + 1) for m in n)))
+    c = np.array(outcomes)
+    w = np.prod([binom.pmf(c[:, i], n[i], p[i]) for i in range(3)], axis=0)
+    u, v = unbiased_passk_moments(np.broadcast_to(n, c.shape), c, ks)
+    assert np.isfinite(u).all() and (v >= 0).all()
+    for j, k in enumerate(ks):
+        truth = np.mean(1 - (1 - p) ** k)
+        mean = w @ u[:, j]
+        np.testing.assert_allclose(mean, truth, rtol=1e-12)
+        np.testing.assert_allclose(w @ v[:, j], w @ (u[:, j] - mean) ** 2, rtol=1e-9)
+
+
+def test_the_unbiased_pass_at_k_is_nan_where_a_task_has_fewer_than_2k_samples():
+    from bayespass.stats.kernels import unbiased_passk_moments
+
+    n = np.array([[4, 6, 0], [3, 6, 8]])  # the first config's third task is unobserved
+    c = np.array([[1, 2, 0], [1, 1, 1]])
+    u, v = unbiased_passk_moments(n, c, [1, 2, 3])
+    # config 0: k = 1, 2 (4 >= 2k), not 3; config 1: k = 1 only (3 < 4)
+    assert np.isfinite(u[0, :2]).all() and np.isnan(u[0, 2]) and np.isfinite(u[1, 0]) and np.isnan(u[1, 1:]).all()
+    np.testing.assert_allclose(u[0, 0], (1 / 4 + 2 / 6) / 2)  # pass@1: the mean of c / n over observed tasks
+    # pass@2 of a task with c of n: 1 - C(n - c, 2) / C(n, 2)
+    np.testing.assert_allclose(u[0, 1], ((1 - 3 / 6) + (1 - 6 / 15)) / 2)
+    np.testing.assert_array_equal(np.isnan(u), np.isnan(v))

@@ -561,8 +561,8 @@ def test_the_leaderboards_band_holds_the_unbiased_band_where_every_task_has_2k_s
     """As the default per-config fit's band: within the samples drawn (2k <= n on every task) the leaderboard's
     band holds the normal band of the unbiased pass@k, which needs no prior; the joint model's shape (half the
     tasks at p = 0.05, half at 0.95) does not decide it there. P(better) and the means stay the model's."""
-    from bayespass.data.counts import unbiased_passk_moments
     from bayespass.stats.curve import unbiased_band
+    from bayespass.stats.kernels import unbiased_passk_moments
 
     g = np.random.default_rng(8)
     t = 200

@@ -323,43 +323,6 @@ def pass1_rate_trials(n, c) -> tuple[np.ndarray, np.ndarray]:
     return (c * inv).sum(1) / np.maximum(tasks, 1), tasks**2 / np.maximum(inv.sum(1), 1e-300)
 
 
-def _untried_share(n, c, k):
-    """``C(n - c, k) / C(n, k)`` elementwise: the unbiased estimate of ``(1 - p)^k`` from c passes of n (n >= k)."""
-    from scipy.special import gammaln
-
-    free = n - c
-    ok = free >= k
-    log = (gammaln(np.where(ok, free, k) + 1.0) - gammaln(np.where(ok, free, k) - k + 1.0)
-           - gammaln(n + 1.0) + gammaln(n - k + 1.0))
-    return np.where(ok, np.exp(log), 0.0)
-
-
-def unbiased_passk_moments(n, c, k) -> tuple[np.ndarray, np.ndarray]:
-    """(config, k) each: the unbiased dataset pass@k and an unbiased estimate of its variance about the tasks' own.
-
-    Per task ``u_i = 1 - C(n_i - c_i, k) / C(n_i, k)`` is unbiased for ``q_i = 1 - (1 - p_i)^k`` (k <= n_i), and
-    ``1 - 2 C(n_i - c_i, k) / C(n_i, k) + C(n_i - c_i, 2k) / C(n_i, 2k)`` for ``q_i^2`` (2k <= n_i), so
-    ``sum_i (u_i^2 - that) / T^2`` is unbiased for the variance of ``mean_i u_i`` around the finite-task truth
-    ``mean_i q_i``, whatever the p_i (clipped at 0).  NaN where an observed task (n > 0) of the config has n < 2k.
-    ``n``, ``c`` (config, task); ``k`` (k,).
-    """
-    n, c = np.asarray(n, dtype=float), np.asarray(c, dtype=float)
-    k = np.atleast_1d(np.asarray(k, dtype=float))
-    seen = n > 0
-    tasks = np.maximum(seen.sum(1), 1)
-    mean = np.full((n.shape[0], k.size), np.nan)
-    var = np.full_like(mean, np.nan)
-    for j, kk in enumerate(k):
-        ok = ~(seen & (n < 2 * kk)).any(1) & seen.any(1)
-        nn = np.where(seen, np.maximum(n, 2 * kk), 2 * kk)  # unseen tasks: any n >= 2k, masked out below
-        r_k, r_2k = _untried_share(nn, c, kk), _untried_share(nn, c, 2 * kk)
-        u = 1.0 - r_k
-        q2 = 1.0 - 2.0 * r_k + r_2k
-        mean[:, j] = np.where(ok, np.where(seen, u, 0.0).sum(1) / tasks, np.nan)
-        var[:, j] = np.where(ok, np.clip(np.where(seen, u * u - q2, 0.0).sum(1), 0.0, None) / tasks**2, np.nan)
-    return mean, var
-
-
 #: the band rules "hull-short" and "hull-beyond" (``stats.curve.passk_bands``) count pass@k as identified by the
 #: data up to the largest k that at most this share of a config's observed tasks have fewer samples than: where only a
 #: task or two of a few hundred has fewer (a failed generation, a ragged import), the candidates' disagreement

@@ -219,7 +219,8 @@ def _add_identified(out: xr.Dataset, n: np.ndarray, c: np.ndarray, k: np.ndarray
     out["n_min"] = ("config", n_lo)
     # and what a band valid under any spread of p needs where the data identify pass@1 only (n_min = 1):
     # the observed pass@1 and its effective number of Bernoulli trials (stats.curve.identified_band)
-    from ..data.counts import identified_k, pass1_rate_trials, single_sample_share, unbiased_passk_moments
+    from ..data.counts import identified_k, pass1_rate_trials, single_sample_share
+    from ..stats.kernels import unbiased_passk_moments
 
     rate, trials = pass1_rate_trials(n, c)
     out["pass1_rate"], out["pass1_trials"] = ("config", rate), ("config", trials)

@@ -145,7 +145,7 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     of a config has at least 2k samples, the band also holds
     :func:`unbiased_band`: the normal band of the unbiased pass@k, whose
     variance about the finite-task truth has an unbiased estimate there
-    (:func:`bayespass.data.counts.unbiased_passk_moments`), with no prior
+    (:func:`bayespass.stats.kernels.unbiased_passk_moments`), with no prior
     and no shape of p (``rcParams["stats.unbiased_band"]``, default True).
     Within the data the candidates can still agree on a shape that is wrong
     (half the tasks at p = 0.05, half at 0.95: from 10 samples per task
@@ -189,14 +189,15 @@ def _rule_bands(draws: xr.Dataset, prob: float, hdi: bool) -> tuple[xr.DataArray
             eti, h = (b if b is None else xr.where(single, _hull([b, ident.transpose(*b.dims)]), b).transpose(*b.dims)
                       for b in (eti, h))
         if "unbiased_mean" in draws and rcParams["stats.unbiased_band"]:
-            eti, h = (b if b is None else _with_unbiased_band(b, draws, prob) for b in (eti, h))
+            eti, h = (b if b is None else join_unbiased_band(b, draws["unbiased_mean"], draws["unbiased_var"], prob)
+                      for b in (eti, h))
     return eti, h
 
 
 def unbiased_band(mean, var, prob: float) -> xr.DataArray:
     """Return the normal band (config, k, ci_bound) of the unbiased pass@k about the finite-task truth, in [0, 1].
 
-    ``mean``, ``var`` (config, k): :func:`bayespass.data.counts.unbiased_passk_moments` (NaN where some task has
+    ``mean``, ``var`` (config, k): :func:`bayespass.stats.kernels.unbiased_passk_moments` (NaN where some task has
     n < 2k).  No prior and no shape of p: only the central limit over the tasks.
     """
     from scipy.stats import norm
@@ -205,11 +206,6 @@ def unbiased_band(mean, var, prob: float) -> xr.DataArray:
     lo, hi = (mean - half).clip(0.0, 1.0), (mean + half).clip(0.0, 1.0)
     return xr.concat([lo, hi], "ci_bound").assign_coords(ci_bound=["lower", "upper"]).transpose(
         "config", "k", "ci_bound")
-
-
-def _with_unbiased_band(band: xr.DataArray, draws: xr.Dataset, prob: float) -> xr.DataArray:
-    """``band`` widened to hold :func:`unbiased_band` where it is defined (every task has n >= 2k)."""
-    return join_unbiased_band(band, draws["unbiased_mean"], draws["unbiased_var"], prob)
 
 
 def join_unbiased_band(band: xr.DataArray, mean, var, prob: float) -> xr.DataArray:

@@ -284,8 +284,8 @@ def _unbiased_join(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: float)
     about the tasks' own without a prior, so the leaderboard's band does not rest on the joint model's shape there.
     P(better), the differences and the ranks stay the model's.
     """
-    from ..data.counts import unbiased_passk_moments
     from .curve import join_unbiased_band, monotone_band
+    from .kernels import unbiased_passk_moments
 
     if not rcParams["stats.unbiased_band"]:
         return eti
