@@ -34,16 +34,22 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import linprog
-from scipy.special import comb
 from scipy.stats import binom
 
+from bayespass.stats.kernels import passk_unbiased
+
 HERE = Path(__file__).parent
+
+
+def untried(n: int, k: int) -> np.ndarray:
+    """(n + 1,) ``r(c) = C(n - c, k) / C(n, k)`` for c = 0..n: one minus the unbiased pass@k of a task."""
+    return 1.0 - passk_unbiased(n, np.arange(n + 1), k)
 
 
 def var_u(n: int, k: int, s: np.ndarray) -> np.ndarray:
     """Exact variance of the unbiased pass@k of one task with n samples at failure probability ``s``."""
     c = np.arange(n + 1)
-    r = comb(n - c, k) / comb(n, k)
+    r = untried(n, k)
     pm = binom.pmf(c[None, :], n, 1 - s[:, None])
     return (pm * r**2).sum(1) - s ** (2 * k)
 
@@ -54,7 +60,7 @@ def bound_table(n: int, k: int, grid: int = 3000) -> np.ndarray:
     basis = binom.pmf(np.arange(n + 1)[None, :], n, s[:, None])  # P(n - c = j | s)
     target = s ** (2 * k)
     c = np.arange(n + 1)
-    r2 = (comb(n - c, k) / comb(n, k)) ** 2
+    r2 = untried(n, k) ** 2
     r2_by_failures = r2[::-1]
     a_ub = np.vstack([np.hstack([basis, np.zeros((s.size, 1))]), np.hstack([-basis, -np.ones((s.size, 1))])])
     bounds = [(0, 0)] + [(r2_by_failures[j] - 1, r2_by_failures[j]) for j in range(1, n)] + [(1, 1), (0, None)]
@@ -93,7 +99,7 @@ def family_widths(n: int = 10, k: int = 10, reps: int = 100) -> None:
         rng = np.random.default_rng(zlib.crc32(f"{fam}:{n}".encode()) + 7)
         p = np.stack([cal.draw_family(fam, rng, r) for r in range(reps)])
         c = rng.binomial(n, p)
-        est = (1 - comb(n - c, k) / comb(n, k)).mean(1)
+        est = passk_unbiased(n, c, k).mean(1)
         q = 1 - (1 - p) ** k
         truth, tasks = q.mean(1), p.shape[1]
         half_b = 1.645 * np.sqrt(vhat[c].sum(1)) / tasks
