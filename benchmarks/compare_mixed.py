@@ -1,12 +1,13 @@
 """P(better) and the difference's band when configs have different numbers of samples per task (real MBPP).
 
-    python benchmarks/compare_mixed.py [--reps 50] [--m-low 1] [--m-high 10] [--model shared] [--out ...]
+    python benchmarks/compare_mixed.py [--reps 50] [--m-low 1] [--m-high 10] [--k 1,10] [--model shared] [--out ...]
 
 A team often has many samples of its own model and few of a rival's (or the reverse).  ``benchmarks/compare.py``
 keeps the same m for every config; here, in each replicate, a random half of the real configs keep
 ``--m-low`` samples per task and the others ``--m-high`` (hypergeometric draws from the 50 of
-``data/real_mbpp/counts.csv``).  The truth is pass@k on all 50 samples.  Scored for k in {1, 10}, separately for
-pairs of one low-m and one high-m config ("cross") and pairs of equal m ("same"):
+``data/real_mbpp/counts.csv``).  The truth is pass@k on all 50 samples.  Scored for k in ``--k`` (1 and 10 by
+default; at most 50), separately for pairs of one low-m and one high-m config ("cross") and pairs of equal m
+("same"):
 
 - calibration of ``prob_better`` (expected calibration error over 10 bins, as in compare.py);
 - coverage and width of the band ``diff_eti`` of pass@k[config] - pass@k[config_b];
@@ -68,7 +69,7 @@ def run(args):
     import bayespass as bp
 
     counts = load_real()
-    ks = [1, 10]
+    ks = args.k
     truth = bp.passk(counts, ks, method="unbiased")
     rng = np.random.default_rng(2000 + 100 * args.m_low + args.m_high)
     res, t0 = [], time.perf_counter()
@@ -111,6 +112,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--m-low", type=int, default=1)
     ap.add_argument("--m-high", type=int, default=10)
+    ap.add_argument("--k", type=lambda s: [int(x) for x in s.split(",")], default=[1, 10],
+                    help="the k of pass@k, comma-separated (at most 50, the samples of the truth)")
     ap.add_argument("--model", default="shared")
     ap.add_argument("--method", default="eb")
     ap.add_argument("--out", default=None)
