@@ -119,6 +119,33 @@ def test_baselines_match_closed_forms(three):
     assert np.isclose(cmp["beta_passk"].sel(config="mid", k=5), quad, atol=1e-6)
 
 
+def test_the_paired_baseline_is_over_the_tasks_both_saw_and_undefined_where_one_has_fewer_than_k():
+    """As the naive estimate: a task where a config has 0 < n < k leaves the pair's paired difference undefined
+    (it once averaged the other tasks, those that happened to have more samples); a task one config never ran
+    is left out of that pair only."""
+    g = np.random.default_rng(5)
+    T = 60
+    n = np.array([[10] * 40 + [50] * 20, [50] * T, [50] * 30 + [0] * 30])
+    c = g.binomial(n, g.beta(1, 1, (3, T)))
+    counts = bp.make_counts(n, c, config=["ragged", "full", "half"])
+    with pytest.warns(UserWarning, match="not all evaluated on the same tasks"):
+        cmp = bp.compare_configs(counts, k=(5, 20), model="bb", method="eb")
+    est = bp.passk(counts, [5, 20], method="unbiased", per_task=True).transpose("config", "task", "k").values
+    pd_ = cmp["paired_diff"].sel(config_b="full")
+    # k = 5 <= every n: the mean over all tasks; k = 20: "ragged" has n = 10 on 40 tasks, so undefined
+    assert np.isclose(pd_.sel(config="ragged", k=5), np.mean(est[0, :, 0] - est[1, :, 0]))
+    assert np.isnan(pd_.sel(config="ragged", k=20)) and np.isnan(cmp["naive_passk"].sel(config="ragged", k=20))
+    for var in ("paired_se", "paired_prob_better"):
+        assert np.isnan(cmp[var].sel(config="ragged", config_b="full", k=20))
+    # "half" ran 30 tasks, each with n = 50 >= 20: its pair with "full" is over those 30, at either k
+    for j, kk in enumerate((5, 20)):
+        d = est[2, :30, j] - est[1, :30, j]
+        assert np.isclose(pd_.sel(config="half", k=kk), d.mean())
+        assert np.isclose(cmp["paired_se"].sel(config="half", config_b="full", k=kk), d.std(ddof=1) / np.sqrt(30))
+    # with "ragged" at k = 20: undefined (its short tasks include 10 of the 30 that "half" saw)
+    assert np.isnan(cmp["paired_diff"].sel(config="half", config_b="ragged", k=20))
+
+
 def test_pairs_restrict_and_bad_input_is_refused(three):
     counts, cmp = three
     sub = bp.compare_configs(counts, k=5, model="bb", method="eb", pairs=[("strong", "mid"), ("strong", "weak")])

@@ -14,7 +14,7 @@ Next to it, three baselines in the same dataset, so the gain is visible:
 ``paired_*``
     the paired per-task difference of unbiased estimates with a task-clustered standard error and the
     normal-approximation probability that the difference is positive (Miller, "Adding error bars to
-    evals", 2024);
+    evals", 2024), over the tasks both configs saw; NaN where one of them has 0 < n < k there;
 ``beta_*``
     independent per-task Beta(1 + c, 1 + n - c) posteriors (uniform prior, the scorio / Bayes@N style),
     pass@k in closed form and P(better) by Monte Carlo.
@@ -125,9 +125,13 @@ def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -
     d = est[:, None] - est[None, :]  # (J, J, T, K)
     ok = ~np.isnan(d)
     cnt = ok.sum(2)
-    mean = np.where(cnt > 0, np.nansum(d, 2) / np.maximum(cnt, 1), np.nan)
+    # over the tasks both configs saw, as the naive estimate: undefined where one has 0 < n < k on one of them
+    # (averaging the others would compare on the tasks that happen to have more samples)
+    both = (seen[:, None] & seen[None, :])  # (J, J, T, 1)
+    short = (both & ~ok).any(2)
+    mean = np.where((cnt > 0) & ~short, np.nansum(d, 2) / np.maximum(cnt, 1), np.nan)
     var = np.nansum((d - mean[:, :, None]) ** 2, 2) / np.maximum(cnt - 1, 1)
-    se = np.where(cnt > 1, np.sqrt(var / np.maximum(cnt, 1)), np.nan)
+    se = np.where((cnt > 1) & ~np.isnan(mean), np.sqrt(var / np.maximum(cnt, 1)), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = mean / se
     paired_pb = np.where(se > 0, ndtr(z), np.where(mean > 0, 1.0, np.where(mean < 0, 0.0, 0.5)))
