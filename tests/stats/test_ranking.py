@@ -119,7 +119,7 @@ def test_baselines_match_closed_forms(three):
     assert np.isclose(cmp["beta_passk"].sel(config="mid", k=5), quad, atol=1e-6)
 
 
-def test_the_paired_baseline_is_over_the_tasks_both_saw_and_undefined_where_one_has_fewer_than_k():
+def test_the_baselines_are_over_the_tasks_a_config_saw_and_the_paired_one_undefined_where_one_has_n_below_k():
     """As the naive estimate: a task where a config has 0 < n < k leaves the pair's paired difference undefined
     (it once averaged the other tasks, those that happened to have more samples); a task one config never ran
     is left out of that pair only."""
@@ -144,6 +144,11 @@ def test_the_paired_baseline_is_over_the_tasks_both_saw_and_undefined_where_one_
         assert np.isclose(cmp["paired_se"].sel(config="half", config_b="full", k=kk), d.std(ddof=1) / np.sqrt(30))
     # with "ragged" at k = 20: undefined (its short tasks include 10 of the 30 that "half" saw)
     assert np.isnan(cmp["paired_diff"].sel(config="half", config_b="ragged", k=20))
+    # the scorio-style baseline is over a config's own tasks too, not a Beta(1, 1) guess (k / (k + 1)) for the others
+    own = (1 + c[2, :30]) / (2 + n[2, :30])  # E[p] under Beta(1 + c, 1 + n - c): pass@1
+    with pytest.warns(UserWarning, match="not all evaluated on the same tasks"):
+        two = bp.compare_configs(counts.isel(config=[1, 2]), k=1, model="bb", method="eb")
+    assert np.isclose(two["beta_passk"].sel(config="half", k=1), own.mean())
 
 
 def test_pairs_restrict_and_bad_input_is_refused(three):

@@ -17,7 +17,7 @@ Next to it, three baselines in the same dataset, so the gain is visible:
     evals", 2024), over the tasks both configs saw; NaN where one of them has 0 < n < k there;
 ``beta_*``
     independent per-task Beta(1 + c, 1 + n - c) posteriors (uniform prior, the scorio / Bayes@N style),
-    pass@k in closed form and P(better) by Monte Carlo.
+    pass@k in closed form and P(better) by Monte Carlo, over each config's own tasks.
 """
 
 from __future__ import annotations
@@ -136,10 +136,12 @@ def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -
         z = mean / se
     paired_pb = np.where(se > 0, ndtr(z), np.where(mean > 0, 1.0, np.where(mean < 0, 0.0, 0.5)))
     paired_pb = np.where(np.isnan(mean), np.nan, paired_pb)
-    beta = np.stack([np.nanmean(kernels.passk_bb_predictive_grid(n[j], c[j], k, np.ones(T), np.ones(T)), 0)
+    # over each config's own tasks, as the posterior's pass@k (a task it never ran is not a Beta(1, 1) guess)
+    own = seen[:, :, 0] / np.maximum(seen.sum(1), 1)  # (J, T) weights
+    beta = np.stack([own[j] @ kernels.passk_bb_predictive_grid(n[j], c[j], k, np.ones(T), np.ones(T))
                      for j in range(J)])
     p = rng.beta(1.0 + c, 1.0 + n - c, size=(n_draws, J, T))  # independent per-task posteriors
-    bdraw = np.stack([(1.0 - (1.0 - p) ** kk).mean(2) for kk in k], axis=-1)  # (S, J, K)
+    bdraw = np.stack([((1.0 - (1.0 - p) ** kk) * own).sum(2) for kk in k], axis=-1)  # (S, J, K)
     return {"naive_passk": naive, "paired_diff": mean, "paired_se": se, "paired_prob_better": paired_pb,
             "beta_passk": beta, "beta_prob_better": _prob_better(bdraw[:, :, None], bdraw[:, None])}
 
