@@ -111,6 +111,28 @@ def test_ppc_calm_when_well_specified_and_flags_structural_zeros():
     assert not fixed.extreme.any()
 
 
+def test_ppc_histogram_has_a_bin_per_count_and_flags_a_shape_the_default_cannot_follow():
+    """p at four levels (0.02, 0.2, 0.5, 0.9), 300 tasks x 20 samples: the default's fit is good enough for the
+    fractions and moments, not for the histogram of c. Its tasks at p = 0.02 pass 0 or 1 times of 20, which 10
+    bins of c / n put together (p = 0.10 there, 0.06-0.33 on other seeds); one bin per c flags it (p = 0.004).
+    At p = 0.02 pass@100 is 0.87, where the default's band covered 4% of replicates (RESULTS, "The full grid
+    again after the unbiased band"): the check is the user's warning that the shape near p = 0 is off."""
+    from bayespass.stats.ppc import _stats, exact_levels
+
+    g = np.random.default_rng(0)
+    counts = simulate_counts(g.choice([0.02, 0.2, 0.5, 0.9], 300), 20, seed=100)
+    fit = bp.fit(counts, seed=0)
+    out = bp.ppc(fit)
+    assert bool(out.extreme.sel(statistic="hist_distance").item())
+    assert out.p_value.sel(statistic="hist_distance").item() < 0.01
+    # the histogram is the shares of c = 0..20
+    n, c = counts.n.values, counts.c.values
+    assert exact_levels(n).tolist() == [20]
+    assert_allclose(_stats(c, n, exact_levels(n))["hist"][0], np.bincount(c[0], minlength=21) / 300)
+    # ragged n, or n above EXACT_MAX_N: 10 bins of c / n
+    assert exact_levels(np.array([[20, 10, 0], [30, 30, 30], [0, 5, 5]])).tolist() == [0, 0, 5]
+
+
 @pytest.mark.slow
 def test_hier_borrows_strength():
     """6 configs x 164 tasks, m = 5, shared task difficulty: hier beats per-config bb."""

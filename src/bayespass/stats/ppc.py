@@ -11,6 +11,9 @@ __all__ = ["ppc", "plot_ppc", "STATISTICS"]
 
 STATISTICS = ("frac_zero", "frac_full", "mean_rate", "var_rate", "hist_distance")
 _BINS = np.linspace(0, 1, 11)
+#: Up to this many samples per task, a config with the same n on every observed task gets one bin (and one bar)
+#: per c: 10 bins of c / n put c = 0 and c = 1 of 20 together, where a misfit of the shape near p = 0 shows
+EXACT_MAX_N = 25
 
 
 def _shares(idx: np.ndarray, obs: np.ndarray, bins: int) -> np.ndarray:
@@ -24,18 +27,41 @@ def _hist(rate: np.ndarray, obs: np.ndarray) -> np.ndarray:
     return _shares(np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2), obs, len(_BINS) - 1)
 
 
-def _stats(c: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
+def exact_levels(n: np.ndarray) -> np.ndarray:
+    """Per config (rows of ``n``), its one number of samples per observed task if at most :data:`EXACT_MAX_N`, else 0.
+
+    Such a config's histogram has one bin per number of successes c = 0..n (:func:`ppc`, :func:`plot_ppc`).
+    """
+    out = np.zeros(n.shape[0], dtype=np.int64)
+    for j, row in enumerate(n):
+        levels = np.unique(row[row > 0])
+        if levels.size == 1 and levels[0] <= EXACT_MAX_N:
+            out[j] = int(levels[0])
+    return out
+
+
+def _stats(c: np.ndarray, n: np.ndarray, exact: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Return the statistics of counts ``c`` (..., config, task).
+
+    ``exact`` (config,) is :func:`exact_levels`, or None for 10 bins of c / n everywhere.
+    """
     obs = np.broadcast_to(n > 0, c.shape)
     m = np.maximum(obs.sum(-1), 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(obs, c / np.where(n > 0, n, 1), 0.0)
     mean = rate.sum(-1) / m
+    if exact is None or not exact.any():
+        hist = _hist(rate, obs)
+    else:  # one bin per c where a config has one n <= EXACT_MAX_N; 10 bins of c / n (the first 10) elsewhere
+        binned = np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2)
+        idx = np.where(exact[:, None] > 0, c, binned)
+        hist = _shares(idx, obs, max(int(exact.max()) + 1, len(_BINS) - 1))
     return {
         "frac_zero": ((c == 0) & obs).sum(-1) / m,
         "frac_full": ((c == n) & obs).sum(-1) / m,
         "mean_rate": mean,
         "var_rate": (np.where(obs, (rate - mean[..., None]) ** 2, 0.0)).sum(-1) / m,
-        "hist": _hist(rate, obs),
+        "hist": hist,
     }
 
 
@@ -44,10 +70,12 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
 
     Statistics (over observed tasks): fraction with ``c = 0``, fraction with
     ``c = n``, mean and variance of ``c/n``, and a chi-square distance
-    between the histogram of ``c/n`` (10 bins) and its posterior-predictive
-    expectation.  ``p_value = P(T_rep > T_obs) + 0.5 P(T_rep = T_obs)``
-    (mid-p, since the statistics are discrete); values near 0 or 1 flag a
-    misfit (for ``hist_distance`` only small p-values do).
+    between the histogram of the counts and its posterior-predictive
+    expectation: one bin per c = 0..n where a config has the same n on every
+    observed task, at most :data:`EXACT_MAX_N`, else 10 bins of ``c/n``.
+    ``p_value = P(T_rep > T_obs) + 0.5 P(T_rep = T_obs)`` (mid-p, since the
+    statistics are discrete); values near 0 or 1 flag a misfit (for
+    ``hist_distance`` only small p-values do).
 
     Parameters
     ----------
@@ -74,7 +102,8 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     rep_da = idata.posterior_predictive["c"]
     rep = rep_da.stack(s=("chain", "draw")).transpose("s", "config", "task").values
     n_rep = idata.constant_data["n"].sel(task=rep_da.task).values  # all tasks, or the replicated subset
-    t_obs, t_rep = _stats(c, n), _stats(rep, n_rep)
+    exact = exact_levels(n)
+    t_obs, t_rep = _stats(c, n, exact), _stats(rep, n_rep, exact)
     expected = t_rep["hist"].mean(0)
 
     def dist(h):
@@ -94,10 +123,6 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     if extend_inferencedata:
         attach_fit(target, "ppc", out)
     return out
-
-
-#: Up to this many samples per task, a config with the same n on every observed task gets one bar per c.
-EXACT_MAX_N = 25
 
 
 def plot_ppc(idata, *, ax=None) -> np.ndarray:
@@ -131,9 +156,8 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         axes = np.atleast_1d(ax)
     for j, a in enumerate(axes):
         obs = n[j] > 0
-        levels = np.unique(n[j][obs])
-        if levels.size == 1 and levels[0] <= EXACT_MAX_N:
-            n0 = int(levels[0])
+        n0 = int(exact_levels(n[j:j + 1])[0])
+        if n0:
             x, ho, hr, width = (np.arange(n0 + 1), _shares(c[j], obs, n0 + 1), _shares(rep[:, j], obs, n0 + 1),
                                 0.8)
             a.set_xlabel(f"c, successes of n = {n0}")
