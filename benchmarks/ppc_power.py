@@ -2,7 +2,8 @@
 
     python benchmarks/ppc_power.py [--reps 30] [--ms 5,10,20] [--families discrete-levels,zoib-mbpp,...]
 
-Each replicate draws 300 tasks' p from a truth family of ``benchmarks/calibration.py``, m samples per task, fits
+Each replicate draws 300 tasks' p from a truth family of ``benchmarks/calibration.py``, m samples per task (or,
+for ``real``, m of the 50 samples per task of the 12 real MBPP configs it was tuned on), fits
 the default (``bp.fit(counts)``: the stack by EB) and runs :func:`bayespass.ppc`.  Reported per (family, m): the
 share of replicates in which each statistic is ``extreme``, and for ``hist_distance`` also with the histogram it
 had before (10 bins of c / n, one bin per c now where every task has the same n <= 25): the same replicates,
@@ -26,8 +27,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def binned_p_value(fit) -> float:
-    """The hist_distance p-value with 10 bins of c / n (the histogram before), from the fit's own replicates."""
+def binned_p_value(fit) -> np.ndarray:
+    """Per config, the hist_distance p-value with 10 bins of c / n (the histogram before), from the fit's own
+    replicates."""
     from bayespass.stats.ppc import _stats
 
     n, c = fit.constant_data["n"].values, fit.observed_data["c"].values
@@ -40,28 +42,40 @@ def binned_p_value(fit) -> float:
         return (((h - expected) ** 2) / (expected + 1e-3)).sum(-1)
 
     d_obs, d_rep = dist(t_obs["hist"]), dist(t_rep["hist"])
-    return float(((d_rep > d_obs).mean(0) + 0.5 * np.isclose(d_rep, d_obs).mean(0))[0])
+    return (d_rep > d_obs).mean(0) + 0.5 * np.isclose(d_rep, d_obs).mean(0)
+
+
+def draw_counts(family: str, m: int, g, r: int):
+    """Counts of replicate ``r``: 300 tasks of a simulated family, or m of the 50 samples per task of the 12 real
+    MBPP configs (``"real"``, calibration.py's tuning set)."""
+    from calibration import draw_family, real_counts
+
+    import bayespass as bp
+
+    if family == "real":
+        full = bp.counts_from_frame(real_counts("tuning")[["model", "temperature", "task", "n", "c"]])
+        n, c = full.n.values, full.c.values
+        return full.copy(data={"n": np.full_like(n, m), "c": g.hypergeometric(c, n - c, m)})
+    p = draw_family(family, g, r)
+    n = np.full((1, p.size), m)
+    return bp.make_counts(n, g.binomial(n, p))
 
 
 def cell(family: str, m: int, reps: int, seed: int) -> dict:
-    """Flag rates of one (family, m) over ``reps`` replicates."""
-    from calibration import draw_family
-
+    """Flag rates of one (family, m) over ``reps`` replicates (and configs)."""
     import bayespass as bp
 
     flags, pvals, binned = [], [], []
     for r in range(reps):
         g = np.random.default_rng([seed, m, r])
-        p = draw_family(family, g, r)
-        n = np.full((1, p.size), m)
-        counts = bp.make_counts(n, g.binomial(n, p))
+        counts = draw_counts(family, m, g, r)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = bp.fit(counts, seed=r)
-        out = bp.ppc(fit).isel(config=0)
-        flags.append(out.extreme.values.tolist())
-        pvals.append(out.p_value.values.tolist())
-        binned.append(binned_p_value(fit))
+        out = bp.ppc(fit).transpose("config", "statistic")
+        flags += out.extreme.values.tolist()
+        pvals += out.p_value.values.tolist()
+        binned += binned_p_value(fit).tolist()
     stats = [str(s) for s in out.statistic.values]
     rate = np.mean(flags, 0)
     return {"family": family, "m": m, "reps": reps, "statistics": stats,
