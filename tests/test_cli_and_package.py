@@ -306,6 +306,21 @@ def test_allocate_and_plan_cli_read_a_run_directory_s_main_fit_without_fitting_a
     assert "(model bb by eb;" in res.output  # its name, not the model object's repr
 
 
+def test_fit_cli_says_when_the_posterior_predictive_check_flags_the_fit(tmp_path):
+    """p on four levels, 300 tasks x 20 samples: the default's histogram of c is off (bp.ppc flags it), and
+    `bayespass fit` says so beside the table, pointing at the bounds; counts the fit follows get no such note."""
+    from bayespass.testing import simulate_counts
+
+    g = np.random.default_rng(0)
+    bp.write_counts(simulate_counts(g.choice([0.02, 0.2, 0.5, 0.9], 300), 20, seed=100), tmp_path / "levels.csv")
+    res = runner.invoke(app, ["fit", str(tmp_path / "levels.csv"), "--out", str(tmp_path / "fit.nc")])
+    assert res.exit_code == 0, res.output
+    assert "note: the posterior predictive check (bp.ppc) flags config-0 (" in res.output
+    assert "hist_distance" in res.output and "--bounds" in res.output
+    res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "bb", "--out", str(tmp_path / "b.nc")])
+    assert res.exit_code == 0 and "posterior predictive check" not in res.output, res.output
+
+
 def test_fit_and_estimate_merge_several_counts_inputs(tmp_path):
     """Counts of configs executed apart: 'bayespass estimate A B' and 'fit A B' read them as one dataset."""
     import io

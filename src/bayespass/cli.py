@@ -250,6 +250,13 @@ def fit_cmd(
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights) + "\n")
     emit(curve_table(passk_curve(idata, ks, ci_prob=ci_prob)), "table")
+    from .stats.ppc import misfit_note
+
+    if note := misfit_note(idata):
+        import textwrap
+
+        typer.echo(textwrap.fill(note, 100, initial_indent="note: ", subsequent_indent="      ",
+                                 break_on_hyphens=False), err=True)
 
 
 def _check_out(out: Path) -> None:

@@ -102,6 +102,9 @@ def test_ppc_calm_when_well_specified_and_flags_structural_zeros():
     p = draw_zoib(500, 0.7, 1.3, seed=31)
     good = bp.ppc(bp.fit(simulate_counts(p, 20, seed=32), "bb", "eb", seed=0))
     assert not good.extreme.any()
+    from bayespass.stats.ppc import misfit_note
+
+    assert misfit_note(None, good) == ""
     # 800 tasks: with 500 the frac_zero p-value sat at 0.01-0.03, on the threshold, and moved across it with
     # the sampler's seed; here it is 0.004-0.011 over seeds 0-2
     p = draw_zoib(800, 3.0, 3.0, 0.4, 0.0, seed=33)
@@ -125,6 +128,11 @@ def test_ppc_histogram_has_a_bin_per_count_and_flags_a_shape_the_default_cannot_
     out = bp.ppc(fit)
     assert bool(out.extreme.sel(statistic="hist_distance").item())
     assert out.p_value.sel(statistic="hist_distance").item() < 0.01
+    # what `bayespass fit` and a run's pass@k table then say
+    from bayespass.stats.ppc import misfit_note
+
+    note = misfit_note(fit, out)
+    assert "config-0 (" in note and "hist_distance" in note and "bp.passk_bounds" in note
     # the histogram is the shares of c = 0..20
     n, c = counts.n.values, counts.c.values
     assert exact_levels(n).tolist() == [20]

@@ -39,13 +39,17 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None)
     df.attrs.update(ci_prob=ci, main=main)
     brief = ["config", "k", "unbiased"] + ([main, f"{main}_lo", f"{main}_hi"] if main in idatas else []) + ["truth"]
     known = truth is not None
+    from ..stats.ppc import misfit_note
+
+    misfit = misfit_note(idatas[main]) if main in idatas else ""
     return Table.of(df, f"pass@k (unbiased; main fit {main}: posterior mean and {ci:.0%} equal-tailed interval"
                     + ("; truth when known)" if known else ")"),
                     note=f"Unbiased estimator where k <= n, Bayesian posterior mean with its {ci:.0%} equal-tailed "
                     "interval for every fit (columns NAME, NAME_lo, NAME_hi; any k, also k > n)"
                     + (", " if known else " and ") + "the bounds that hold under any spread of p over the tasks, no "
                     "prior (no_prior_lo, no_prior_hi: bp.passk_bounds)"
-                    + (", and the synthetic coder's truth (truth)." if known else "."), brief=brief)
+                    + (", and the synthetic coder's truth (truth)." if known else ".")
+                    + (f" Main fit: {misfit}." if misfit else ""), brief=brief)
 
 
 def _ppc_table(idatas: dict) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import xarray as xr
 
 from .attach import attach_fit
 
-__all__ = ["ppc", "plot_ppc", "STATISTICS"]
+__all__ = ["ppc", "plot_ppc", "misfit_note", "STATISTICS"]
 
 STATISTICS = ("frac_zero", "frac_full", "mean_rate", "var_rate", "hist_distance")
 _BINS = np.linspace(0, 1, 11)
@@ -123,6 +123,26 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     if extend_inferencedata:
         attach_fit(target, "ppc", out)
     return out
+
+
+def misfit_note(idata, checked: xr.Dataset | None = None) -> str:
+    """Return a sentence naming the configs and statistics :func:`ppc` flags as ``extreme``, or "" if none.
+
+    ``checked``: the fit's :func:`ppc`, if made already.  Beyond the samples drawn a fit's band rests on its
+    shape of p near 0 and 1; a flagged check says the counts contradict that shape, where the assumption-free
+    bounds (:func:`bayespass.passk_bounds`) still hold.
+    """
+    out = ppc(idata) if checked is None else checked
+    ext = out["extreme"].transpose("config", "statistic")
+    parts = [f"{cfg} ({', '.join(str(s) for s, x in zip(ext.statistic.values, row, strict=True) if x)})"
+             for cfg, row in zip(ext.config.values, ext.values, strict=True) if row.any()]
+    if not parts:
+        return ""
+    more = f" and {len(parts) - 4} more" if len(parts) > 4 else ""
+    return (f"the posterior predictive check (bp.ppc) flags {'; '.join(parts[:4])}{more}: these counts are not "
+            "what the fit predicts, so beyond the samples drawn its band rests on a shape of p that they "
+            "contradict; the bounds that assume no prior (bp.passk_bounds, 'bayespass curve FIT --bounds') hold "
+            "under any shape")
 
 
 def plot_ppc(idata, *, ax=None) -> np.ndarray:
