@@ -317,6 +317,8 @@ def test_fit_cli_says_when_the_posterior_predictive_check_flags_the_fit(tmp_path
     assert res.exit_code == 0, res.output
     assert "note: the posterior predictive check (bp.ppc) flags config-0 (" in res.output
     assert "hist_distance" in res.output and "--bounds" in res.output
+    res = runner.invoke(app, ["curve", str(tmp_path / "fit.nc"), "--format", "csv"])  # and from the saved fit
+    assert res.exit_code == 0 and "flags config-0 (" in res.output, res.output
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--model", "bb", "--out", str(tmp_path / "b.nc")])
     assert res.exit_code == 0 and "posterior predictive check" not in res.output, res.output
 

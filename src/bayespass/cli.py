@@ -250,11 +250,20 @@ def fit_cmd(
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights) + "\n")
     emit(curve_table(passk_curve(idata, ks, ci_prob=ci_prob)), "table")
+    _note_misfit(idata)
+
+
+def _note_misfit(idata) -> None:
+    """Say (on stderr) which configs and statistics the fit's posterior predictive check flags, if any."""
+    import textwrap
+
     from .stats.ppc import misfit_note
 
-    if note := misfit_note(idata):
-        import textwrap
-
+    try:
+        note = misfit_note(idata)
+    except ValueError:  # a fit saved without replicated counts: nothing to check
+        return
+    if note:
         typer.echo(textwrap.fill(note, 100, initial_indent="note: ", subsequent_indent="      ",
                                  break_on_hyphens=False), err=True)
 
@@ -322,6 +331,7 @@ def curve(
                                note=table.note + " no-prior: bp.passk_bounds, which hold under any spread of p over "
                                "the tasks; where the band is narrower, the model's prior on that spread narrows it.")
     emit(table, format)
+    _note_misfit(idata)
     if plot is not None:
         full = passk_curve(idata, grid, ci_prob=ci_prob)
         written = _save_png(plot_passk_curve(full, counts=counts, bounds=None if free is None else free.sel(k=grid)),
