@@ -29,20 +29,10 @@ sys.path.insert(0, str(HERE))
 
 def binned_p_value(fit) -> np.ndarray:
     """Per config, the hist_distance p-value with 10 bins of c / n (the histogram before), from the fit's own
-    replicates."""
-    from bayespass.stats.ppc import _stats
+    replicates (``bp.ppc``'s rule, :func:`bayespass.stats.ppc._p_values`)."""
+    from bayespass.stats.ppc import STATISTICS, _p_values
 
-    n, c = fit.constant_data["n"].values, fit.observed_data["c"].values
-    rep = fit.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
-    n_rep = fit.constant_data["n"].sel(task=fit.posterior_predictive.task).values
-    t_obs, t_rep = _stats(c, n), _stats(rep, n_rep)
-    expected = t_rep["hist"].mean(0)
-
-    def dist(h):
-        return (((h - expected) ** 2) / (expected + 1e-3)).sum(-1)
-
-    d_obs, d_rep = dist(t_obs["hist"]), dist(t_rep["hist"])
-    return (d_rep > d_obs).mean(0) + 0.5 * np.isclose(d_rep, d_obs).mean(0)
+    return _p_values(fit, None)[2][:, STATISTICS.index("hist_distance")]
 
 
 def draw_counts(family: str, m: int, g, r: int):

@@ -22,11 +22,6 @@ def _shares(idx: np.ndarray, obs: np.ndarray, bins: int) -> np.ndarray:
     return onehot.sum(-2) / np.maximum(obs.sum(-1), 1)[..., None]
 
 
-def _hist(rate: np.ndarray, obs: np.ndarray) -> np.ndarray:
-    """Normalised histogram of success rates over observed tasks along the last axis."""
-    return _shares(np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2), obs, len(_BINS) - 1)
-
-
 def exact_levels(n: np.ndarray) -> np.ndarray:
     """Per config (rows of ``n``), its one number of samples per observed task if at most :data:`EXACT_MAX_N`, else 0.
 
@@ -50,19 +45,38 @@ def _stats(c: np.ndarray, n: np.ndarray, exact: np.ndarray | None = None) -> dic
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(obs, c / np.where(n > 0, n, 1), 0.0)
     mean = rate.sum(-1) / m
-    if exact is None or not exact.any():
-        hist = _hist(rate, obs)
-    else:  # one bin per c where a config has one n <= EXACT_MAX_N; 10 bins of c / n (the first 10) elsewhere
-        binned = np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2)
-        idx = np.where(exact[:, None] > 0, c, binned)
-        hist = _shares(idx, obs, max(int(exact.max()) + 1, len(_BINS) - 1))
+    idx, bins = np.clip(np.digitize(rate, _BINS[1:-1]), 0, len(_BINS) - 2), len(_BINS) - 1
+    if exact is not None and exact.any():  # one bin per c where a config has one n <= EXACT_MAX_N
+        idx, bins = np.where(exact[:, None] > 0, c, idx), max(int(exact.max()) + 1, bins)
     return {
         "frac_zero": ((c == 0) & obs).sum(-1) / m,
         "frac_full": ((c == n) & obs).sum(-1) / m,
         "mean_rate": mean,
         "var_rate": (np.where(obs, (rate - mean[..., None]) ** 2, 0.0)).sum(-1) / m,
-        "hist": hist,
+        "hist": _shares(idx, obs, bins),
     }
+
+
+def _p_values(idata, exact: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Observed statistics (config, statistic), replicated ones (draw, config, statistic) and mid-p values.
+
+    ``exact``: :func:`exact_levels` of the fit's n, or None for the histogram of 10 bins of c / n everywhere.
+    """
+    n = idata.constant_data["n"].values
+    c = idata.observed_data["c"].values
+    rep_da = idata.posterior_predictive["c"]
+    rep = rep_da.stack(s=("chain", "draw")).transpose("s", "config", "task").values
+    n_rep = idata.constant_data["n"].sel(task=rep_da.task).values  # all tasks, or the replicated subset
+    t_obs, t_rep = _stats(c, n, exact), _stats(rep, n_rep, exact)
+    expected = t_rep["hist"].mean(0)
+
+    def dist(h):
+        return (((h - expected) ** 2) / (expected + 1e-3)).sum(-1)
+
+    t_obs["hist_distance"], t_rep["hist_distance"] = dist(t_obs["hist"]), dist(t_rep["hist"])
+    obs_v = np.stack([t_obs[s] for s in STATISTICS], -1)
+    rep_v = np.stack([t_rep[s] for s in STATISTICS], -1)
+    return obs_v, rep_v, (rep_v > obs_v).mean(0) + 0.5 * (np.isclose(rep_v, obs_v)).mean(0)
 
 
 def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
@@ -97,22 +111,7 @@ def ppc(idata, *, extend_inferencedata: bool = False) -> xr.Dataset:
     target, idata = idata, as_fit(idata, what="ppc")  # a run: its main fit
     if "posterior_predictive" not in idata.groups():
         raise ValueError("idata has no posterior_predictive group; fit it with bayespass.fit")
-    n = idata.constant_data["n"].values
-    c = idata.observed_data["c"].values
-    rep_da = idata.posterior_predictive["c"]
-    rep = rep_da.stack(s=("chain", "draw")).transpose("s", "config", "task").values
-    n_rep = idata.constant_data["n"].sel(task=rep_da.task).values  # all tasks, or the replicated subset
-    exact = exact_levels(n)
-    t_obs, t_rep = _stats(c, n, exact), _stats(rep, n_rep, exact)
-    expected = t_rep["hist"].mean(0)
-
-    def dist(h):
-        return (((h - expected) ** 2) / (expected + 1e-3)).sum(-1)
-
-    t_obs["hist_distance"], t_rep["hist_distance"] = dist(t_obs["hist"]), dist(t_rep["hist"])
-    obs_v = np.stack([t_obs[s] for s in STATISTICS], -1)
-    rep_v = np.stack([t_rep[s] for s in STATISTICS], -1)
-    p = (rep_v > obs_v).mean(0) + 0.5 * (np.isclose(rep_v, obs_v)).mean(0)
+    obs_v, rep_v, p = _p_values(idata, exact_levels(idata.constant_data["n"].values))
     one_sided = np.array([s == "hist_distance" for s in STATISTICS])
     extreme = np.where(one_sided, p < 0.05, (p < 0.025) | (p > 0.975))
     dims = ("config", "statistic")
@@ -174,9 +173,10 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         axes = axes[0]
     else:
         axes = np.atleast_1d(ax)
+    levels = exact_levels(n)
     for j, a in enumerate(axes):
         obs = n[j] > 0
-        n0 = int(exact_levels(n[j:j + 1])[0])
+        n0 = int(levels[j])
         if n0:
             x, ho, hr, width = (np.arange(n0 + 1), _shares(c[j], obs, n0 + 1), _shares(rep[:, j], obs, n0 + 1),
                                 0.8)
