@@ -12,11 +12,12 @@ from ..results import Table
 __all__ = ["all_tables", "passk_table"]
 
 
-def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None) -> Table:
+def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None, checked=None) -> Table:
     """pass@k per config and k: unbiased estimate, each fit's mean and interval, truth when known.
 
     Printed: the unbiased estimate, the ``main`` fit's mean and interval and the truth; every fit's
-    columns are in the frame (``to_dataframe``, the CSV and the report).
+    columns are in the frame (``to_dataframe``, the CSV and the report).  The note names what the ``main``
+    fit's posterior predictive check flags (``checked``: that check, if made already).
     """
     from ..defaults import rcParams
     from ..stats.curve import passk_curve
@@ -41,7 +42,7 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None)
     known = truth is not None
     from ..stats.ppc import misfit_note
 
-    misfit = misfit_note(idatas[main]) if main in idatas else ""
+    misfit = misfit_note(idatas[main], checked) if main in idatas else ""
     return Table.of(df, f"pass@k (unbiased; main fit {main}: posterior mean and {ci:.0%} equal-tailed interval"
                     + ("; truth when known)" if known else ")"),
                     note=f"Unbiased estimator where k <= n, Bayesian posterior mean with its {ci:.0%} equal-tailed "
@@ -52,12 +53,10 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None)
                     + (f" Main fit: {misfit}." if misfit else ""), brief=brief)
 
 
-def _ppc_table(idatas: dict) -> pd.DataFrame:
-    from ..stats.ppc import ppc
-
+def _ppc_table(checks: dict) -> pd.DataFrame:
     rows = []
-    for name, idata in idatas.items():
-        p = ppc(idata)["p_value"].to_pandas()
+    for name, check in checks.items():
+        p = check["p_value"].to_pandas()
         p.columns.name = None
         p.insert(0, "fit", name)
         rows.append(p.reset_index())
@@ -97,17 +96,20 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
     from ..stats.gating import gate, gate_diagnostics, gate_table
     from ..stats.incoherence import incoherence, incoherence_summary
     from ..stats.metrics import metric_table
+    from ..stats.ppc import ppc
     from ..stats.reliability import reliability, reliability_table
 
     cfg, samples, main = ctx.cfg, ctx.samples, ctx.main
+    checks = {name: ppc(idata) for name, idata in ctx.idatas.items()}  # the PPC table's, and the main fit's note
     tables = {"passk": passk_table(ctx.counts, ctx.idatas, cfg.passk_k,
-                                   truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)), main=main)}
+                                   truth_passk(ctx.out, ctx.counts, np.asarray(cfg.passk_k)), main=main,
+                                   checked=checks.get(main))}
     if main in ctx.idatas:
         from ..models.fit import stacking_table
 
         if (weights := stacking_table(ctx.idatas[main])) is not None:
             tables["stacking"] = weights
-    tables["ppc"] = _ppc_table(ctx.idatas)
+    tables["ppc"] = _ppc_table(checks)
     tables |= _loo_tables(cfg, ctx.idatas)
     post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed),
             "rel": reliability(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed)}
