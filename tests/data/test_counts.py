@@ -186,3 +186,36 @@ def test_a_fit_file_reads_as_the_counts_it_was_made_on(tmp_path):
     with pytest.raises(ValueError, match="counts dataset has no variable 'n'"):
         bp.read_counts(tmp_path / "other.nc")
 
+
+
+def test_a_hand_built_dataset_of_n_and_c_alone_fits_and_compares_as_make_counts_does():
+    """Counts built as an xarray.Dataset of n and c only (no model, temperature, benchmark coordinates).
+
+    bp.fit and bp.compare_configs raised KeyError 'model' deep inside on them; they now get the coordinates
+    make_counts writes when not told, so every number equals the one from make_counts of the same arrays.
+    """
+    rng = np.random.default_rng(3)
+    p = rng.beta(0.6, 0.5, size=(2, 40))
+    p[1] = np.clip(p[1] + 0.1, 0, 1)
+    n = np.full((2, 40), 6)
+    c = rng.binomial(n, p)
+    labels, tasks = ["a", "b"], [f"t{i}" for i in range(40)]
+    bare = xr.Dataset({"n": (("config", "task"), n), "c": (("config", "task"), c)},
+                      coords={"config": labels, "task": tasks})
+    made = bp.make_counts(n, c, config=labels, task=tasks)
+    got = bp.validate_counts(bare)
+    assert list(got["model"].values) == labels and np.isnan(got["temperature"].values).all()
+    assert list(got["benchmark"].values) == ["", ""]
+    f_bare, f_made = (bp.fit(ds, model="bb", method="eb", seed=1, progressbar=False) for ds in (bare, made))
+    np.testing.assert_array_equal(bp.passk_curve(f_bare, k=[1, 5, 50])["eti"].values,
+                                  bp.passk_curve(f_made, k=[1, 5, 50])["eti"].values)
+    cmp_bare, cmp_made = (bp.compare_configs(ds, k=[1, 5]) for ds in (bare, made))
+    np.testing.assert_array_equal(cmp_bare["prob_better"].values, cmp_made["prob_better"].values)
+    with pytest.raises(ValueError, match=r"counts\['model'\] must be a coordinate over \('config',\)"):
+        bp.validate_counts(bare.assign_coords(model=("task", tasks)))
+    # numbers as labels are names, as make_counts makes them (compare_configs' .sel on them raised KeyError)
+    numbered = bare.assign_coords(config=[0, 1], task=np.arange(40))
+    assert list(bp.validate_counts(numbered).config.values) == ["0", "1"]
+    cmp_num = bp.compare_configs(numbered, k=[1, 5])
+    assert list(cmp_num.config.values) == ["0", "1"]
+    np.testing.assert_array_equal(cmp_num["prob_better"].values, cmp_made["prob_better"].values)

@@ -131,6 +131,10 @@ def counts_of_fit(idata) -> xr.Dataset:
 def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     """Check a counts dataset and return it with ``n``/``c`` as int64.
 
+    A hand-built ``xarray.Dataset`` of ``n`` and ``c`` alone is completed as :func:`make_counts` would make
+    it: config and task labels given as numbers become names, and absent per-config coordinates are added
+    (``model`` the config's label, ``temperature`` NaN, ``benchmark`` "").
+
     A pandas DataFrame in the long layout of :func:`counts_from_frame` (columns ``task, n, c`` and
     optionally ``config`` or ``model, temperature, benchmark``) is converted first; a run (the tree of
     ``bp.load_run``) gives its counts.
@@ -161,6 +165,8 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     if ds.sizes["task"] == 0 or ds.sizes["config"] == 0:
         raise ValueError("counts dataset is empty: it needs at least one config and one task")
     for dim in ("config", "task"):
+        if ds.indexes[dim].dtype.kind not in "OU":  # numbers as labels (config=[0, 1]): names, as make_counts makes
+            ds = ds.assign_coords({dim: np.asarray(ds.indexes[dim].astype(str), dtype=object)})
         labels = ds.indexes[dim]  # pandas caches is_unique on the index object: checked once per dataset
         if labels.has_duplicates:
             dup = labels[labels.duplicated()].unique().tolist()
@@ -195,7 +201,24 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     if not (n > 0).any():
         raise ValueError("counts dataset has no observed task (every n is 0)")
     ds = ds.assign(n=ds["n"].astype("int64"), c=ds["c"].astype("int64"))
-    return ds
+    return _with_config_coords(ds)
+
+
+def _with_config_coords(ds: xr.Dataset) -> xr.Dataset:
+    """Give a hand-built counts dataset the per-config coordinates ``make_counts`` gives (fits, tables need them).
+
+    Absent ones become what ``make_counts`` writes when not told: ``model`` the config's label (each config its
+    own model, so no siblings are pooled), ``temperature`` NaN, ``benchmark`` "".  Ones given over other dims
+    are refused.
+    """
+    labels = [str(x) for x in ds.config.values]
+    fill = {"model": labels, "temperature": np.full(len(labels), np.nan), "benchmark": [""] * len(labels)}
+    for name in fill:
+        if name in ds.variables and ds[name].dims != ("config",):
+            raise ValueError(f"counts[{name!r}] must be a coordinate over ('config',) (one per config); got dims "
+                             f"{ds[name].dims}")
+    missing = {name: ("config", vals) for name, vals in fill.items() if name not in ds.variables}
+    return ds.assign_coords(missing) if missing else ds
 
 
 def _count_column(df: pd.DataFrame, col: str, where: str) -> pd.Series:
