@@ -136,7 +136,8 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}", where: str = "--format csv o
 @app.command()
 def estimate(
     counts: Annotated[list[Path], typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
-                                                 "temperature,benchmark]), evalplus .json, .nc (counts, or a "
+                                                 "temperature,benchmark], or one row per sample with a passed "
+                                                 "column), evalplus .json, .nc (counts, or a "
                                                  "fit: its counts), or a run directory; several are merged "
                                                  "(their configs on the union of their tasks).")],
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",

@@ -219,3 +219,36 @@ def test_a_hand_built_dataset_of_n_and_c_alone_fits_and_compares_as_make_counts_
     cmp_num = bp.compare_configs(numbered, k=[1, 5])
     assert list(cmp_num.config.values) == ["0", "1"]
     np.testing.assert_array_equal(cmp_num["prob_better"].values, cmp_made["prob_better"].values)
+
+
+def test_results_judged_elsewhere_one_row_per_sample_are_counted(tmp_path):
+    """bp.to_counts of a per-sample DataFrame or boolean array (it took only bp.execute's samples), and files so."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame([dict(model="m", temperature=t, task_id=f"t{i}", sample=s, passed=bool(rng.random() < 0.3 + i / 10))
+                       for t in (0.2, 0.8) for i in range(5) for s in range(4 + i)])
+    brute = df.groupby(["temperature", "task_id"]).passed.agg(["size", "sum"])
+    got = bp.to_counts(df)
+    assert list(got.config.values) == ["m|T=0.2", "m|T=0.8"] and list(got.task.values) == [f"t{i}" for i in range(5)]
+    np.testing.assert_array_equal(got.n.values.ravel(), brute["size"].values)
+    np.testing.assert_array_equal(got.c.values.ravel(), brute["sum"].values)
+    status = df.assign(status=np.where(df.passed, "pass", "fail")).drop(columns="passed")
+    xr.testing.assert_equal(bp.to_counts(status)[["n", "c"]], got[["n", "c"]])
+    xr.testing.assert_equal(bp.to_counts(df.rename(columns={"passed": "ok"}), passed="ok")[["n", "c"]],
+                            got[["n", "c"]])
+    for name in ("samples.csv", "samples.jsonl"):  # the command line reads such files as counts
+        path = tmp_path / name
+        df.to_csv(path, index=False) if name.endswith("csv") else df.to_json(path, orient="records", lines=True)
+        xr.testing.assert_equal(bp.read_counts(path)[["n", "c"]], got[["n", "c"]])
+    with pytest.raises(ValueError, match=r"row 3: column 'passed' must say whether the sample passed.*got 2"):
+        bp.to_counts(df.assign(passed=[True, False, 2] + [True] * (len(df) - 3)))
+    with pytest.raises(ValueError, match=r"a column saying whether each sample passed \(one of passed, correct"):
+        bp.to_counts(df.drop(columns="passed"))
+    # a boolean array over (config, task, sample); NaN marks a sample not drawn
+    arr = xr.DataArray(np.where(rng.random((2, 3, 4)) < 0.5, 1.0, 0.0), dims=("config", "task", "sample"),
+                       coords={"config": ["a", "b"], "task": ["x", "y", "z"]})
+    arr[0, 1, :2] = np.nan
+    counts = bp.to_counts(arr)
+    np.testing.assert_array_equal(counts.n.values, [[4, 2, 4], [4, 4, 4]])
+    np.testing.assert_array_equal(counts.c.values, np.nansum(arr.values, axis=-1))
+    with pytest.raises(ValueError, match=r"must have dims \('task', 'sample'\) or \('config', 'task', 'sample'\)"):
+        bp.to_counts(arr.rename(sample="draw"))

@@ -18,7 +18,8 @@ import xarray as xr
 
 from .._version import __version__
 
-__all__ = ["make_counts", "counts_from_frame", "counts_of_fit", "validate_counts", "config_label", "merge_counts"]
+__all__ = ["make_counts", "counts_from_frame", "counts_from_samples", "counts_of_fit", "validate_counts",
+           "config_label", "merge_counts"]
 
 _FRAME_KEYS = ("model", "temperature", "benchmark")
 
@@ -226,8 +227,8 @@ def _count_column(df: pd.DataFrame, col: str, where: str) -> pd.Series:
     kind = df[col].dtype.kind
     if kind == "b" or (kind == "O" and df[col].map(lambda v: isinstance(v, bool | np.bool_)).any()):
         raise ValueError(f"{where}: column {col!r} must hold integer counts, not booleans (True/False); a "
-                         "table of one row per sample is counted by bayespass.to_counts, or by grouping on "
-                         "task: n = rows, c = passes")
+                         f"table of one row per sample is counted by bayespass.to_counts(df, passed={col!r}), or "
+                         "by grouping on task: n = rows, c = passes")
     vals = pd.to_numeric(df[col], errors="coerce")
     bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
     if bad.any():
@@ -300,6 +301,74 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         temperature=[None if np.isnan(t) else t for t in meta["temperature"]],
         benchmark=meta["benchmark"].tolist(), source=source, attrs=attrs,
     )
+
+
+_PASS_COLUMNS = ("passed", "correct", "pass", "is_correct", "success", "status")
+
+
+def counts_from_samples(samples, *, passed: str | None = None, source: str = "samples",
+                        where: str = "samples (a DataFrame of one row per sample)") -> xr.Dataset:
+    """Count a table of one row per sample, or a boolean array over ``(config, task, sample)``, into counts.
+
+    A DataFrame needs ``task`` (or ``task_id``) and a column saying whether the sample passed: ``passed``
+    names it, else the first of ``passed, correct, pass, is_correct, success, status`` that it has.  Its values
+    are booleans, 0/1, or evalplus's status strings ("pass" passes; "fail", "timeout", ... do not).  The
+    configs are the ``config`` column, or ``model``/``temperature``/``benchmark`` as in
+    :func:`counts_from_frame`.  An array is boolean (or 0/1) over ``(task, sample)`` or ``(config, task,
+    sample)``; NaN marks a sample not drawn.  ``source`` is recorded; ``where`` names the input in errors.
+    """
+    if isinstance(samples, xr.DataArray):
+        return _counts_of_array(samples)
+    df = samples
+    if "task" not in df.columns and "task_id" in df.columns:
+        df = df.rename(columns={"task_id": "task"})
+    col = passed if passed is not None else next((x for x in _PASS_COLUMNS if x in df.columns), None)
+    if col is None or col not in df.columns or "task" not in df.columns:
+        which = (f"passed={passed!r} is not one" if passed is not None else
+                 f"one of {', '.join(_PASS_COLUMNS)}, or name it with passed=")
+        raise ValueError(f"{where}: needs a task (or task_id) column and a column saying whether each sample "
+                         f"passed ({which}); found {list(df.columns)}")
+    ok = _passes(df[col], col, where)
+    keys = [x for x in ("config", *_FRAME_KEYS) if x in df.columns]
+    grouped = df.assign(_ok=ok).groupby([*keys, "task"], sort=False, dropna=False)["_ok"]
+    long = pd.concat([grouped.size().rename("n"), grouped.sum().rename("c")], axis=1).reset_index()
+    return counts_from_frame(long, source=source, where=where)
+
+
+def is_per_sample(df: pd.DataFrame) -> bool:
+    """Whether a table is one row per sample (a pass column, no n and c) rather than counts."""
+    return not {"n", "c"} & set(df.columns) and any(x in df.columns for x in _PASS_COLUMNS)
+
+
+def _passes(col: pd.Series, name: str, where: str) -> pd.Series:
+    """Return a per-sample pass column as 0/1; raise naming the first row neither a boolean, 0/1 nor a status."""
+    if col.dtype.kind == "O" and col.map(lambda v: isinstance(v, str)).all():
+        return (col.str.strip().str.lower() == "pass").astype("int64")
+    vals = pd.to_numeric(col.map(lambda v: int(v) if isinstance(v, bool | np.bool_) else v), errors="coerce")
+    bad = ~vals.isin([0, 1])
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{where}, row {row + 1}: column {name!r} must say whether the sample passed (True/False, "
+                         f"1/0 or a status such as 'pass'); got {_shown(col.iloc[row])}")
+    return vals.astype("int64")
+
+
+def _counts_of_array(arr: xr.DataArray) -> xr.Dataset:
+    """Count a boolean (or 0/1, NaN = not drawn) array over ``(task, sample)`` or ``(config, task, sample)``."""
+    dims = set(arr.dims)
+    if dims not in ({"task", "sample"}, {"config", "task", "sample"}):
+        raise ValueError(f"a per-sample array must have dims ('task', 'sample') or ('config', 'task', 'sample'); "
+                         f"got {arr.dims}")
+    if "config" not in dims:
+        arr = arr.expand_dims(config=["config-0"])
+    arr = arr.transpose("config", "task", "sample")
+    vals = np.asarray(arr.values, dtype=float)
+    drawn = ~np.isnan(vals)
+    if not np.isin(vals[drawn], (0.0, 1.0)).all():
+        raise ValueError("a per-sample array must hold booleans or 0/1 (NaN: not drawn); got the value "
+                         f"{vals[drawn][~np.isin(vals[drawn], (0.0, 1.0))][0]!r}")
+    return make_counts(drawn.sum(-1), np.where(drawn, vals, 0).sum(-1).astype(np.int64), task=arr.task.values,
+                       config=arr.config.values, source="samples")
 
 
 def merge_counts(datasets, *, names=None) -> xr.Dataset:

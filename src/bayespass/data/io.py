@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from ..validate import check_choice
-from .counts import counts_from_frame, validate_counts
+from .counts import counts_from_frame, counts_from_samples, is_per_sample, validate_counts
 
 __all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
 
@@ -88,7 +88,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
             df = pd.read_csv(path, sep=sep, comment="#", engine="c", low_memory=False)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
             raise ValueError(f"{src}: not a readable CSV counts table ({err})") from err
-        return counts_from_frame(df, source=src, where=src)
+        return _frame_counts(df, src)
     if fmt == "jsonl":
         rows = []
         with open_binary(path) as fh:
@@ -99,7 +99,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
                 if not isinstance(rec, dict):
                     raise ValueError(f"{src}, line {lineno}: expected a JSON object, got {type(rec).__name__}")
                 rows.append(rec)
-        return counts_from_frame(pd.DataFrame(rows), source=src, where=src)
+        return _frame_counts(pd.DataFrame(rows), src)
     if fmt == "evalplus":
         return counts_from_evalplus(path, correctness=correctness, model=model,
                                     temperature=temperature, benchmark=benchmark)
@@ -144,20 +144,33 @@ def _read_run_counts(path: Path, correctness: str) -> xr.Dataset:
                      "samples.nc (a run directory of 'bayespass execute' or 'bayespass run')")
 
 
-def samples_to_counts(ds: xr.Dataset, correctness: str = "plus") -> xr.Dataset:
+def _frame_counts(df: pd.DataFrame, src: str) -> xr.Dataset:
+    """Return the counts of a table read from ``src``: one row per (config, task) with n, c, or one per sample."""
+    if is_per_sample(df):
+        return counts_from_samples(df, source=src, where=f"{src} (one row per sample)")
+    return counts_from_frame(df, source=src, where=src)
+
+
+def samples_to_counts(ds: xr.Dataset, correctness: str = "plus", passed: str | None = None) -> xr.Dataset:
     """Reduce an executed samples dataset to counts: ``n`` samples and ``c`` correct per config x task.
 
-    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.
+    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.  A DataFrame of one row per
+    sample, or a boolean array over (config,) task x sample, is counted by
+    :func:`bayespass.data.counts.counts_from_samples` (``passed`` names its pass column).
     """
     check_choice(correctness, ("base", "plus"), name="correctness")
     from .counts import make_counts
+
+    if isinstance(ds, pd.DataFrame | xr.DataArray):
+        return counts_from_samples(ds, passed=passed)
 
     var = "correct" if correctness == "plus" else "base_correct"
     if not isinstance(ds, xr.Dataset) or not {"exists", var} <= set(ds.data_vars):
         hint = ("; these are counts already (n, c per config x task)"
                 if isinstance(ds, xr.Dataset) and {"n", "c"} <= set(ds.data_vars) else "")
         raise TypeError(f"to_counts needs executed samples (an xarray.Dataset with 'exists' and {var!r} over config x "
-                        f"task x sample, from bp.execute); got {type(ds).__name__}{hint}")
+                        f"task x sample, from bp.execute), a DataFrame of one row per sample (task and a pass "
+                        f"column) or a boolean array over (config,) task x sample; got {type(ds).__name__}{hint}")
     cfg = ds.config.values
     return make_counts(ds["exists"].sum("sample").values, ds[var].sum("sample").values, task=ds.task.values,
                        config=cfg, model=ds["model"].values if "model" in ds.coords else cfg,

@@ -664,11 +664,21 @@ def _sample_dataset(table: pd.DataFrame, suite, results: dict) -> xr.Dataset:
                               **_config_coords(table, configs)})
 
 
-def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus") -> xr.Dataset:
+def to_counts(samples_ds: xr.Dataset, *, correctness: str = "plus", passed: str | None = None) -> xr.Dataset:
     """Reduce an executed samples dataset to a counts dataset (``n``, ``c`` per config x task).
 
-    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.
+    ``correctness="plus"``: all tests pass; ``"base"``: all base tests pass.  Results judged elsewhere count too:
+    a pandas DataFrame of one row per sample (``task`` or ``task_id``, a pass column named by ``passed`` or one
+    of ``passed, correct, pass, is_correct, success, status``, and ``config`` or ``model``/``temperature``/
+    ``benchmark``), or a boolean (0/1, NaN = not drawn) ``xarray.DataArray`` over ``(config,) task x sample``.
+
+    Examples
+    --------
+    >>> import pandas as pd, bayespass as bp
+    >>> df = pd.DataFrame({"task": ["t0", "t0", "t1"], "passed": [True, False, True]})
+    >>> bp.to_counts(df)[["n", "c"]].to_dataframe()[["n", "c"]].values.tolist()
+    [[2, 1], [1, 1]]
     """
     from ..data.io import samples_to_counts
 
-    return samples_to_counts(samples_ds, correctness)
+    return samples_to_counts(samples_ds, correctness, passed)
