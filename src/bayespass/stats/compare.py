@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -199,4 +200,6 @@ def _counts_of(data) -> xr.Dataset:
         from ..data.counts import counts_of_fit
 
         return counts_of_fit(data)
-    raise TypeError(f"counts must be a counts Dataset, a fit (InferenceData) or a run tree; got {type(data).__name__}")
+    path = f" {os.fspath(data)!r}: read it with bp.read_counts(path)" if isinstance(data, str | os.PathLike) else ""
+    raise TypeError(f"counts must be a counts Dataset, a fit (InferenceData) or a run tree; got "
+                    f"{type(data).__name__}{path}")
