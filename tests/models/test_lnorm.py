@@ -238,8 +238,44 @@ def test_warm_loads_the_compiled_loops_before_the_candidates_fork():
         " for m in (lk, fk, bk)]\n"
         "for name in ('bb', 'zoibb', 'flex', 'lnorm'):\n"
         "    get_model(name).warm()\n"
-        "after = [len(k.signatures) for k in (lk._kernel, lk._q_kernel, fk._kernel, bk._kernel)]\n"
+        "after = [len(k.signatures) for k in (lk._kernel, lk._q_kernel, fk._kernel, bk._kernel, lk._rows,"
+        " lk._modes_rows, lk._more_steps)]\n"
         "print(before, after)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[True, True, True] [1, 1, 1, 1]", out.stdout
+    assert out.stdout.strip() == "[True, True, True] [1, 1, 1, 1, 1, 1, 1]", out.stdout
+
+
+def test_rows_in_threads_give_the_serial_kernels_numbers_bit_for_bit(monkeypatch, random_pairs):
+    """``_lnorm_kernel.logp_grad`` splits large calls into blocks of (draw, config) rows run in threads.
+
+    Each block finds its modes on its own and then takes the steps the slowest block took, so the modes, and so
+    every number, are those of the serial loop (which steps all rows together until all have converged).  The
+    draws here make the two blocks converge in different numbers of steps, so the extra steps are exercised.
+    """
+    from bayespass.models import _lnorm_kernel as kernel
+    from bayespass.models.lnorm import _NEWTON_STEPS
+
+    model = get_model("lnorm")
+    rng = np.random.default_rng(17)
+    aux, w, cfg = random_pairs(model, rng)
+    while cfg < 2:
+        aux, w, cfg = random_pairs(model, rng)
+    draws = 60
+    theta = np.column_stack([rng.normal(0, 5, draws * cfg), rng.uniform(-1.0, 3.5, draws * cfg),
+                             rng.normal(-3, 4, draws * cfg), rng.normal(-3, 4, draws * cfg)]).reshape(draws, cfg, 4)
+    theta[: draws // 2, :, 1] = -1.0  # narrow priors: their modes settle in fewer steps than the wide half's
+    th = kernel.arg(theta)
+    n, c = kernel.arg(aux["n"]), kernel.arg(aux["c"])
+    fn = {name: kernel.compiled(vars(kernel), kernel._JITTED, name) for name in ("_scales", "_modes_rows")}
+    sd, mode, half = fn["_scales"](th), np.empty(th.shape[:2] + (n.shape[1],)), draws * cfg // 2
+    taken = [fn["_modes_rows"](th, sd, n, c, _NEWTON_STEPS, i0, i1, mode) for i0, i1 in ((0, half),
+                                                                                        (half, draws * cfg))]
+    assert taken[0] < taken[1], taken
+    got = {}
+    with bp.rc_context({"eb.cores": 2}):
+        for threaded_from in (10**12, 1):
+            monkeypatch.setattr(kernel, "THREADED_FROM", threaded_from)
+            got[threaded_from] = (*model.logp_grad(theta, aux, w), model.loglik(theta[..., None, :], aux, NP))
+    for serial, threaded in zip(got[10**12], got[1], strict=True):
+        np.testing.assert_array_equal(serial, threaded)

@@ -21,7 +21,8 @@ from ._jit import arg, compiled
 __all__ = ["logp_grad", "q"]
 
 #: the functions compiled, each calling the others compiled
-_JITTED = ("_ndtr", "_log_ndtr", "_tail", "_modes", "_pair", "_config", "_kernel", "_tail_value",
+_JITTED = ("_ndtr", "_log_ndtr", "_tail", "_modes", "_pair", "_config", "_kernel", "_scales", "_rows", "_modes_rows",
+           "_more_steps", "_step_rows", "_tail_value",
            "_lse", "_joint_value", "_q_pair", "_q_one_sided", "_q_kernel")
 
 
@@ -105,6 +106,52 @@ def _modes(th, sd, n, c, steps):
         if done:
             break
     return mode
+
+
+def _modes_rows(th, sd, n, c, steps, i0, i1, mode):
+    """:func:`_modes` for the (draw, config) rows ``i0 <= b * config + k < i1`` into ``mode``, stopping on their own.
+
+    Returns the steps taken; :func:`_more_steps` then takes the others' (the rows of the whole call stop together in
+    :func:`_modes`), so that blocks of rows in threads give the same modes, bit for bit.
+    """
+    n_cfg, n_pair = n.shape[0], n.shape[1]
+    for i in range(i0, i1):
+        b, k = i // n_cfg, i % n_cfg
+        m, s = th[b, k, 0], sd[b, k]
+        p = 1.0 / (s * s)
+        for u in range(n_pair):
+            ph = (c[k, u] + 0.5) / (n[k, u] + 1.0)
+            vi = (n[k, u] + 1.0) * ph * (1.0 - ph)
+            mode[b, k, u] = (m * p + math.log(ph / (1.0 - ph)) * vi) / (p + vi)
+    for it in range(steps):
+        if _step_rows(th, sd, n, c, i0, i1, mode):
+            return it + 1
+    return steps
+
+
+def _more_steps(th, sd, n, c, extra, i0, i1, mode):
+    """Take ``extra`` more Newton steps of the rows ``i0 .. i1`` (see :func:`_modes_rows`)."""
+    for _ in range(extra):
+        _step_rows(th, sd, n, c, i0, i1, mode)
+
+
+def _step_rows(th, sd, n, c, i0, i1, mode):
+    """One Newton step of :func:`_modes` for the rows ``i0 .. i1``; whether every step was below 1e-7."""
+    done = True
+    n_cfg, n_pair = n.shape[0], n.shape[1]
+    for i in range(i0, i1):
+        b, k = i // n_cfg, i % n_cfg
+        m, s = th[b, k, 0], sd[b, k]
+        p = 1.0 / (s * s)
+        for u in range(n_pair):
+            x0 = mode[b, k, u]
+            sg = 1.0 / (1.0 + math.exp(-x0))
+            v = n[k, u] * sg * (1.0 - sg)
+            step = 3.0 * math.tanh((c[k, u] + m * p - n[k, u] * sg - x0 * p) / (3.0 * (v + p)))
+            mode[b, k, u] = x0 + step
+            if not (abs(step) < 1e-7):
+                done = False
+    return done
 
 
 def _pair(md, m, s2, ni, ci, nodes, log_aw, x, t, sig):
@@ -195,37 +242,57 @@ def _config(th, mode, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_lo
 
 def _kernel(th, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts, steps, lp, grad, ll_out):
     """Fill ``lp`` (B, config), ``grad`` (B, config, 4) and ``ll_out`` (B, config, U) for ``th`` (B, config, 4)."""
+    mode = _modes(th, _scales(th), n, c, steps)
+    _rows(th, mode, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts, 0, th.shape[0] * th.shape[1],
+          lp, grad, ll_out)
+
+
+def _scales(th):
+    """Return the prior's scale ``s`` per (draw, config) of ``th`` (B, config, 4), as the NumPy caller does."""
     sd = np.empty((th.shape[0], th.shape[1]))
     for b in range(th.shape[0]):
         for k in range(th.shape[1]):
             sd[b, k] = math.sqrt(math.exp(2.0 * th[b, k, 1]))
-    mode = _modes(th, sd, n, c, steps)
+    return sd
+
+
+def _rows(th, mode, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts, i0, i1, lp, grad, ll_out):
+    """:func:`_kernel`'s work after the modes, for the (draw, config) rows ``i0 <= b * config + k < i1``.
+
+    Each row writes only its own outputs, so blocks of rows may run in threads (the kernels release the GIL).
+    """
     scratch = (np.empty(nodes.size), np.empty(nodes.size), np.empty(nodes.size), np.empty(bp_logw.size),
                np.empty(bp_logw.size))
     m_sd, log_s_mu, log_s_sd, a0, a1, a2 = consts[0], consts[1], consts[2], consts[5], consts[6], consts[7]
-    for b in range(th.shape[0]):
-        for k in range(n.shape[0]):
-            s_ll, s_dm, s_ds, s_r0, s_r1, s_w, lpi0, lpi1, lpi2 = _config(
-                th[b, k], mode[b, k], n[k], c[k], ww[k], lb[k], rev[k], edge_g[k], edge_sign[k], nodes, log_aw,
-                bp_logw, consts, ll_out[b, k], scratch)
-            m, log_s = th[b, k, 0], th[b, k, 1]
-            lp[b, k] = (s_ll - 0.5 * (m / m_sd) ** 2 - 0.5 * ((log_s - log_s_mu) / log_s_sd) ** 2
-                        + (a0 * lpi0 + a1 * lpi1 + a2 * lpi2))
-            p0, p1, a_sum = math.exp(lpi1), math.exp(lpi2), a0 + a1 + a2
-            grad[b, k, 0] = s_dm - m / m_sd**2
-            grad[b, k, 1] = s_ds - (log_s - log_s_mu) / log_s_sd**2
-            grad[b, k, 2] = s_r0 - s_w * p0 + a1 - a_sum * p0
-            grad[b, k, 3] = s_r1 - s_w * p1 + a2 - a_sum * p1
+    for i in range(i0, i1):
+        b, k = i // n.shape[0], i % n.shape[0]
+        s_ll, s_dm, s_ds, s_r0, s_r1, s_w, lpi0, lpi1, lpi2 = _config(
+            th[b, k], mode[b, k], n[k], c[k], ww[k], lb[k], rev[k], edge_g[k], edge_sign[k], nodes, log_aw,
+            bp_logw, consts, ll_out[b, k], scratch)
+        m, log_s = th[b, k, 0], th[b, k, 1]
+        lp[b, k] = (s_ll - 0.5 * (m / m_sd) ** 2 - 0.5 * ((log_s - log_s_mu) / log_s_sd) ** 2
+                    + (a0 * lpi0 + a1 * lpi1 + a2 * lpi2))
+        p0, p1, a_sum = math.exp(lpi1), math.exp(lpi2), a0 + a1 + a2
+        grad[b, k, 0] = s_dm - m / m_sd**2
+        grad[b, k, 1] = s_ds - (log_s - log_s_mu) / log_s_sd**2
+        grad[b, k, 2] = s_r0 - s_w * p0 + a1 - a_sum * p0
+        grad[b, k, 3] = s_r1 - s_w * p1 + a2 - a_sum * p1
 
 
-def logp_grad(theta, aux, w, *, nodes, log_aw, bp_logw, consts, steps):
+#: (draw, config) rows x pairs per call from which :func:`logp_grad` splits the rows over ``rcParams["eb.cores"]``
+#: threads (below it the threads cost more than they save: measured on the real MBPP counts)
+THREADED_FROM = 1500
+
+
+def logp_grad(theta, aux, w, *, nodes, log_aw, bp_logw, consts, steps, split: bool | None = None):
     """Return lnorm's log density per (batch, config), its gradient and each pair's log-likelihood.
 
     ``theta`` (..., config, 4); ``aux`` from :meth:`~bayespass.models.lnorm.LogitNormal.prepare` (pairs
     (config, U)); ``w`` the pairs' weights.  The log density and gradient are those of
     :meth:`~bayespass.models.lnorm.LogitNormal.logp_grad` before its bounds and finiteness masks.
     ``consts``: the priors' ``M_SD, LOG_S_MU, LOG_S_SD``, ``log _S_LO``, ``log(_S_HI / _S_LO)`` and the
-    Dirichlet's ``ALPHA``.
+    Dirichlet's ``ALPHA``.  ``split``: run blocks of (draw, config) rows in ``rcParams["eb.cores"]`` threads
+    (default: from :data:`THREADED_FROM` rows x pairs); the numbers are the same either way, bit for bit.
     """
     n = arg(np.atleast_2d(aux["n"]))
     shape = np.broadcast_shapes(np.shape(theta)[:-1], n.shape[:1])  # (..., config)
@@ -237,9 +304,34 @@ def logp_grad(theta, aux, w, *, nodes, log_aw, bp_logw, consts, steps):
     lp, grad = np.empty(th.shape[:2]), np.empty(th.shape)
     ll = np.empty(th.shape[:2] + (cfg[1],))
     edge_g, edge_sign = arg(aux["edge_g"]), arg(aux["edge_sign"])
-    compiled(globals(), _JITTED, "_kernel")(th, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts,
-                                            steps, lp, grad, ll)
+    rows = th.shape[0] * th.shape[1]
+    workers = _workers()
+    if not split if split is not None else (workers < 2 or rows < 2 or rows * cfg[1] < THREADED_FROM):
+        compiled(globals(), _JITTED, "_kernel")(th, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw,
+                                                consts, steps, lp, grad, ll)
+    else:  # the same arithmetic in blocks of rows in threads, the modes' steps as many as over the whole call
+        from .._threads import thread_map
+
+        fn = {name: compiled(globals(), _JITTED, name) for name in ("_scales", "_modes_rows", "_more_steps", "_rows")}
+        sd, mode = fn["_scales"](th), np.empty(th.shape[:2] + (cfg[1],))
+        cuts = np.linspace(0, rows, max(min(workers, rows), 1) + 1).astype(np.int64)
+        blocks = list(zip(cuts[:-1], cuts[1:], strict=True))
+        taken = thread_map(lambda ij: fn["_modes_rows"](th, sd, n, c, steps, ij[0], ij[1], mode), blocks, workers)
+
+        def rest(job):
+            (i0, i1), own = job
+            fn["_more_steps"](th, sd, n, c, max(taken) - own, i0, i1, mode)
+            fn["_rows"](th, mode, n, c, ww, lb, rev, edge_g, edge_sign, nodes, log_aw, bp_logw, consts, i0, i1, lp,
+                        grad, ll)
+
+        thread_map(rest, list(zip(blocks, taken, strict=True)), workers)
     return lp.reshape(shape), grad.reshape(shape + (4,)), ll.reshape(shape + (cfg[1],))
+
+
+def _workers() -> int:
+    from ..defaults import rcParams
+
+    return int(rcParams["eb.cores"])
 
 
 # -- the predictive E[(1 - p)^k | n, c, theta] (lnorm's ``q``) ---------------------------------------------------

@@ -709,7 +709,7 @@ def _fit_auto(counts, method, names: list[str], k, kw):
     return out
 
 
-#: seconds before the default's fast-path fit shows its bar (164 tasks take about 1.5 s; 34 configs x 378 tasks 54 s)
+#: seconds before the default's fast-path fit shows its bar (164 tasks take about 1 s; 34 configs x 378 tasks 35 s)
 EB_BAR_DELAY = 2.0
 
 

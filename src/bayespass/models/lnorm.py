@@ -319,6 +319,10 @@ class LogitNormal(Model):
         if COMPILED:
             data = warm_data()
             self.logp_grad(self.start(data)[None], self.prepare(data), data.w)
+            with np.errstate(all="ignore"):  # and the loops of large calls, which run in threads
+                _lnorm_kernel.logp_grad(self.start(data)[None], self.prepare(data), data.w, nodes=_NODES,
+                                        log_aw=_LOG_AW, bp_logw=_BP_LOGW, consts=_CONSTS, steps=_NEWTON_STEPS,
+                                        split=True)
             self.q(self.start(data)[:, None, :], data.n[0], data.c[0], np.array([1.0, 2.0]))
 
     @staticmethod
