@@ -243,6 +243,10 @@ def test_results_judged_elsewhere_one_row_per_sample_are_counted(tmp_path):
         bp.to_counts(df.assign(passed=[True, False, 2] + [True] * (len(df) - 3)))
     with pytest.raises(ValueError, match=r"a column saying whether each sample passed \(one of passed, correct"):
         bp.to_counts(df.drop(columns="passed"))
+    generations = tmp_path / "generations.jsonl"  # not judged yet: the error says what runs them
+    df.drop(columns="passed").assign(solution="def f(): pass").to_json(generations, orient="records", lines=True)
+    with pytest.raises(ValueError, match=r"its 'solution' column looks like generations, which 'bayespass execute'"):
+        bp.read_counts(generations)
     # a boolean array over (config, task, sample); NaN marks a sample not drawn
     arr = xr.DataArray(np.where(rng.random((2, 3, 4)) < 0.5, 1.0, 0.0), dims=("config", "task", "sample"),
                        coords={"config": ["a", "b"], "task": ["x", "y", "z"]})

@@ -255,8 +255,12 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
         df = df.rename(columns={"task_id": "task"})
     missing = [col for col in ("task", "n", "c") if col not in df.columns]
     if missing:
+        code = [col for col in ("solution", "completion", "generation") if col in df.columns]
+        hint = (f"; its {code[0]!r} column looks like generations, which 'bayespass execute' (bp.execute) runs "
+                "into counts" if code else "; one row per sample is counted when it has a pass column (passed, "
+                "correct, pass, is_correct, success or status)")
         raise ValueError(f"{where}: missing column(s) {missing}; a counts table needs task (or task_id),n,c "
-                         f"(optional config,model,temperature,benchmark); found {found}")
+                         f"(optional config,model,temperature,benchmark){hint}; found {found}")
     if len(df) == 0:
         raise ValueError(f"{where}: no rows")
     _check_names(df, where)
