@@ -231,6 +231,8 @@ def test_results_judged_elsewhere_one_row_per_sample_are_counted(tmp_path):
     assert list(got.config.values) == ["m|T=0.2", "m|T=0.8"] and list(got.task.values) == [f"t{i}" for i in range(5)]
     np.testing.assert_array_equal(got.n.values.ravel(), brute["size"].values)
     np.testing.assert_array_equal(got.c.values.ravel(), brute["sum"].values)
+    xr.testing.assert_equal(bp.validate_counts(df)[["n", "c"]], got[["n", "c"]])  # so wherever counts are taken
+    np.testing.assert_array_equal(bp.passk(df, k=[1, 3]).values, bp.passk(got, k=[1, 3]).values)
     status = df.assign(status=np.where(df.passed, "pass", "fail")).drop(columns="passed")
     xr.testing.assert_equal(bp.to_counts(status)[["n", "c"]], got[["n", "c"]])
     xr.testing.assert_equal(bp.to_counts(df.rename(columns={"passed": "ok"}), passed="ok")[["n", "c"]],

@@ -137,7 +137,8 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
     (``model`` the config's label, ``temperature`` NaN, ``benchmark`` "").
 
     A pandas DataFrame in the long layout of :func:`counts_from_frame` (columns ``task, n, c`` and
-    optionally ``config`` or ``model, temperature, benchmark``) is converted first; a run (the tree of
+    optionally ``config`` or ``model, temperature, benchmark``) is converted first, one of one row per sample
+    (a pass column, no ``n``, ``c``) counted by :func:`counts_from_samples`; a run (the tree of
     ``bp.load_run``) gives its counts.
 
     Raises
@@ -149,6 +150,8 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         counts, or ``c > n``; the message names the offending config and task.
     """
     if isinstance(ds, pd.DataFrame):
+        if is_per_sample(ds):  # one row per sample with a pass column: counted, as read_counts counts such files
+            return counts_from_samples(ds)
         return counts_from_frame(ds, where="counts (a DataFrame)")
     if isinstance(ds, xr.DataTree) and "counts" in ds.children:  # a run (bp.load_run)
         ds = ds["counts"].to_dataset()
