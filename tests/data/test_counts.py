@@ -243,6 +243,11 @@ def test_results_judged_elsewhere_one_row_per_sample_are_counted(tmp_path):
         xr.testing.assert_equal(bp.read_counts(path)[["n", "c"]], got[["n", "c"]])
     with pytest.raises(ValueError, match=r"row 3: column 'passed' must say whether the sample passed.*got 2"):
         bp.to_counts(df.assign(passed=[True, False, 2] + [True] * (len(df) - 3)))
+    # written-out booleans count as such (a string 'True' is not a failure); an unknown word is an error
+    words = df.assign(passed=df.passed.map({True: "True", False: "timeout"}))
+    xr.testing.assert_equal(bp.to_counts(words)[["n", "c"]], got[["n", "c"]])
+    with pytest.raises(ValueError, match=r"row 2: column 'passed' must say.*got 'maybe'"):
+        bp.to_counts(words.assign(passed=["True", "maybe"] + ["True"] * (len(df) - 2)))
     with pytest.raises(ValueError, match=r"a column saying whether each sample passed \(one of passed, correct"):
         bp.to_counts(df.drop(columns="passed"))
     generations = tmp_path / "generations.jsonl"  # not judged yet: the error says what runs them

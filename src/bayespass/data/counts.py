@@ -347,16 +347,24 @@ def is_per_sample(df: pd.DataFrame) -> bool:
     return not {"n", "c"} & set(df.columns) and any(x in df.columns for x in _PASS_COLUMNS)
 
 
+#: words a pass column may hold: evalplus's statuses, bayespass's verdicts and written-out booleans
+_PASS_WORDS = {"pass": 1, "passed": 1, "true": 1, "1": 1, "fail": 0, "failed": 0, "false": 0, "0": 0, "timeout": 0,
+               "error": 0, "crash": 0, "oversize": 0, "not_run": 0}
+
+
 def _passes(col: pd.Series, name: str, where: str) -> pd.Series:
     """Return a per-sample pass column as 0/1; raise naming the first row neither a boolean, 0/1 nor a status."""
-    if col.dtype.kind == "O" and col.map(lambda v: isinstance(v, str)).all():
-        return (col.str.strip().str.lower() == "pass").astype("int64")
-    vals = pd.to_numeric(col.map(lambda v: int(v) if isinstance(v, bool | np.bool_) else v), errors="coerce")
+    if col.dtype.kind == "O" and col.map(lambda v: isinstance(v, str)).any():
+        vals = col.map(lambda v: _PASS_WORDS.get(v.strip().lower(), np.nan) if isinstance(v, str) else
+                       (int(v) if isinstance(v, bool | np.bool_) else v))
+        vals = pd.to_numeric(vals, errors="coerce")
+    else:
+        vals = pd.to_numeric(col.map(lambda v: int(v) if isinstance(v, bool | np.bool_) else v), errors="coerce")
     bad = ~vals.isin([0, 1])
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise ValueError(f"{where}, row {row + 1}: column {name!r} must say whether the sample passed (True/False, "
-                         f"1/0 or a status such as 'pass'); got {_shown(col.iloc[row])}")
+                         f"1/0 or a status: {', '.join(_PASS_WORDS)}); got {_shown(col.iloc[row])}")
     return vals.astype("int64")
 
 
