@@ -79,32 +79,8 @@ def _modes(th, sd, n, c, steps):
     ``sd`` (B, config) is the prior's scale as the NumPy caller computes it.  Every pair of the call takes the
     same number of steps: they stop when every step is below 1e-7.
     """
-    b_size, n_cfg, n_pair = th.shape[0], n.shape[0], n.shape[1]
-    mode = np.empty((b_size, n_cfg, n_pair))
-    for b in range(b_size):
-        for k in range(n_cfg):
-            m, s = th[b, k, 0], sd[b, k]
-            p = 1.0 / (s * s)
-            for u in range(n_pair):
-                ph = (c[k, u] + 0.5) / (n[k, u] + 1.0)
-                vi = (n[k, u] + 1.0) * ph * (1.0 - ph)
-                mode[b, k, u] = (m * p + math.log(ph / (1.0 - ph)) * vi) / (p + vi)
-    for _ in range(steps):
-        done = True
-        for b in range(b_size):
-            for k in range(n_cfg):
-                m, s = th[b, k, 0], sd[b, k]
-                p = 1.0 / (s * s)
-                for u in range(n_pair):
-                    x0 = mode[b, k, u]
-                    sg = 1.0 / (1.0 + math.exp(-x0))
-                    v = n[k, u] * sg * (1.0 - sg)
-                    step = 3.0 * math.tanh((c[k, u] + m * p - n[k, u] * sg - x0 * p) / (3.0 * (v + p)))
-                    mode[b, k, u] = x0 + step
-                    if not (abs(step) < 1e-7):
-                        done = False
-        if done:
-            break
+    mode = np.empty((th.shape[0], n.shape[0], n.shape[1]))
+    _modes_rows(th, sd, n, c, steps, 0, th.shape[0] * n.shape[0], mode)
     return mode
 
 
