@@ -101,7 +101,8 @@ _SPEC: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "eb.ess_min": (200.0, _pos_float),
     "eb.rhat_max": (1.05, _pos_float),  # 16 chains of 100 draws: well-mixed split-R-hat reaches ~1.03
     "eb.reweight": (True, _bool),  # importance-resample the chains' draws (bayespass.models.reweight)
-    # processes sampling the candidates of model="auto" on the fast path (forked; Linux only)
+    # processes sampling the candidates of model="auto" on the fast path (forked; Linux only); threads of
+    # lnorm's compiled loop on large calls and of other NumPy-heavy loops
     "eb.cores": (min(2, os.cpu_count() or 1), _pos_int),
     "mcmc.draws": (1000, _pos_int),
     "mcmc.tune": (1000, _pos_int),
