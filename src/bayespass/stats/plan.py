@@ -330,7 +330,8 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     greedily in units of ``step``,
     each unit to the largest marginal reduction (the reduction of a task's next unit given those it
     already has), so sure tasks (all pass at large n) get nothing and the tasks that decide the band
-    (e.g. all-fail tasks at large k: is p tiny or zero?) get most.
+    (e.g. all-fail tasks at large k: is p tiny or zero?) get most.  A task a config never ran (n = 0) is not
+    part of that config's pass@k (the mean over the tasks it ran) and gets none.
 
     Parameters
     ----------
