@@ -103,6 +103,9 @@ def test_run_prints_tables_and_writes_the_run_directory(rundir):
     assert bp.passk_curve(fits_of(tree)[main], [1, 10]).sizes["k"] == 2
     # the post-processors run on the run tree itself
     assert bp.gate(tree, n_splits=5).sizes["rule"] == 4
+    metrics = bp.metric_table(tree, k=(1, 5))  # its bayes@k from the run's main fit (was a TypeError)
+    np.testing.assert_allclose(metrics["bayes@5"].values,
+                               bp.passk_curve(fits_of(tree)[main], [5])["mean"].sel(k=5).values)
     inc = bp.incoherence(tree, n_mc=2000, seed=1)
     # the Monte-Carlo estimates agree with the exact ones within the Hoeffding half-width (can fail)
     ok = np.isfinite(inc.I.values)

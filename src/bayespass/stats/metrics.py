@@ -7,7 +7,7 @@ import pandas as pd
 import xarray as xr
 
 from ..results import Table
-from ..validate import as_k
+from ..validate import as_fit, as_k, is_run_with_fits
 from .behaviour import as_samples, behaviour
 
 __all__ = ["metric_table", "interpret"]
@@ -33,9 +33,10 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
 
     Parameters
     ----------
-    samples : xarray.Dataset or arviz.InferenceData
+    samples : xarray.Dataset, arviz.InferenceData or xarray.DataTree
         Executed samples (or an InferenceData with a ``samples`` group, which
-        is then also used as ``idata`` when it has a posterior).
+        is then also used as ``idata`` when it has a posterior; or a run, ``bp.load_run``, whose main fit is
+        then ``idata``).
     idata : arviz.InferenceData, optional
         A fit (:func:`bayespass.fit`) of the same counts, for the Bayesian pass@k and its interval.
     k : sequence of int
@@ -62,8 +63,10 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
     if extend_inferencedata:
         check_target(samples)
     ds = as_samples(samples)
-    if idata is None and hasattr(samples, "groups") and "posterior" in samples.groups():
-        idata = samples
+    if idata is None and is_run_with_fits(samples):  # a run (bp.load_run): its main fit
+        idata = as_fit(samples, what="metric_table")
+    elif idata is None and hasattr(samples, "groups") and callable(samples.groups) and "posterior" in samples.groups():
+        idata = samples  # a DataTree's groups is a tuple, an InferenceData's a method
     k = as_k(k)
     counts = to_counts(ds)
     k_big = int(counts.n.where(counts.n > 0).min())  # K: every task has at least K samples (cons@K estimable)
