@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from typer.testing import CliRunner
@@ -380,7 +381,14 @@ def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
     xr.testing.assert_identical(bp.ppc(tree), bp.ppc(main))
     np.testing.assert_array_equal(bp.allocate(tree, k=10, budget=20)["n_more"].values,
                                   bp.allocate(main, k=10, budget=20)["n_more"].values)
+    xr.testing.assert_identical(bp.passk_draws(tree, [1, 50]), bp.passk_draws(main, [1, 50]))  # was a ValueError
+    # those of several fits say where a run keeps them (they tried the tree's children as fits)
+    with pytest.raises(ValueError, match=r"got DataTree; a run's fits are bp.pipeline.fits_of\(run\)"):
+        bp.compare(tree)
+    with pytest.raises(TypeError, match=r"got DataTree \(a run: its fits are bp.pipeline.fits_of\(run\)\)"):
+        bp.stack(tree)
     # those of counts: the run's counts
+    pd.testing.assert_frame_equal(bp.estimate_table(tree, [1, 5]), bp.estimate_table(counts, [1, 5]))  # AttributeError
     xr.testing.assert_identical(bp.passk(tree, [1, 5]), bp.passk(counts, [1, 5]))
     xr.testing.assert_identical(bp.passk_bounds(tree, [1, 50]), bp.passk_bounds(counts, [1, 50]))
     kw = dict(k=[1, 10], model="bb", method="eb", seed=3)

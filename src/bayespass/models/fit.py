@@ -16,7 +16,7 @@ from .._threads import thread_map
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..validate import check_choice, check_positive_int, check_prob, check_seed, parse_list
+from ..validate import check_choice, check_positive_int, check_prob, check_seed, is_run_with_fits, parse_list
 from . import hmc
 from .base import MODELS, NP, PairData, get_model
 from .eb import FitWarning
@@ -924,9 +924,10 @@ def stack_fits(fits: dict, counts: xr.Dataset | None = None, *, seed: int | None
     from ..data.counts import counts_of_fit
     from .stack import stack
 
-    if not isinstance(fits, Mapping):
+    if not isinstance(fits, Mapping) or is_run_with_fits(fits):
+        run = " (a run: its fits are bp.pipeline.fits_of(run))" if is_run_with_fits(fits) else ""
         raise TypeError(f"fits must be a dict of model name -> fit, e.g. {{'bb': bp.fit(counts, 'bb'), "
-                        f"'lnorm': bp.fit(counts, 'lnorm')}}; got {type(fits).__name__}")
+                        f"'lnorm': bp.fit(counts, 'lnorm')}}; got {type(fits).__name__}{run}")
     names = list(fits)
     if len(names) < 2:
         raise ValueError(f"stacking needs at least two fits; got {len(names)} ({names!r})")

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .._threads import thread_map
 from ..stats.pairs import pair_table
-from ..validate import as_k
+from ..validate import as_fit, as_k
 from .base import BLOCK_CELLS, PairData, fitted_model
 from .stack import theta_of
 
@@ -159,7 +159,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     Parameters
     ----------
     idata : arviz.InferenceData
-        From :func:`bayespass.fit`.
+        From :func:`bayespass.fit`, or a run (``bp.load_run``; its main fit).
     k : int or sequence of int
         Any positive k (also beyond the samples drawn).
     max_draws : int, optional
@@ -169,6 +169,7 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     """
     from ..simulate import rng as _rng
 
+    idata = as_fit(idata, what="passk_draws")  # a run (bp.load_run): its main fit
     k = as_k(k)
     model = _model(idata)
     if hasattr(model, "passk_draws"):  # a model that draws its own (e.g. shared task difficulty)

@@ -11,7 +11,7 @@ import xarray as xr
 
 from ..data.counts import validate_counts
 from ..simulate import rng as _rng
-from ..validate import check_choice, check_positive_int
+from ..validate import check_choice, check_positive_int, is_run_with_fits
 from .kernels import bb_logpmf, zoibb_logpmf
 
 __all__ = ["compare", "cv_elpd"]
@@ -54,7 +54,9 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
     from .loo import pointwise_loo, stacking_weights
 
     if not isinstance(idatas, dict) or len(idatas) < 2:
-        raise ValueError("idatas must be a dict of at least two named InferenceData fits")
+        run = "; a run's fits are bp.pipeline.fits_of(run), a dict" if is_run_with_fits(idatas) else ""
+        raise ValueError(f"idatas must be a dict of at least two named InferenceData fits; got "
+                         f"{type(idatas).__name__}{run}")
     if extend_inferencedata:
         for d in idatas.values():
             check_target(d)

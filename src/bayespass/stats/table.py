@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import xarray as xr
 
+from ..data.counts import validate_counts
 from ..results import Table
 from .passk import avg_at_n, passk
 
@@ -15,7 +16,11 @@ __all__ = ["estimate_table"]
 def estimate_table(counts: xr.Dataset, k: Sequence[int] | str = (1, 10, 100), *,
                    method: Sequence[str] | str = ("naive", "unbiased", "bb", "zoibb", "linmix"),
                    ) -> Table:
-    """One row per (config, method), one ``pass@k`` column per k, plus ``avg@n`` and ``tasks``."""
+    """One row per (config, method), one ``pass@k`` column per k, plus ``avg@n`` and ``tasks``.
+
+    ``counts``: counts, a DataFrame of them, or a run (``bp.load_run``; its counts).
+    """
+    counts = validate_counts(counts)
     est = passk(counts, k, method=method if not isinstance(method, str) else method.split(","))
     if "estimator" not in est.dims:
         est = est.expand_dims(estimator=[method])
