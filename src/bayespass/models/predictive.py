@@ -13,7 +13,7 @@ import xarray as xr
 
 from .._threads import thread_map
 from ..stats.pairs import pair_table
-from ..validate import as_fit, as_k
+from ..validate import as_fit, as_k, is_run_with_fits
 from .base import BLOCK_CELLS, PairData, fitted_model
 from .stack import theta_of
 
@@ -169,7 +169,8 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
     """
     from ..simulate import rng as _rng
 
-    idata = as_fit(idata, what="passk_draws")  # a run (bp.load_run): its main fit
+    if is_run_with_fits(idata):  # a run (bp.load_run): its main fit
+        idata = as_fit(idata, what="passk_draws")
     k = as_k(k)
     model = _model(idata)
     if hasattr(model, "passk_draws"):  # a model that draws its own (e.g. shared task difficulty)
