@@ -193,9 +193,14 @@ def fit_of_node(node):
     return az.InferenceData(**{g: child.to_dataset() for g, child in node.children.items()})
 
 
+def is_fit(obj: Any) -> bool:
+    """Tell whether ``obj`` is a fit: an InferenceData with a posterior (a DataTree's ``groups`` is not a method)."""
+    return hasattr(obj, "groups") and callable(obj.groups) and "posterior" in obj.groups()
+
+
 def check_fit(idata: Any, *, what: str) -> None:
     """Raise a TypeError unless ``idata`` is a fit (an InferenceData with a posterior), saying what was passed."""
-    if hasattr(idata, "groups") and callable(idata.groups) and "posterior" in idata.groups():
+    if is_fit(idata):
         return
     hint = ""
     if hasattr(idata, "data_vars") and {"n", "c"} <= set(idata.data_vars):

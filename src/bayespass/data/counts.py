@@ -150,8 +150,6 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         counts, or ``c > n``; the message names the offending config and task.
     """
     if isinstance(ds, pd.DataFrame):
-        if is_per_sample(ds):  # one row per sample with a pass column: counted, as read_counts counts such files
-            return counts_from_samples(ds)
         return counts_from_frame(ds, where="counts (a DataFrame)")
     if isinstance(ds, xr.DataTree) and "counts" in ds.children:  # a run (bp.load_run)
         ds = ds["counts"].to_dataset()
@@ -251,8 +249,11 @@ def counts_from_frame(df: pd.DataFrame, *, source: str = "frame", attrs: dict | 
     temperature and benchmark (``"m1|T=0.8|humaneval"``).
 
     Rows for the same (config, task) are an error; pairs absent from the table
-    become ``n = 0``.  ``where`` names the input in error messages.
+    become ``n = 0``.  ``where`` names the input in error messages.  A table of one row per sample (a pass
+    column, no ``n``, ``c``) is counted by :func:`counts_from_samples`.
     """
+    if _per_sample(df):
+        return counts_from_samples(df, source=source, where=where, attrs=attrs)
     found = list(df.columns)
     if "task" not in df.columns and "task_id" in df.columns:  # evalplus's name for it
         df = df.rename(columns={"task_id": "task"})
@@ -314,7 +315,8 @@ _PASS_COLUMNS = ("passed", "correct", "pass", "is_correct", "success", "status")
 
 
 def counts_from_samples(samples, *, passed: str | None = None, source: str = "samples",
-                        where: str = "samples (a DataFrame of one row per sample)") -> xr.Dataset:
+                        where: str = "samples (a DataFrame of one row per sample)",
+                        attrs: dict | None = None) -> xr.Dataset:
     """Count a table of one row per sample, or a boolean array over ``(config, task, sample)``, into counts.
 
     A DataFrame needs ``task`` (or ``task_id``) and a column saying whether the sample passed: ``passed``
@@ -322,7 +324,8 @@ def counts_from_samples(samples, *, passed: str | None = None, source: str = "sa
     are booleans, 0/1, or evalplus's status strings ("pass" passes; "fail", "timeout", ... do not).  The
     configs are the ``config`` column, or ``model``/``temperature``/``benchmark`` as in
     :func:`counts_from_frame`.  An array is boolean (or 0/1) over ``(task, sample)`` or ``(config, task,
-    sample)``; NaN marks a sample not drawn.  ``source`` is recorded; ``where`` names the input in errors.
+    sample)``; NaN marks a sample not drawn.  ``source`` and ``attrs`` are recorded; ``where`` names the input in
+    errors.
     """
     if isinstance(samples, xr.DataArray):
         return _counts_of_array(samples)
@@ -339,10 +342,10 @@ def counts_from_samples(samples, *, passed: str | None = None, source: str = "sa
     keys = [x for x in ("config", *_FRAME_KEYS) if x in df.columns]
     grouped = df.assign(_ok=ok).groupby([*keys, "task"], sort=False, dropna=False)["_ok"]
     long = pd.concat([grouped.size().rename("n"), grouped.sum().rename("c")], axis=1).reset_index()
-    return counts_from_frame(long, source=source, where=where)
+    return counts_from_frame(long, source=source, where=where, attrs=attrs)
 
 
-def is_per_sample(df: pd.DataFrame) -> bool:
+def _per_sample(df: pd.DataFrame) -> bool:
     """Whether a table is one row per sample (a pass column, no n and c) rather than counts."""
     return not {"n", "c"} & set(df.columns) and any(x in df.columns for x in _PASS_COLUMNS)
 
@@ -354,12 +357,12 @@ _PASS_WORDS = {"pass": 1, "passed": 1, "true": 1, "1": 1, "fail": 0, "failed": 0
 
 def _passes(col: pd.Series, name: str, where: str) -> pd.Series:
     """Return a per-sample pass column as 0/1; raise naming the first row neither a boolean, 0/1 nor a status."""
-    if col.dtype.kind == "O" and col.map(lambda v: isinstance(v, str)).any():
-        vals = col.map(lambda v: _PASS_WORDS.get(v.strip().lower(), np.nan) if isinstance(v, str) else
-                       (int(v) if isinstance(v, bool | np.bool_) else v))
-        vals = pd.to_numeric(vals, errors="coerce")
-    else:
-        vals = pd.to_numeric(col.map(lambda v: int(v) if isinstance(v, bool | np.bool_) else v), errors="coerce")
+    def value(v):
+        if isinstance(v, str):
+            return _PASS_WORDS.get(v.strip().lower(), np.nan)
+        return int(v) if isinstance(v, bool | np.bool_) else v
+
+    vals = pd.to_numeric(col.map(value), errors="coerce")
     bad = ~vals.isin([0, 1])
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])

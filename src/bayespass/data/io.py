@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from ..validate import check_choice
-from .counts import counts_from_frame, counts_from_samples, is_per_sample, validate_counts
+from .counts import counts_from_frame, counts_from_samples, validate_counts
 
 __all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
 
@@ -88,7 +88,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
             df = pd.read_csv(path, sep=sep, comment="#", engine="c", low_memory=False)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
             raise ValueError(f"{src}: not a readable CSV counts table ({err})") from err
-        return _frame_counts(df, src)
+        return counts_from_frame(df, source=src, where=src)
     if fmt == "jsonl":
         rows = []
         with open_binary(path) as fh:
@@ -99,7 +99,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
                 if not isinstance(rec, dict):
                     raise ValueError(f"{src}, line {lineno}: expected a JSON object, got {type(rec).__name__}")
                 rows.append(rec)
-        return _frame_counts(pd.DataFrame(rows), src)
+        return counts_from_frame(pd.DataFrame(rows), source=src, where=src)
     if fmt == "evalplus":
         return counts_from_evalplus(path, correctness=correctness, model=model,
                                     temperature=temperature, benchmark=benchmark)
@@ -142,13 +142,6 @@ def _read_run_counts(path: Path, correctness: str) -> xr.Dataset:
             return samples_to_counts(ds[["exists", "correct", "base_correct"]].load(), correctness)
     raise ValueError(f"counts path {str(path)!r} is a directory, not a file, and holds no counts.nc or "
                      "samples.nc (a run directory of 'bayespass execute' or 'bayespass run')")
-
-
-def _frame_counts(df: pd.DataFrame, src: str) -> xr.Dataset:
-    """Return the counts of a table read from ``src``: one row per (config, task) with n, c, or one per sample."""
-    if is_per_sample(df):
-        return counts_from_samples(df, source=src, where=f"{src} (one row per sample)")
-    return counts_from_frame(df, source=src, where=src)
 
 
 def samples_to_counts(ds: xr.Dataset, correctness: str = "plus", passed: str | None = None) -> xr.Dataset:

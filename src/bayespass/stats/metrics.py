@@ -7,7 +7,7 @@ import pandas as pd
 import xarray as xr
 
 from ..results import Table
-from ..validate import as_fit, as_k, is_run_with_fits
+from ..validate import as_fit, as_k, is_fit, is_run_with_fits
 from .behaviour import as_samples, behaviour
 
 __all__ = ["metric_table", "interpret"]
@@ -63,10 +63,8 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
     if extend_inferencedata:
         check_target(samples)
     ds = as_samples(samples)
-    if idata is None and is_run_with_fits(samples):  # a run (bp.load_run): its main fit
+    if idata is None and (is_fit(samples) or is_run_with_fits(samples)):  # a fit itself; a run: its main fit
         idata = as_fit(samples, what="metric_table")
-    elif idata is None and hasattr(samples, "groups") and callable(samples.groups) and "posterior" in samples.groups():
-        idata = samples  # a DataTree's groups is a tuple, an InferenceData's a method
     k = as_k(k)
     counts = to_counts(ds)
     k_big = int(counts.n.where(counts.n > 0).min())  # K: every task has at least K samples (cons@K estimable)
