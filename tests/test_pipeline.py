@@ -382,6 +382,13 @@ def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
     np.testing.assert_array_equal(bp.allocate(tree, k=10, budget=20)["n_more"].values,
                                   bp.allocate(main, k=10, budget=20)["n_more"].values)
     xr.testing.assert_identical(bp.passk_draws(tree, [1, 50]), bp.passk_draws(main, [1, 50]))  # was a ValueError
+    # improvability of the stacked main fit: its bb candidate's concentration (refused before), the stack's pass@1
+    imp, of_bb = bp.improvability(tree), bp.improvability(fits_of(tree)["bb-eb"])
+    xr.testing.assert_equal(imp[["dpass", "dpass_eti"]], of_bb[["dpass", "dpass_eti"]])
+    assert imp.attrs["dpass_from"].startswith("bb_kappa") and of_bb.attrs["dpass_from"] == "kappa"
+    xr.testing.assert_equal(imp["pass1"], bp.passk_curve(main, [1])["mean"].isel(k=0, drop=True))
+    with pytest.raises(ValueError, match="improvability needs a Beta concentration.*'lnorm' fit has none"):
+        bp.improvability(fits_of(tree)["lnorm-eb"])
     # those of several fits say where a run keeps them (they tried the tree's children as fits)
     with pytest.raises(ValueError, match=r"got DataTree; a run's fits are bp.pipeline.fits_of\(run\)"):
         bp.compare(tree)

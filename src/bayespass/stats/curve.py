@@ -421,25 +421,35 @@ def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: 
 
     At equal pass@1, larger ``a + b`` means larger pass@k for every k >= 2.
     Returns ``dpass`` and ``pass1`` means and their equal-tailed intervals
-    (``dpass_eti``, ``pass1_eti`` over ``ci_bound``).
+    (``dpass_eti``, ``pass1_eti`` over ``ci_bound``).  A stacked fit (the default, ``model="auto"``; also a
+    run, whose main fit it is) has no concentration of its own: ``dpass`` is then that of its Beta-Binomial
+    candidate (``bb_kappa``, fitted to the same counts), named in ``attrs["dpass_from"]``; ``pass1`` is the
+    stack's.
     """
     target, idata = idata, as_fit(idata, what="improvability")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
-    post = idata.posterior
-    if "kappa" in post:
-        kappa = post["kappa"]
-    elif "phi" in post:
-        kappa = post["phi"]
-    else:
-        raise ValueError(f"improvability needs a Beta concentration: 'kappa' (bb, zoibb, flex) or 'phi' "
-                         f"(hier); a {post.attrs.get('bayespass_model', '?')!r} fit has neither")
+    kappa, source = _concentration(idata.posterior)
     p1 = passk_curve(idata, [1], ci_prob=prob).isel(k=0, drop=True)
     qs = kappa.quantile([(1 - prob) / 2, (1 + prob) / 2], dim=("chain", "draw"))
     out = xr.Dataset({
         "dpass": kappa.mean(("chain", "draw")),
         "dpass_eti": qs.rename(quantile="ci_bound").assign_coords(ci_bound=["lower", "upper"]),
         "pass1": p1["mean"], "pass1_eti": p1["eti"],
-    }, attrs={"ci_prob": prob})
+    }, attrs={"ci_prob": prob, "dpass_from": source})
     if extend_inferencedata:
         attach_fit(target, "improvability", out)
     return out
+
+
+def _concentration(post) -> tuple[xr.DataArray, str]:
+    """Return the Beta concentration behind dPass and its source (a stack: its first Beta candidate's)."""
+    if "kappa" in post:
+        return post["kappa"], "kappa"
+    if "phi" in post:
+        return post["phi"], "phi"
+    for name in ("bb", "zoibb", "flex"):
+        if f"{name}_kappa" in post:
+            return post[f"{name}_kappa"], f"{name}_kappa: the {name} candidate of the stack"
+    raise ValueError(f"improvability needs a Beta concentration: 'kappa' (bb, zoibb, flex), 'phi' (hier) or, in a "
+                     f"stack, a bb, zoibb or flex candidate's; a {post.attrs.get('bayespass_model', '?')!r} fit "
+                     f"has none (fit model='bb')")
