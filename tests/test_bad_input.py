@@ -203,6 +203,26 @@ def test_run_settings_are_validated_before_any_work(tmp_path, args, needle):
     assert not (tmp_path / "r").exists()
 
 
+def test_run_takes_several_samples_files_after_one_option(tmp_path, monkeypatch):
+    """'--samples a b' was 'Got unexpected extra argument (b)' though 'execute a b' takes both."""
+    from bayespass import pipeline
+
+    files = [tmp_path / f"{name}.jsonl" for name in ("a", "b", "c")]
+    for f in files:
+        f.write_text('{"task_id": "HumanEval/0", "solution": "x = 1"}\n')
+    seen = []
+    monkeypatch.setattr(pipeline, "run", lambda out, cfg, echo=None: seen.append(cfg.samples) or {})
+    monkeypatch.setattr("bayespass.cli._print_run", lambda tables, out: None)
+    for args in (["--samples", files[0], files[1], files[2]], ["--samples", files[0], "--samples", files[1],
+                                                               "--samples", files[2]]):
+        res = cli("run", "--out", tmp_path / "r", *args)
+        assert res.exit_code == 0, res.output
+    assert seen == [[str(f) for f in files]] * 2
+    res = cli("run", "--out", tmp_path / "r", files[0])  # an argument without --samples: said, nothing run
+    assert res.exit_code == 2 and "run takes no arguments; got" in res.output and "--samples FILE" in res.output
+    assert len(seen) == 2
+
+
 def test_workers_zero_in_python():
     from bayespass.execution.harness import SlotPool
 

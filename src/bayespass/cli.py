@@ -725,6 +725,16 @@ def _print_table(table, fmt: str = "table", *, where: str = "--format csv or jso
     emit(table, fmt, where=where)
 
 
+def _samples_and_extra(samples: list[Path] | None, extra: list[str]) -> list[Path] | None:
+    """Take ``--samples a b`` as ``--samples a --samples b``; 'run' has no arguments of its own."""
+    if not extra:
+        return samples
+    if not samples:
+        fail(f"run takes no arguments; got {' '.join(extra)!r} (existing generations: --samples FILE, once per "
+             f"file or followed by several files)")
+    return [*samples, *(Path(a) for a in extra)]
+
+
 def _coder_of(model, samples, endpoint) -> str:
     samples = samples or None  # typer gives an empty list for a repeatable option not given
     if model is not None and samples is not None:
@@ -734,8 +744,9 @@ def _coder_of(model, samples, endpoint) -> str:
     return "samples" if samples is not None else (model or "synthetic")
 
 
-@app.command("run")
+@app.command("run", context_settings={"allow_extra_args": True})
 def run_cmd(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="Run directory (re-running resumes).")] = Path("runs/demo"),
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
@@ -751,8 +762,8 @@ def run_cmd(
                                                   "time-outs, refused connections).")] = 8,
     timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
     samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus, bigcode or "
-                                                           "lm-eval samples; repeat for several, each its own "
-                                                           "config).")] = None,
+                                                           "lm-eval samples; several files: repeat the option or "
+                                                           "list them after it, each its own config).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
     top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers or endpoint coder).")] = 0.95,
@@ -779,6 +790,7 @@ def run_cmd(
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import RunConfig, run
 
+    samples = _samples_and_extra(samples, ctx.args)
     try:
         temps = tuple(float(x) for x in temperatures.split(","))
     except ValueError:
