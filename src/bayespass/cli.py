@@ -528,7 +528,9 @@ def _fit_or_counts(data: Path, check=None) -> tuple:
 def plan_cmd(
     data: Annotated[Path, typer.Argument(metavar="FIT_OR_COUNTS", help="A fit (.nc from 'bayespass fit'), a run "
                                          "directory (its main fit) or counts (fitted with the default model).")],
-    width: Annotated[float, typer.Option(help="Target width of the band of pass@k, e.g. 0.05.")],
+    width: Annotated[float, typer.Option("--width", "--target-width",
+                                         help="Target width of the band of pass@k, e.g. 0.05 (bp.plan's "
+                                              "target_width).")],
     k: Annotated[int, typer.Option(help="The pass@k whose band is planned.")] = 10,
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
                                                     "2, 3, 5, 8 times today's).")] = None,
