@@ -135,7 +135,7 @@ def emit(df, fmt: str, *, floatfmt: str = "{:.4f}", where: str = "--format csv o
 
 @app.command()
 def estimate(
-    counts: Annotated[list[Path], typer.Argument(help="Counts file: .csv/.jsonl (task,n,c[,config,model,"
+    counts: Annotated[list[Path], typer.Argument(help="Counts file: .csv/.jsonl/.parquet (task,n,c[,config,model,"
                                                  "temperature,benchmark], or one row per sample with a passed "
                                                  "column), evalplus .json, .nc (counts, or a "
                                                  "fit: its counts), or a run directory; several are merged "

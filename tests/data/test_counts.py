@@ -172,6 +172,22 @@ def test_gzipped_counts_read_as_their_plain_text(tmp_path):
         bp.read_counts(tmp_path / "cut.jsonl.gz")
 
 
+def test_parquet_tables_read_as_their_csv(tmp_path):
+    """Parquet (Hugging Face datasets' and many eval logs' format) was 'cannot tell the format'."""
+    counts = pd.DataFrame({"model": "m", "temperature": 0.8, "benchmark": "humaneval", "task": ["a", "b", "c"],
+                           "n": [4, 4, 2], "c": [1, 4, 0]})
+    per_sample = pd.DataFrame({"task_id": ["a"] * 3 + ["b"] * 2, "correct": [True, False, True, False, False]})
+    for name, df in (("counts", counts), ("samples", per_sample)):
+        df.to_parquet(tmp_path / f"{name}.parquet")
+        df.to_csv(tmp_path / f"{name}.csv", index=False)
+        xr.testing.assert_identical(bp.read_counts(tmp_path / f"{name}.parquet").drop_attrs(),
+                                    bp.read_counts(tmp_path / f"{name}.csv").drop_attrs())
+    assert bp.read_counts(tmp_path / "samples.parquet").c.values.tolist() == [[2, 0]]
+    (tmp_path / "bad.parquet").write_text("task,n,c\na,1,1\n")
+    with pytest.raises(ValueError, match=r"bad\.parquet': not a readable Parquet table"):
+        bp.read_counts(tmp_path / "bad.parquet")
+
+
 def test_a_fit_file_reads_as_the_counts_it_was_made_on(tmp_path):
     rng = np.random.default_rng(0)
     counts = bp.make_counts(rng.integers(3, 6, (2, 30)), np.zeros((2, 30), int), config=["A", "B"])

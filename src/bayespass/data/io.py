@@ -26,7 +26,7 @@ from .counts import counts_from_frame, counts_from_samples, validate_counts
 
 __all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
 
-_FORMATS = ("csv", "jsonl", "evalplus", "netcdf")
+_FORMATS = ("csv", "jsonl", "evalplus", "netcdf", "parquet")
 
 
 def _detect(path: Path) -> str:
@@ -39,22 +39,24 @@ def _detect(path: Path) -> str:
         return "evalplus"
     if ".nc" in suffixes or ".netcdf" in suffixes:
         return "netcdf"
+    if ".parquet" in suffixes or ".pq" in suffixes:
+        return "parquet"
     raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of "
-                     f".csv, .tsv, .jsonl, .json (evalplus eval_results), .nc, or pass format= "
+                     f".csv, .tsv, .jsonl, .json (evalplus eval_results), .nc, .parquet, or pass format= "
                      f"one of {sorted(_FORMATS)}")
 
 
 def read_counts(path: str | os.PathLike, *, format: str | None = None,
                 correctness: str = "plus", model: str | None = None,
                 temperature: float | None = None, benchmark: str | None = None) -> xr.Dataset:
-    """Read a counts dataset from CSV, JSONL, evalplus ``eval_results.json`` or netCDF.
+    """Read a counts dataset from CSV, JSONL, Parquet, evalplus ``eval_results.json`` or netCDF.
 
     Parameters
     ----------
     path : path-like
         The file to read, or a run directory of ``execute`` or ``run`` (its counts.nc; samples.nc
         for ``correctness="base"``).  A fit (.nc of ``bayespass fit``) gives the counts it was made on.
-    format : {"csv", "jsonl", "evalplus", "netcdf"}, optional
+    format : {"csv", "jsonl", "parquet", "evalplus", "netcdf"}, optional
         Overrides detection from the suffix.
     correctness : {"base", "plus"}
         For evalplus results: a sample is correct when its base tests pass
@@ -100,6 +102,8 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
                     raise ValueError(f"{src}, line {lineno}: expected a JSON object, got {type(rec).__name__}")
                 rows.append(rec)
         return counts_from_frame(pd.DataFrame(rows), source=src, where=src)
+    if fmt == "parquet":
+        return counts_from_frame(_read_parquet(path), source=src, where=src)
     if fmt == "evalplus":
         return counts_from_evalplus(path, correctness=correctness, model=model,
                                     temperature=temperature, benchmark=benchmark)
@@ -112,6 +116,16 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     if not ds.data_vars and (fitted := _fit_counts(path)) is not None:  # a fit (InferenceData): its counts
         return fitted
     return validate_counts(ds)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """Read a Parquet table (pyarrow), its errors named by the file."""
+    try:
+        return pd.read_parquet(path)
+    except ImportError as err:  # pyarrow comes with evalplus (through datasets); a bare environment may lack it
+        raise ValueError(f"{str(path)!r}: reading Parquet needs pyarrow ({err}); pip install pyarrow") from err
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{str(path)!r}: not a readable Parquet table ({err})") from err
 
 
 def _fit_counts(path: Path) -> xr.Dataset | None:
