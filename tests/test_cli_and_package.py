@@ -268,8 +268,8 @@ def test_plan_cli(tmp_path, monkeypatch):
     # the same forecast as bp.plan with the same settings
     ref = bp.plan(bp.fit(counts, "bb", "eb", progressbar=False), k=10, target_width=0.05, n_grid=[4, 16], n_sims=2)
     assert isinstance(ref, xr.Dataset) and np.isclose(w4, ref.expected_width.sel(config="m", n=4).item(), rtol=1e-3)
-    # --target-width, bp.plan's name, is --width (it was 'No such option')
-    same = runner.invoke(app, ["plan", str(fit_path), "--target-width", "0.05", "--n-grid", "4,16", "--sims", "2",
+    # --target-width and --n-sims, bp.plan's names, are --width and --sims (they were 'No such option')
+    same = runner.invoke(app, ["plan", str(fit_path), "--target-width", "0.05", "--n-grid", "4,16", "--n-sims", "2",
                                "--format", "csv"])
     assert same.exit_code == 0 and same.stdout == res.stdout, same.output
     import bayespass.models.fit as fit_module

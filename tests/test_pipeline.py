@@ -145,7 +145,7 @@ def test_report_renders_in_headless_chromium(rundir, tmp_path):
     assert sum(hist[:200]) > 0.02 * im.size[0] * im.size[1]  # not a blank page: figures drawn
 
 
-@pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--splits", "20"], ["incoherence"],
+@pytest.mark.parametrize("cmd", [["gate", "--splits", "20"], ["reliability", "--n-splits", "20"], ["incoherence"],
                                  ["curve", "--k", "1,10,1000"]])
 def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     out, _, _ = rundir

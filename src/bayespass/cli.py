@@ -534,7 +534,7 @@ def plan_cmd(
     k: Annotated[int, typer.Option(help="The pass@k whose band is planned.")] = 10,
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
                                                     "2, 3, 5, 8 times today's).")] = None,
-    sims: Annotated[int, typer.Option(help="Simulated futures per candidate n.")] = 5,
+    sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
 ) -> None:
     """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
@@ -892,7 +892,8 @@ def gate_cmd(
     alpha: Annotated[float | None, typer.Option(help="Target silent-failure rate (default rcParams['gating.alpha']).")]
     = None,
     splits: Annotated[int | None, typer.Option(
-        help="Random calibration/test splits (default rcParams['gating.n_splits']).")] = None,
+        "--splits", "--n-splits", help="Random calibration/test splits (default rcParams['gating.n_splits']).")]
+    = None,
     calib_fraction: Annotated[float | None, typer.Option(
         help="Calibration share of the tasks (default rcParams['gating.calib_fraction']).")] = None,
     signature: Annotated[str, typer.Option(help="verdict, digest or coarse.")] = "verdict",
@@ -929,7 +930,7 @@ def reliability_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory.")],
     alpha: Annotated[float | None, typer.Option(
         help="Miscoverage of the conformal sets (default rcParams['reliability.alpha']).")] = None,
-    splits: Annotated[int, typer.Option(help="Random splits.")] = 100,
+    splits: Annotated[int, typer.Option("--splits", "--n-splits", help="Random splits.")] = 100,
     delta: Annotated[float | None, typer.Option(
         help="Failure probability of Hoeffding stopping (default rcParams['reliability.delta']).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
