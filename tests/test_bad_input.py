@@ -190,6 +190,8 @@ def test_layer_bwrap_without_bubblewrap(tmp_path):
                                          (["--width-k", "0", "--until-width", "0.1"], "--width-k must be a positive"),
                                          (["--top-p", "2"], "--top-p must be in (0, 1]; got 2.0"),
                                          (["--fuzz-n", "-1"], "--fuzz-n must be a non-negative integer"),
+                                         (["--temperatures", "0.4,x"], "--temperatures must be comma-separated "
+                                                                       "numbers; got '0.4,x'"),
                                          (["--temperatures", "0.5,0"], "--temperatures must be > 0 for coder "
                                                                        "'synthetic', which samples"),
                                          (["--device", "cuda:x"], "--device must be 'auto', 'cpu', 'cuda', 'cuda:N'"),

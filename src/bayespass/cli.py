@@ -727,6 +727,14 @@ def _print_table(table, fmt: str = "table", *, where: str = "--format csv or jso
     emit(table, fmt, where=where)
 
 
+def _temperatures(text: str) -> tuple[float, ...]:
+    """Parse ``--temperatures`` (comma-separated numbers)."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        fail(f"--temperatures must be comma-separated numbers; got {text!r}")
+
+
 def _samples_and_extra(samples: list[Path] | None, extra: list[str]) -> list[Path] | None:
     """Take ``--samples a b`` as ``--samples a --samples b``; 'run' has no arguments of its own."""
     if not extra:
@@ -792,17 +800,13 @@ def run_cmd(
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import RunConfig, run
 
-    samples = _samples_and_extra(samples, ctx.args)
-    try:
-        temps = tuple(float(x) for x in temperatures.split(","))
-    except ValueError:
-        fail(f"--temperatures must be comma-separated numbers; got {temperatures!r}")
+    samples, temps = _samples_and_extra(samples, ctx.args), _temperatures(temperatures)
     kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=_coder_of(model, samples, endpoint),
               samples=None if not samples else str(samples[0]) if len(samples) == 1 else [str(p) for p in samples],
-              top_p=top_p, max_new_tokens=max_new_tokens,
-              alpha=alpha, seed=seed, workers=workers, endpoint=endpoint, api=api, concurrency=concurrency,
-              api_key_env=api_key_env, max_retries=max_retries, timeout=timeout, until_width=until_width,
-              max_samples=max_samples, width_k=width_k, round_size=round_size, device=device, dtype=dtype)
+              top_p=top_p, max_new_tokens=max_new_tokens, alpha=alpha, seed=seed, workers=workers, endpoint=endpoint,
+              api=api, concurrency=concurrency, api_key_env=api_key_env, max_retries=max_retries, timeout=timeout,
+              until_width=until_width, max_samples=max_samples, width_k=width_k, round_size=round_size, device=device,
+              dtype=dtype)
     try:
         cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
     except (ValueError, TypeError, FileNotFoundError) as err:
