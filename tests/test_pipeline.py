@@ -394,6 +394,9 @@ def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
         bp.compare(tree)
     with pytest.raises(TypeError, match=r"got DataTree \(a run: its fits are bp.pipeline.fits_of\(run\)\)"):
         bp.stack(tree)
+    for show in (bp.leaderboard, bp.prob_better_table, bp.plot_forest):  # those of a comparison say how to get one
+        with pytest.raises(TypeError, match=r"got DataTree; a run: compare its configs first, bp.compare_configs\(run"):
+            show(tree)
     # those of counts: the run's counts
     pd.testing.assert_frame_equal(bp.estimate_table(tree, [1, 5]), bp.estimate_table(counts, [1, 5]))  # AttributeError
     xr.testing.assert_identical(bp.passk(tree, [1, 5]), bp.passk(counts, [1, 5]))

@@ -466,7 +466,9 @@ def _comparison_ks(cmp, k, *, what: str) -> np.ndarray:
     """Return the k's asked of a comparison (default: all of its k), each checked to be in it; ``cmp`` first."""
     if not isinstance(cmp, xr.Dataset) or not {"prob_better", "diff"} <= set(cmp.data_vars):
         hint = ("; these are counts: compare them first, bp.compare_configs(counts, k=...)"
-                if isinstance(cmp, xr.Dataset) and {"n", "c"} <= set(cmp.data_vars) else "")
+                if isinstance(cmp, xr.Dataset) and {"n", "c"} <= set(cmp.data_vars)
+                else "; a run: compare its configs first, bp.compare_configs(run, k=...)"
+                if isinstance(cmp, xr.DataTree) else "")
         raise TypeError(f"{what} needs a comparison from bp.compare_configs(...); got {type(cmp).__name__}{hint}")
     have = [int(x) for x in cmp.k.values]
     ks = np.asarray(have) if k is None else as_k(k)
