@@ -188,6 +188,29 @@ def test_parquet_tables_read_as_their_csv(tmp_path):
         bp.read_counts(tmp_path / "bad.parquet")
 
 
+@pytest.mark.parametrize("backend", ["numpy_nullable", "pyarrow"])
+def test_nullable_and_pyarrow_columns_count_as_numpy_ones_and_their_missing_cells_are_named(backend):
+    """pd.read_parquet(..., dtype_backend="pyarrow") and convert_dtypes() give columns whose missing cell is pd.NA:
+    it raised "cannot convert NA to integer", "float() argument must be ... not 'NAType'" or "boolean value of NA
+    is ambiguous" instead of the row-numbered errors a NaN gets."""
+    base = pd.DataFrame({"model": "m", "temperature": [0.2, 0.2, 0.2], "task": ["a", "b", "c"], "n": [4, 4, 2],
+                         "c": [1, 4, 0]})
+    typed = base.convert_dtypes(dtype_backend=backend)
+    xr.testing.assert_identical(bp.validate_counts(typed), bp.validate_counts(base))
+    for col in ("n", "c"):
+        with pytest.raises(ValueError, match=rf"row 2 \(task 'b'\): {col} must be a non-negative integer; got a "
+                                             r"missing value"):
+            bp.validate_counts(typed.assign(**{col: typed[col].where(typed.task != "b")}))
+    unknown = bp.validate_counts(typed.assign(temperature=typed.temperature.where(typed.task != "b")))
+    with_nan = bp.validate_counts(base.assign(temperature=[0.2, np.nan, 0.2]))
+    xr.testing.assert_identical(unknown, with_nan)  # an empty temperature: its own config, as in a CSV
+    samples = pd.DataFrame({"task_id": ["a", "a", "b"], "passed": [True, False, True]}).convert_dtypes(
+        dtype_backend=backend)
+    assert bp.to_counts(samples).c.values.tolist() == [[1, 1]]
+    with pytest.raises(ValueError, match=r"row 3: column 'passed' must say whether.*got a missing value"):
+        bp.to_counts(samples.assign(passed=samples.passed.where(samples.task_id != "b")))
+
+
 def test_a_fit_file_reads_as_the_counts_it_was_made_on(tmp_path):
     rng = np.random.default_rng(0)
     counts = bp.make_counts(rng.integers(3, 6, (2, 30)), np.zeros((2, 30), int), config=["A", "B"])

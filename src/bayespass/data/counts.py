@@ -230,7 +230,7 @@ def _count_column(df: pd.DataFrame, col: str, where: str) -> pd.Series:
         raise ValueError(f"{where}: column {col!r} must hold integer counts, not booleans (True/False); a "
                          f"table of one row per sample is counted by bayespass.to_counts(df, passed={col!r}), or "
                          "by grouping on task: n = rows, c = passes")
-    vals = pd.to_numeric(df[col], errors="coerce")
+    vals = pd.to_numeric(df[col], errors="coerce").astype("float64")  # a nullable column's NA: NaN, refused
     bad = ~np.isfinite(vals) | (vals < 0) | (vals != np.round(vals))
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
@@ -489,14 +489,14 @@ def _check_names(df: pd.DataFrame, where: str) -> None:
 
 def _plain(v):
     """Return a cell's value as the user wrote it: numpy scalars as Python ones, a missing cell as ''."""
-    if v is None or (isinstance(v, float | np.floating) and np.isnan(v)):
-        return ""
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float | np.floating) and np.isnan(v)):
+        return ""  # pd.NA: a missing cell of a nullable or pyarrow-backed column (Parquet reads give them)
     return v.item() if isinstance(v, np.generic) else v
 
 
 def _temperatures(df: pd.DataFrame, where: str) -> pd.Series:
     """Return the ``temperature`` column as numbers (empty cells NaN); raise naming the first cell that is not."""
-    vals = pd.to_numeric(df["temperature"], errors="coerce")
+    vals = pd.to_numeric(df["temperature"], errors="coerce").astype("float64")  # a nullable column's NA: NaN
     written = df["temperature"].notna() & (df["temperature"].astype(str).str.strip() != "")
     bad = (vals.isna() & written) | np.isinf(vals) | (vals < 0)
     if bad.any():
