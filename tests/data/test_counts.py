@@ -188,6 +188,19 @@ def test_parquet_tables_read_as_their_csv(tmp_path):
         bp.read_counts(tmp_path / "bad.parquet")
 
 
+def test_counts_concatenated_by_xarray_say_how_to_combine_them():
+    """xr.concat of counts on different tasks fills the pairs one side lacks with NaN: the error says so and names
+    merge_counts, whose result .fillna(0) also gives."""
+    a = bp.make_counts(np.full((1, 3), 4), [[1, 2, 3]], config=["a"], task=["t0", "t1", "t2"])
+    b = bp.make_counts(np.full((1, 2), 4), [[4, 0]], config=["b"], task=["t1", "t3"])
+    cat = xr.concat([a, b], dim="config", join="outer")
+    with pytest.raises(ValueError, match=r"task 't3' has n=nan; xr.concat and xr.merge fill .* bayespass.merge_counts"):
+        bp.validate_counts(cat)
+    merged = bp.merge_counts([a, b])
+    xr.testing.assert_equal(bp.validate_counts(cat.fillna(0))[["n", "c"]], merged[["n", "c"]])
+    assert merged.n.values.tolist() == [[4, 4, 4, 0], [0, 4, 0, 4]]
+
+
 @pytest.mark.parametrize("backend", ["numpy_nullable", "pyarrow"])
 def test_nullable_and_pyarrow_columns_count_as_numpy_ones_and_their_missing_cells_are_named(backend):
     """pd.read_parquet(..., dtype_backend="pyarrow") and convert_dtypes() give columns whose missing cell is pd.NA:

@@ -189,9 +189,12 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         bad = ~np.isfinite(arr_f) | (arr_f < 0) | (arr_f != np.round(arr_f))
         if bad.any():
             j, i = np.argwhere(bad)[0]
+            hint = ("; xr.concat and xr.merge fill a (config, task) pair one side lacks with NaN: combine counts "
+                    "with bayespass.merge_counts([a, b]) (a pair not run is n = 0), or .fillna(0)"
+                    if np.isnan(arr_f[j, i]) else "")
             raise ValueError(
                 f"{var} must be a non-negative integer for every task; config "
-                f"{str(ds.config.values[j])!r}, task {str(ds.task.values[i])!r} has {var}={arr[j, i].item()!r}"
+                f"{str(ds.config.values[j])!r}, task {str(ds.task.values[i])!r} has {var}={arr[j, i].item()!r}{hint}"
             )
     bad = c > n
     if bad.any():
