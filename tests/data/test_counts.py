@@ -188,6 +188,19 @@ def test_parquet_tables_read_as_their_csv(tmp_path):
         bp.read_counts(tmp_path / "bad.parquet")
 
 
+def test_one_config_selected_by_label_is_that_config_s_counts():
+    """counts.sel(config="b") (config a scalar coordinate) was "must have dims ('config', 'task'); got ('task',)"."""
+    rng = np.random.default_rng(0)
+    counts = bp.make_counts(np.full((2, 40), 5), rng.binomial(5, 0.5, (2, 40)), config=["a", "b"],
+                            model=["m1", "m2"], temperature=[0.2, 0.8], benchmark="humaneval")
+    xr.testing.assert_identical(bp.validate_counts(counts.sel(config="b")), bp.validate_counts(counts.sel(config=["b"])))
+    fit = bp.fit(counts.sel(config="b"), "bb", "eb", seed=1, progressbar=False)
+    ref = bp.fit(counts.sel(config=["b"]), "bb", "eb", seed=1, progressbar=False)
+    xr.testing.assert_equal(bp.passk_curve(fit, [1, 10])["mean"], bp.passk_curve(ref, [1, 10])["mean"])
+    with pytest.raises(ValueError, match=r"got \('task',\) \(one config: counts.expand_dims\(config=\['name'\]\)\)"):
+        bp.validate_counts(counts.sel(config="b").drop_vars("config"))
+
+
 def test_counts_concatenated_by_xarray_say_how_to_combine_them():
     """xr.concat of counts on different tasks fills the pairs one side lacks with NaN: the error says so and names
     merge_counts, whose result .fillna(0) also gives."""

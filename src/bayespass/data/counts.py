@@ -158,12 +158,7 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
                         f"columns task, n, c (and config) or a run (bp.load_run); got {type(ds).__name__}"
                         + (f" {os.fspath(ds)!r}: read a counts file or run directory with bp.read_counts(path)"
                            if isinstance(ds, str | os.PathLike) else ""))
-    for var in ("n", "c"):
-        if var not in ds:
-            raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")
-        if set(ds[var].dims) != {"config", "task"}:
-            raise ValueError(f"counts[{var!r}] must have dims ('config', 'task'); got {ds[var].dims}")
-    ds = ds.transpose("config", "task", ...)
+    ds = _with_count_dims(ds)
     if ds.sizes["task"] == 0 or ds.sizes["config"] == 0:
         raise ValueError("counts dataset is empty: it needs at least one config and one task")
     for dim in ("config", "task"):
@@ -207,6 +202,28 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         raise ValueError("counts dataset has no observed task (every n is 0)")
     ds = ds.assign(n=ds["n"].astype("int64"), c=ds["c"].astype("int64"))
     return _with_config_coords(ds)
+
+
+def _with_count_dims(ds: xr.Dataset) -> xr.Dataset:
+    """Return ``ds`` with ``n`` and ``c`` over (config, task), one config selected by label made one of one."""
+    ds = _one_config_kept(ds)
+    for var in ("n", "c"):
+        if var not in ds:
+            raise ValueError(f"counts dataset has no variable {var!r}; it needs 'n' and 'c'")
+        if set(ds[var].dims) != {"config", "task"}:
+            one = (" (one config: counts.expand_dims(config=['name']))" if ds[var].dims == ("task",) else "")
+            raise ValueError(f"counts[{var!r}] must have dims ('config', 'task'); got {ds[var].dims}{one}")
+    return ds.transpose("config", "task", ...)
+
+
+def _one_config_kept(ds: xr.Dataset) -> xr.Dataset:
+    """Return ``counts.sel(config="a")`` (config a scalar coordinate) as the one-config counts it came from."""
+    if not ("config" in ds.coords and ds["config"].ndim == 0 and "config" not in ds.dims
+            and all(v in ds and ds[v].dims == ("task",) for v in ("n", "c"))):
+        return ds
+    scalars = {name: ("config", [ds[name].values.item()]) for name in ("model", "temperature", "benchmark")
+               if name in ds.coords and ds[name].ndim == 0}
+    return ds.drop_vars(list(scalars)).expand_dims("config").assign_coords(scalars)
 
 
 def _with_config_coords(ds: xr.Dataset) -> xr.Dataset:
