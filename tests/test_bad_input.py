@@ -483,3 +483,16 @@ def test_an_inference_data_bayespass_did_not_make_is_refused_by_name(call):
     with pytest.raises(ValueError, match=r"idata was not produced by bayespass.fit \(posterior.attrs has no "
                                          r"'bayespass_model'\)"):
         getattr(bp, call)(foreign, **kwargs)
+
+
+def test_a_fit_selected_by_one_config_label_says_to_select_a_list():
+    """fit.sel(config="a") drops the config dimension; passk_curve said "Dimensions {'config'} do not exist"."""
+    rng = np.random.default_rng(0)
+    counts = bp.make_counts(np.full((2, 40), 5), rng.binomial(5, 0.5, (2, 40)), config=["a", "b"])
+    fit = bp.fit(counts, "bb", "eb", seed=1, progressbar=False)
+    for call in (lambda f: bp.passk_curve(f, [1, 10]), bp.ppc, lambda f: bp.plan(f, k=10, target_width=0.5)):
+        with pytest.raises(ValueError, match=r"selected by one label \(fit.sel\(config='a'\) drops the config "
+                                             r"dimension\); select a list to keep it: fit.sel\(config=\['a'\]\)"):
+            call(fit.sel(config="a"))
+    np.testing.assert_allclose(bp.passk_curve(fit.sel(config=["a"]), [1, 10])["mean"].values,
+                               bp.passk_curve(fit, [1, 10])["mean"].sel(config=["a"]).values, rtol=1e-12)

@@ -199,8 +199,17 @@ def is_fit(obj: Any) -> bool:
 
 
 def check_fit(idata: Any, *, what: str) -> None:
-    """Raise a TypeError unless ``idata`` is a fit (an InferenceData with a posterior), saying what was passed."""
+    """Raise a TypeError unless ``idata`` is a fit (an InferenceData with a posterior), saying what was passed.
+
+    A fit whose ``config`` was selected by one label (``fit.sel(config="a")``: a scalar, no dimension) is a
+    ValueError that says to select by a list.
+    """
     if is_fit(idata):
+        post = idata.posterior
+        if "config" in post.coords and "config" not in post.dims:
+            label = post["config"].values.item()
+            raise ValueError(f"{what}: this fit's config was selected by one label (fit.sel(config={label!r}) drops "
+                             f"the config dimension); select a list to keep it: fit.sel(config=[{label!r}])")
         return
     hint = ""
     if hasattr(idata, "data_vars") and {"n", "c"} <= set(idata.data_vars):
