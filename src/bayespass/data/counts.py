@@ -134,7 +134,8 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
 
     A hand-built ``xarray.Dataset`` of ``n`` and ``c`` alone is completed as :func:`make_counts` would make
     it: config and task labels given as numbers become names, and absent per-config coordinates are added
-    (``model`` the config's label, ``temperature`` NaN, ``benchmark`` "").
+    (``model`` the config's label, ``temperature`` NaN, ``benchmark`` "").  ``counts.sel(config="a")`` (config a
+    scalar) is taken as the one config it holds.
 
     A pandas DataFrame in the long layout of :func:`counts_from_frame` (columns ``task, n, c`` and
     optionally ``config`` or ``model, temperature, benchmark``) is converted first, one of one row per sample
