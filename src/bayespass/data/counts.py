@@ -510,8 +510,8 @@ def _check_names(df: pd.DataFrame, where: str) -> None:
 
 def _plain(v):
     """Return a cell's value as the user wrote it: numpy scalars as Python ones, a missing cell as ''."""
-    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float | np.floating) and np.isnan(v)):
-        return ""  # pd.NA: a missing cell of a nullable or pyarrow-backed column (Parquet reads give them)
+    if pd.api.types.is_scalar(v) and pd.isna(v):  # None, NaN, and the pd.NA of nullable or pyarrow-backed columns
+        return ""
     return v.item() if isinstance(v, np.generic) else v
 
 
