@@ -222,6 +222,9 @@ def test_run_takes_several_samples_files_after_one_option(tmp_path, monkeypatch)
     assert seen == [[str(f) for f in files]] * 2
     res = cli("run", "--out", tmp_path / "r", files[0])  # an argument without --samples: said, nothing run
     assert res.exit_code == 2 and "run takes no arguments; got" in res.output and "--samples FILE" in res.output
+    # mixed forms lost the order the files were given in (a, c, b): refused, nothing run
+    res = cli("run", "--out", tmp_path / "r", "--samples", files[0], files[1], "--samples", files[2])
+    assert res.exit_code == 2 and "either after one --samples" in res.output, res.output
     assert len(seen) == 2
 
 

@@ -742,6 +742,9 @@ def _samples_and_extra(samples: list[Path] | None, extra: list[str]) -> list[Pat
     if not samples:
         fail(f"run takes no arguments; got {' '.join(extra)!r} (existing generations: --samples FILE, once per "
              f"file or followed by several files)")
+    if len(samples) > 1:  # click keeps no order between repeated options and the files after them
+        fail(f"give the sample files either after one --samples (--samples A B C) or with --samples before each; "
+             f"got --samples {' --samples '.join(map(str, samples))} and {' '.join(extra)!r}")
     return [*samples, *(Path(a) for a in extra)]
 
 
