@@ -40,6 +40,7 @@ _LAZY = {
     "plot_ppc": "stats.ppc",
     "compare": "stats.compare",
     "cv_elpd": "stats.compare",
+    "loo": "stats.compare",
     "compare_configs": "stats.ranking",
     "plan": "stats.plan",
     "allocate": "stats.plan",
@@ -100,7 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .models.predictive import passk_draws
     from .models.specs import build_model
     from .pipeline import RunConfig, load_run, run
-    from .stats.compare import compare, cv_elpd
+    from .stats.compare import compare, cv_elpd, loo
     from .stats.curve import curve_table, improvability, passk_curve, plot_passk_curve
     from .stats.gating import gate
     from .stats.incoherence import incoherence

@@ -4,6 +4,7 @@ import warnings
 
 import arviz as az
 import numpy as np
+import pytest
 from scipy.special import logsumexp
 
 import bayespass as bp
@@ -40,3 +41,64 @@ def test_pointwise_loo_equals_arviz_psis_on_every_task():
     np.testing.assert_array_equal(got["lppd"][seen], (logsumexp(obs, axis=-1) - np.log(s))[seen])
     np.testing.assert_array_equal(got["pareto_k"][seen], np.asarray(khat).reshape(2, 120)[seen])
     assert np.isnan(got["pareto_k"][~seen]).all() and (got["elpd"][~seen] == 0).all()
+
+
+def _ragged_fits():
+    rng = np.random.default_rng(11)
+    n = np.full((2, 80), 5)
+    n[1, :6] = 0  # the second config has no samples of six tasks
+    c = rng.binomial(n, rng.beta(0.6, 0.8, n.shape))
+    counts = bp.make_counts(n, c, config=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return counts, {m: bp.fit(counts, m, "eb", seed=1, progressbar=False) for m in ("bb", "zoibb")}
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # arviz.compare's own call into pandas
+def test_loo_of_one_fit_scores_tasks_with_samples_as_arviz_does():
+    """az.loo(fit) scored a task a config has no samples of (log-likelihood 0) at Pareto k = inf."""
+    counts, fits = _ragged_fits()
+    fit = fits["bb"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = az.loo(fit, reff=1.0, pointwise=True)
+    assert np.isinf(theirs.pareto_k.values).sum() == 6  # the empty cells, which bp.loo leaves out
+    ours = bp.loo(fit)
+    seen = counts.n.values > 0
+    assert ours.n_data_points == seen.sum() == 154 and ours.n_samples == theirs.n_samples
+    np.testing.assert_allclose(ours.elpd_loo, theirs.elpd_loo, rtol=1e-12)
+    np.testing.assert_allclose(ours.p_loo, theirs.p_loo, rtol=1e-10)
+    np.testing.assert_array_equal(ours.loo_i.values, theirs.loo_i.values[seen])
+    np.testing.assert_array_equal(ours.pareto_k.values, theirs.pareto_k.values[seen])
+    assert np.isclose(ours.se, np.sqrt(154 * np.var(theirs.loo_i.values[seen])))
+    assert set(ours.loo_i["config"].values[:80].tolist()) == {"a"} and ours.loo_i["task"].values[80] == "task-6"
+    one = bp.loo(fit, config="b")
+    assert one.n_data_points == 74 and np.isclose(one.elpd_loo, theirs.loo_i.values[1, 6:].sum())
+    # arviz.compare takes them, and agrees with bp.compare over all cells
+    table = az.compare({m: bp.loo(f) for m, f in fits.items()})
+    with bp.rc_context({"stats.stacking_concentration": 1.0}):  # plain stacking, as arviz's
+        ref = bp.compare(fits, per_config=False).droplevel("config")
+    for m in fits:
+        assert np.isclose(table.loc[m, "elpd_loo"], ref.loc[m, "elpd_loo"])
+        assert np.isclose(table.loc[m, "weight"], ref.loc[m, "weight"], atol=0.01)
+    with pytest.raises(ValueError, match=r"config='z': not in this fit: \['z'\]"):
+        bp.loo(fit, config="z")
+    with pytest.raises(TypeError, match="loo needs a fit"):
+        bp.loo(counts)
+
+
+def test_loo_of_a_fit_stored_per_pair_counts_every_task(monkeypatch):
+    """Large fits keep one log-likelihood term per distinct (n, c): az.loo refuses them, bp.loo expands them."""
+    import bayespass.models.fit as fit_module
+
+    counts, fits = _ragged_fits()
+    monkeypatch.setattr(fit_module, "LL_TASK_CELLS", 0)
+    _, paired = _ragged_fits()
+    assert paired["bb"].log_likelihood.attrs["layout"] == "pair"
+    with pytest.raises(TypeError, match="several log likelihood arrays"):
+        az.loo(paired["bb"])
+    for m in fits:
+        a, b = bp.loo(fits[m]), bp.loo(paired[m])
+        np.testing.assert_allclose(b.loo_i.values, a.loo_i.values, rtol=1e-12)
+        np.testing.assert_array_equal(b.loo_i["task"].values, a.loo_i["task"].values)
+        assert b.n_data_points == a.n_data_points == 154 and np.isclose(b.elpd_loo, a.elpd_loo, rtol=1e-12)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -11,10 +12,13 @@ import xarray as xr
 
 from ..data.counts import validate_counts
 from ..simulate import rng as _rng
-from ..validate import check_choice, check_positive_int, is_run_with_fits
+from ..validate import check_choice, check_fit, check_positive_int, is_run_with_fits
 from .kernels import bb_logpmf, zoibb_logpmf
 
-__all__ = ["compare", "cv_elpd"]
+if TYPE_CHECKING:  # pragma: no cover
+    from arviz import ELPDData
+
+__all__ = ["compare", "cv_elpd", "loo"]
 
 
 def _weighted_se(values: np.ndarray, weight: np.ndarray) -> float:
@@ -96,6 +100,81 @@ def compare(idatas: dict, *, per_config: bool = True, extend_inferencedata: bool
         ds = xr.Dataset.from_dataframe(out.rename_axis(index={"model": "candidate"}))
         for d in idatas.values():
             attach(d, "loo_compare", ds)
+    return out
+
+
+def loo(idata, *, config: str | list[str] | None = None) -> ELPDData:
+    """PSIS-LOO of one fit as :func:`arviz.loo` reports it, over the (config, task) cells that have samples.
+
+    ``arviz.loo(fit)`` reads a bayespass fit's ``log_likelihood`` group as it is stored, which misleads in two
+    cases: a fit of large data keeps one term per distinct (n, c) pair (``attrs["layout"] == "pair"``, with
+    ``pair_weight``), where ``arviz.loo`` refuses ("several log likelihood arrays") and ``var_name="c"``
+    counts each distinct pair once; and a task a config has no samples of (configs run on different tasks)
+    holds log-likelihood 0, which ``arviz.loo`` scores Pareto k = inf. Here every task with samples is one
+    data point, whatever the layout, and the others are left out.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A fit (``bp.fit``, ``bp.stack``).
+    config : str or list of str, optional
+        The configs whose tasks are scored (default all).
+
+    Returns
+    -------
+    arviz.ELPDData
+        As ``arviz.loo(..., pointwise=True)``: ``elpd_loo``, ``se``, ``p_loo``, ``n_samples``,
+        ``n_data_points``, ``warning``, ``loo_i`` and ``pareto_k`` over dimension ``cell`` (coordinates
+        ``config`` and ``task``), ``scale`` ("log") and ``good_k``. ``arviz.compare`` takes a dict of them
+        (fits of the same counts).
+    """
+    from arviz import ELPDData
+
+    from .loo import pointwise_loo
+
+    check_fit(idata, what="loo")
+    _warn_laplace_shared({"idata": idata})
+    n = idata.constant_data["n"].transpose("config", "task")
+    keep = _configs_kept(n["config"].values, config)
+    pw = pointwise_loo(idata)
+    j, t = np.nonzero((n.values > 0) & keep[:, None])
+    obs = t if idata.log_likelihood.attrs.get("layout") != "pair" else _pair_of_task(idata, n, j, t)
+    elpd, lppd, khat = (pw[key][j, obs] for key in ("elpd", "lppd", "pareto_k"))
+    post = idata.posterior
+    draws = post.sizes["chain"] * post.sizes["draw"]
+    good_k = min(1 - 1 / np.log10(draws), 0.7)
+    cell = {"config": ("cell", n["config"].values[j]), "task": ("cell", n["task"].values[t])}
+    loo_i = xr.DataArray(elpd, dims="cell", coords=cell, name="loo_i")
+    pareto = xr.DataArray(khat, dims="cell", coords=cell, name="pareto_shape")
+    return ELPDData(data=[float(elpd.sum()), float(np.sqrt(elpd.size * np.var(elpd))), float(np.sum(lppd - elpd)),
+                          draws, int(elpd.size), bool(np.any(khat > good_k)), loo_i, pareto, "log", good_k],
+                    index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning", "loo_i", "pareto_k",
+                           "scale", "good_k"])
+
+
+def _configs_kept(configs: np.ndarray, config) -> np.ndarray:
+    """Return which of ``configs`` ``config`` (None, a label or a list of labels) selects; unknown ones are an error."""
+    if config is None:
+        return np.ones(configs.size, bool)
+    wanted = [config] if isinstance(config, str) else list(config)
+    unknown = [c for c in wanted if c not in set(configs.tolist())]
+    if unknown or not wanted:
+        raise ValueError(f"config={config!r}: {'no config given' if not wanted else f'not in this fit: {unknown}'}; "
+                         f"its configs are {configs.tolist()[:10]}")
+    return np.isin(configs, wanted)
+
+
+def _pair_of_task(idata, n: xr.DataArray, j: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Return the distinct (n, c) pair of each observed cell (config j, task t) of a fit stored per pair."""
+    ll = idata.log_likelihood
+    c = idata.observed_data["c"].transpose("config", "task").sel(config=n.config, task=n.task).values
+    pn, pc, pw = (ll[name].transpose("config", "pair").values for name in ("pair_n", "pair_c", "pair_weight"))
+    out = np.empty(j.size, int)
+    for cfg in np.unique(j):
+        rows = np.flatnonzero(j == cfg)
+        live = np.flatnonzero(pw[cfg] > 0)
+        where = {(int(a), int(b)): p for a, b, p in zip(pn[cfg, live], pc[cfg, live], live, strict=True)}
+        out[rows] = [where[(int(a), int(b))] for a, b in zip(n.values[cfg, t[rows]], c[cfg, t[rows]], strict=True)]
     return out
 
 
