@@ -382,6 +382,7 @@ def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
     np.testing.assert_array_equal(bp.allocate(tree, k=10, budget=20)["n_more"].values,
                                   bp.allocate(main, k=10, budget=20)["n_more"].values)
     xr.testing.assert_identical(bp.passk_draws(tree, [1, 50]), bp.passk_draws(main, [1, 50]))  # was a ValueError
+    xr.testing.assert_identical(bp.loo(tree).loo_i, bp.loo(main).loo_i)
     # improvability of the stacked main fit: its bb candidate's concentration (refused before), the stack's pass@1
     imp, of_bb = bp.improvability(tree), bp.improvability(fits_of(tree)["bb-eb"])
     xr.testing.assert_equal(imp[["dpass", "dpass_eti"]], of_bb[["dpass", "dpass_eti"]])
@@ -394,6 +395,9 @@ def test_the_post_processors_of_fits_and_of_counts_take_the_run_tree(rundir):
         bp.compare(tree)
     with pytest.raises(TypeError, match=r"got DataTree \(a run: its fits are bp.pipeline.fits_of\(run\)\)"):
         bp.stack(tree)
+    with pytest.raises(TypeError, match=r"\(fit 'a'\) needs a fit .* got DataTree; a run: pass one of its fits, "
+                                        r"bp.pipeline.fits_of\(run\)\[NAME\] \(\['auto-eb', 'auto-mcmc', "):
+        bp.compare({"a": tree, "b": main})  # said "this run has no fits"
     for show in (bp.leaderboard, bp.prob_better_table, bp.plot_forest):  # those of a comparison say how to get one
         with pytest.raises(TypeError, match=r"got DataTree; a run: compare its configs first, bp.compare_configs\(run"):
             show(tree)

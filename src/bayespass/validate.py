@@ -214,6 +214,8 @@ def check_fit(idata: Any, *, what: str) -> None:
     hint = ""
     if hasattr(idata, "data_vars") and {"n", "c"} <= set(idata.data_vars):
         hint = "; these are counts: fit them first, bp.fit(counts)"
+    elif is_run_with_fits(idata):
+        hint = f"; a run: pass one of its fits, bp.pipeline.fits_of(run)[NAME] ({sorted(idata['fits'].children)})"
     elif hasattr(idata, "children") and "counts" in idata.children:
         hint = "; this run has no fits: fit its counts first, bp.fit(run)"
     elif hasattr(idata, "groups") and callable(idata.groups):

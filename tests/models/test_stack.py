@@ -265,6 +265,12 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     assert "component" not in names  # which candidate a draw takes is an index (a coordinate): no mean or R-hat
     assert auto.posterior["component"].dims == ("chain", "draw", "config")
     assert np.isfinite(az.loo(auto).elpd_loo)
+    # the pass@k draws as a group of their own: what the band rules read of the counts (n_min, ...) are
+    # coordinates, so arviz summarises the draws ("missing core dims chain, draw" of n_min before)
+    passk = az.summary(auto, group="passk", kind="stats", round_to="none")
+    assert {row.split("[")[0] for row in passk.index} == {"passk", "passk_mean"} and len(passk) == 4
+    np.testing.assert_allclose(passk["mean"].values[:2], auto.passk["passk"].mean(("chain", "draw")).values.ravel())
+    assert auto.passk["n_min"].values.tolist() == [5] and "n_min" in auto.passk.coords
     path = tmp_path / "auto.nc"
     auto.to_netcdf(str(path))
     back = az.from_netcdf(str(path))

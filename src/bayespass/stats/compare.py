@@ -12,7 +12,7 @@ import xarray as xr
 
 from ..data.counts import validate_counts
 from ..simulate import rng as _rng
-from ..validate import check_choice, check_fit, check_positive_int, is_run_with_fits
+from ..validate import as_fit, check_choice, check_positive_int, is_run_with_fits
 from .kernels import bb_logpmf, zoibb_logpmf
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,8 +115,8 @@ def loo(idata, *, config: str | list[str] | None = None) -> ELPDData:
 
     Parameters
     ----------
-    idata : arviz.InferenceData
-        A fit (``bp.fit``, ``bp.stack``).
+    idata : arviz.InferenceData or DataTree
+        A fit (``bp.fit``, ``bp.stack``), or a run (``bp.load_run``): its main fit.
     config : str or list of str, optional
         The configs whose tasks are scored (default all).
 
@@ -132,7 +132,7 @@ def loo(idata, *, config: str | list[str] | None = None) -> ELPDData:
 
     from .loo import pointwise_loo
 
-    check_fit(idata, what="loo")
+    idata = as_fit(idata, what="loo")
     _warn_laplace_shared({"idata": idata})
     n = idata.constant_data["n"].transpose("config", "task")
     keep = _configs_kept(n["config"].values, config)

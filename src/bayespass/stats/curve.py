@@ -51,14 +51,15 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
 
     target, idata = idata, as_fit(idata, what="passk_curve")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
+    group = idata.passk.reset_coords() if "passk" in idata.groups() else None  # n_min, ... are coordinates there
     if k is None:
-        draws = idata.passk
+        draws = group
     else:
         k = as_k(k)
-        stored = idata.passk.k.values if "passk" in idata.groups() else np.array([])
+        stored = group.k.values if group is not None else np.array([])
         # new k: the same (thinned) draws as the stored group, so both give one posterior
-        thin = idata.passk.sizes["draw"] if "passk" in idata.groups() else 1000
-        draws = (idata.passk.sel(k=k) if np.isin(k, stored).all()
+        thin = group.sizes["draw"] if group is not None else 1000
+        draws = (group.sel(k=k) if np.isin(k, stored).all()
                  else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
     eti, hdi = passk_bands(draws, prob)
     out = xr.Dataset({"mean": draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k"),
