@@ -660,10 +660,11 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata, band_fit=None) -> None:
 
 @app.command("execute")
 def execute_cmd(
-    samples: Annotated[list[Path], typer.Argument(help="evalplus-format samples: .jsonl files or samples "
-                                                       "directories, or bigcode-evaluation-harness generations "
-                                                       "files (several: each its own config, named by its "
-                                                       "records' model or config, else by the file).")],
+    samples: Annotated[list[Path], typer.Argument(help="evalplus-format samples: .jsonl files, samples "
+                                                       "directories or .parquet/.csv tables, or bigcode- or "
+                                                       "lm-evaluation-harness generations files (several: each its "
+                                                       "own config, named by its records' model or config, else "
+                                                       "by the file).")],
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
     out: Annotated[Path, typer.Option(help="Run directory (verdict store, samples.nc, counts).")] = Path("run"),
@@ -774,9 +775,10 @@ def run_cmd(
     max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
                                                   "time-outs, refused connections).")] = 8,
     timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
-    samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus, bigcode or "
-                                                           "lm-eval samples; several files: repeat the option or "
-                                                           "list them after it, each its own config).")] = None,
+    samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus JSONL, "
+                                                           "Parquet or CSV, bigcode or lm-eval samples; several "
+                                                           "files: repeat the option or list them after it, each "
+                                                           "its own config).")] = None,
     k: Annotated[int, typer.Option(help="Samples per task and temperature.")] = 10,
     temperatures: Annotated[str, typer.Option(help="Comma-separated temperatures.")] = "0.4,0.8,1.2",
     top_p: Annotated[float, typer.Option(help="Nucleus sampling (transformers or endpoint coder).")] = 0.95,

@@ -429,3 +429,43 @@ def test_lm_evaluation_harness_logged_samples_are_one_record_per_program(tmp_pat
         read_samples([{"doc": {"text": "..."}, "filtered_resps": ["x"]}])
     with pytest.raises(ValueError, match=r"filtered_resps must hold programs \(strings\); got float 0.5"):
         read_samples([{"doc": {"task_id": "HumanEval/0"}, "filtered_resps": [[0.5]]}])
+
+
+def test_samples_as_a_parquet_or_csv_table_read_as_their_jsonl(tmp_path, humaneval):
+    """Generations kept as a table (Parquet, as on the Hugging Face Hub, or CSV) were 'invalid JSON' errors."""
+    import pandas as pd
+
+    tasks = list(humaneval.tasks.values())[:2]
+    recs = [{"task_id": t.task_id, "completion": body, "model": "m", "temperature": 0.8}
+            for t in tasks for body in (t.canonical_solution, "    return None\n", "NA")]
+    jsonl = tmp_path / "gen.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    want = read_samples(jsonl)
+    pd.DataFrame(recs).to_parquet(tmp_path / "gen.parquet")
+    pd.DataFrame(recs).to_csv(tmp_path / "gen.csv", index=False)
+    pd.DataFrame(recs).to_csv(tmp_path / "gen.csv.gz", index=False)
+    for name in ("gen.parquet", "gen.csv", "gen.csv.gz"):
+        got = read_samples(tmp_path / name)
+        pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
+        assert got["completion"].tolist()[2] == "NA"  # a program's text, not a missing value
+    assert want["config"].unique().tolist() == ["m|T=0.8"]
+    # a file without model or config is the config named by the file, as a JSONL's
+    pd.DataFrame(recs).drop(columns=["model", "temperature"]).to_parquet(tmp_path / "mine.pq")
+    assert read_samples(tmp_path / "mine.pq")["config"].unique().tolist() == ["mine"]
+    res = CliRunner().invoke(app, ["execute", str(tmp_path / "gen.parquet"), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert bp.read_counts(tmp_path / "run").c.values.tolist() == [[1, 1]]
+    # missing cells and columns are said with the row
+    broken = pd.DataFrame(recs).astype({"completion": object})
+    broken.loc[1, "completion"] = None
+    broken.to_csv(tmp_path / "gap.csv", index=False)
+    with pytest.raises(ValueError, match=r"gap.csv, row 2 \(task 'HumanEval/0'\): a sample record needs 'solution' "
+                                         r"or 'completion'"):
+        read_samples(tmp_path / "gap.csv")
+    pd.DataFrame({"id": [1], "solution": ["x = 1"]}).to_parquet(tmp_path / "noid.parquet")
+    with pytest.raises(ValueError, match=r"noid.parquet: a table of samples needs a column 'task_id' .* its columns "
+                                         r"are \['id', 'solution'\]"):
+        read_samples(tmp_path / "noid.parquet")
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(ValueError, match="bad.parquet.*not a readable Parquet table"):
+        read_samples(tmp_path / "bad.parquet")

@@ -129,10 +129,11 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
     """Return samples as a table with columns config, task, sample, solution/completion (+ extras).
 
     ``samples`` is a JSONL path (or a gzipped one, ``.jsonl.gz``), a ``.json`` file holding a list of such
-    records, a bigcode-evaluation-harness generations file (``generations_<task>.json``: one list of full
-    programs per task, in the suite's order; it needs ``suite``), lm-evaluation-harness's ``--log_samples``
-    JSONL (``samples_humaneval_<date>.jsonl``: each task's ``doc`` and its ``filtered_resps``), an evalplus
-    samples directory
+    records, a table with a row per sample and those fields as columns (Parquet ``.parquet``/``.pq``, as the
+    Hugging Face Hub keeps generations, or CSV), a bigcode-evaluation-harness generations file
+    (``generations_<task>.json``: one list of full programs per task, in the suite's order; it needs
+    ``suite``), lm-evaluation-harness's ``--log_samples`` JSONL (``samples_humaneval_<date>.jsonl``: each
+    task's ``doc`` and its ``filtered_resps``), an evalplus samples directory
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
@@ -189,6 +190,8 @@ def _read_path(path: Path, suite) -> tuple[list, list[str]]:
                 recs.append({"task_id": task_dir.name.replace("_", "/", 1), "solution": text})
                 wheres.append(str(f))
         return recs, wheres
+    if path.name.lower().endswith(TABLE_SUFFIXES):
+        return _table_samples(path)
     if _is_json(path):
         return _json_samples(path, suite)
     from ..data.io import _lines, json_line, open_binary
@@ -199,6 +202,33 @@ def _read_path(path: Path, suite) -> tuple[list, list[str]]:
                 recs.append(json_line(line, lineno, str(path)))
                 wheres.append(f"{path}, line {lineno}")
     return recs, wheres
+
+
+TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
+
+
+def _table_samples(path: Path) -> tuple[list, list[str]]:
+    """Return the records of a table of samples (Parquet or CSV: a row per sample, a column per field).
+
+    The Hugging Face Hub keeps generations as Parquet; a CSV's program texts stay as written (a cell reading
+    ``NA`` or ``None`` is a program, not a missing value); an empty cell is a missing field.
+    """
+    from ..data.io import _read_parquet
+
+    if path.name.lower().endswith((".parquet", ".pq")):
+        df = _read_parquet(path)
+    else:
+        try:
+            df = pd.read_csv(path, keep_default_na=False, na_values=[""],
+                             dtype={"task_id": str, "solution": str, "completion": str, "config": str})
+        except (UnicodeDecodeError, ValueError, pd.errors.ParserError) as err:
+            raise ValueError(f"{path}: not a readable CSV table of samples ({err})") from None
+    if "task_id" not in df.columns:
+        raise ValueError(f"{path}: a table of samples needs a column 'task_id' (and 'solution' or 'completion'); "
+                         f"its columns are {list(df.columns)[:10]}")
+    rows = df.astype(object).where(df.notna(), None).to_dict("records")
+    recs = [{key: v for key, v in row.items() if v is not None} for row in rows]
+    return recs, [f"{path}, row {i + 1}" for i in range(len(recs))]
 
 
 def _is_lm_eval(rec) -> bool:
