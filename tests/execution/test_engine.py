@@ -466,6 +466,10 @@ def test_samples_as_a_parquet_or_csv_table_read_as_their_jsonl(tmp_path, humanev
     with pytest.raises(ValueError, match=r"noid.parquet: a table of samples needs a column 'task_id' .* its columns "
                                          r"are \['id', 'solution'\]"):
         read_samples(tmp_path / "noid.parquet")
+    bp.write_counts(bp.make_counts([[5, 5]], [[1, 2]]), tmp_path / "counts.csv")  # counts given to execute
+    with pytest.raises(ValueError, match=r"counts.csv: a table of samples needs .* these look like counts \(n, c\), "
+                                         r"which 'bayespass fit' and 'estimate' read"):
+        read_samples(tmp_path / "counts.csv")
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="bad.parquet.*not a readable Parquet table"):
         read_samples(tmp_path / "bad.parquet")

@@ -224,8 +224,9 @@ def _table_samples(path: Path) -> tuple[list, list[str]]:
         except (UnicodeDecodeError, ValueError, pd.errors.ParserError) as err:
             raise ValueError(f"{path}: not a readable CSV table of samples ({err})") from None
     if "task_id" not in df.columns:
+        counts = "; these look like counts (n, c), which 'bayespass fit' and 'estimate' read as they are"
         raise ValueError(f"{path}: a table of samples needs a column 'task_id' (and 'solution' or 'completion'); "
-                         f"its columns are {list(df.columns)[:10]}")
+                         f"its columns are {list(df.columns)[:10]}" + (counts if {"n", "c"} <= set(df.columns) else ""))
     rows = df.astype(object).where(df.notna(), None).to_dict("records")
     recs = [{key: v for key, v in row.items() if v is not None} for row in rows]
     return recs, [f"{path}, row {i + 1}" for i in range(len(recs))]
