@@ -449,6 +449,12 @@ def test_samples_as_a_parquet_or_csv_table_read_as_their_jsonl(tmp_path, humanev
         pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
         assert got["completion"].tolist()[2] == "NA"  # a program's text, not a missing value
     assert want["config"].unique().tolist() == ["m|T=0.8"]
+    # a row per task with the list of its programs (as many Hub datasets keep them)
+    per_task = pd.DataFrame(recs).groupby("task_id", sort=False).agg({"completion": list, "model": "first",
+                                                                      "temperature": "first"}).reset_index()
+    per_task.to_parquet(tmp_path / "per_task.parquet")
+    got = read_samples(tmp_path / "per_task.parquet")
+    pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
     # a file without model or config is the config named by the file, as a JSONL's
     pd.DataFrame(recs).drop(columns=["model", "temperature"]).to_parquet(tmp_path / "mine.pq")
     assert read_samples(tmp_path / "mine.pq")["config"].unique().tolist() == ["mine"]

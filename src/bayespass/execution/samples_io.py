@@ -7,6 +7,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["read_samples", "code_hash", "file_config", "sample_paths"]
@@ -210,6 +211,8 @@ TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 def _table_samples(path: Path) -> tuple[list, list[str]]:
     """Return the records of a table of samples (Parquet or CSV: a row per sample, a column per field).
 
+    A Parquet table may hold a row per task instead, its ``solution`` or ``completion`` a list of programs.
+
     The Hugging Face Hub keeps generations as Parquet; a CSV's program texts stay as written (a cell reading
     ``NA`` or ``None`` is a program, not a missing value); an empty cell is a missing field.
     """
@@ -227,9 +230,13 @@ def _table_samples(path: Path) -> tuple[list, list[str]]:
         counts = "; these look like counts (n, c), which 'bayespass fit' and 'estimate' read as they are"
         raise ValueError(f"{path}: a table of samples needs a column 'task_id' (and 'solution' or 'completion'); "
                          f"its columns are {list(df.columns)[:10]}" + (counts if {"n", "c"} <= set(df.columns) else ""))
+    df = df.reset_index(drop=True)
+    for col in ("solution", "completion"):  # a row per task with a list of its programs: a record per program
+        if col in df.columns and df[col].map(lambda v: isinstance(v, list | tuple | np.ndarray)).any():
+            df = df.explode(col)
     rows = df.astype(object).where(df.notna(), None).to_dict("records")
     recs = [{key: v for key, v in row.items() if v is not None} for row in rows]
-    return recs, [f"{path}, row {i + 1}" for i in range(len(recs))]
+    return recs, [f"{path}, row {i + 1}" for i in df.index]
 
 
 def _is_lm_eval(rec) -> bool:
