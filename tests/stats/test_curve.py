@@ -82,3 +82,16 @@ def test_the_default_band_holds_the_unbiased_band_wherever_every_task_has_2k_sam
     assert hi[2] > before.sel(ci_bound="upper").values[0, 2] + 0.005  # k = 5: it was short of the unbiased band
     np.testing.assert_array_equal(band.values[:, 3:], before.values[:, 3:])  # beyond: the model's band as before
     np.testing.assert_array_equal(monotone_band(band).values, band.values)
+
+
+def test_a_fit_without_stored_draws_gives_the_curve_on_the_grid_a_fit_stores():
+    """passk_curve(fit) of a fit without its passk group (a stack's candidate, a group deleted) was a TypeError."""
+    rng = np.random.default_rng(5)
+    n = np.full((1, 60), 8)
+    counts = bp.make_counts(n, rng.binomial(n, rng.beta(0.5, 0.7, n.shape)))
+    fit = bp.fit(counts, "bb", "eb", seed=2, progressbar=False)
+    stored = bp.passk_curve(fit)
+    del fit["passk"]
+    again = bp.passk_curve(fit)
+    np.testing.assert_array_equal(again["k"].values, stored["k"].values)
+    np.testing.assert_allclose(again["mean"].values, stored["mean"].values, atol=0.01)

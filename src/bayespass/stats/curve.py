@@ -27,8 +27,8 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     idata : arviz.InferenceData or xarray.DataTree
         From :func:`bayespass.fit` (any model and method), or a run (``bp.load_run``: its main fit).
     k : int or sequence of int, optional
-        Defaults to the k grid stored in the ``passk`` group; any other k is
-        computed from the posterior (Rao-Blackwellised, also k > n).
+        Defaults to the k grid stored in the ``passk`` group (a fit without one: the grid a fit stores); any
+        other k is computed from the posterior (Rao-Blackwellised, also k > n).
     ci_prob : float, optional
         Interval probability (default ``rcParams["stats.ci_prob"]``).
     extend_inferencedata : bool
@@ -52,10 +52,13 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     target, idata = idata, as_fit(idata, what="passk_curve")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     group = idata.passk.reset_coords() if "passk" in idata.groups() else None  # n_min, ... are coordinates there
-    if k is None:
+    if k is None and group is not None:
         draws = group
     else:
-        k = as_k(k)
+        from ..models.predictive import default_k_grid
+
+        # no stored draws (a candidate of a stack, a group deleted): the grid a fit stores
+        k = as_k(default_k_grid(int(idata.constant_data["n"].max())) if k is None else k)
         stored = group.k.values if group is not None else np.array([])
         # new k: the same (thinned) draws as the stored group, so both give one posterior
         thin = group.sizes["draw"] if group is not None else 1000
