@@ -211,10 +211,10 @@ TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 def _table_samples(path: Path) -> tuple[list, list[str]]:
     """Return the records of a table of samples (Parquet or CSV: a row per sample, a column per field).
 
-    A Parquet table may hold a row per task instead, its ``solution`` or ``completion`` a list of programs.
-
-    The Hugging Face Hub keeps generations as Parquet; a CSV's program texts stay as written (a cell reading
-    ``NA`` or ``None`` is a program, not a missing value); an empty cell is a missing field.
+    The Hugging Face Hub keeps generations as Parquet, sometimes a row per task whose ``solution`` or
+    ``completion`` is the list of its programs (a record per program here). A CSV's program texts stay as
+    written (a cell reading ``NA`` or ``None`` is a program, not a missing value); an empty cell is a missing
+    field.
     """
     from ..data.io import _read_parquet
 
