@@ -102,3 +102,13 @@ def test_loo_of_a_fit_stored_per_pair_counts_every_task(monkeypatch):
         np.testing.assert_allclose(b.loo_i.values, a.loo_i.values, rtol=1e-12)
         np.testing.assert_array_equal(b.loo_i["task"].values, a.loo_i["task"].values)
         assert b.n_data_points == a.n_data_points == 154 and np.isclose(b.elpd_loo, a.elpd_loo, rtol=1e-12)
+
+
+def test_loo_of_shared_by_eb_warns_that_its_laplace_draws_bias_elpd_low():
+    counts, _ = _ragged_fits()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shared = bp.fit(counts, "shared", "eb", seed=0, progressbar=False)
+    with pytest.warns(UserWarning, match=r"fit\(s\) \['given'\] of model 'shared' by EB draw from a Laplace"):
+        got = bp.loo(shared)
+    assert got.n_data_points == 154 and np.isfinite(got.elpd_loo)

@@ -133,7 +133,7 @@ def loo(idata, *, config: str | list[str] | None = None) -> ELPDData:
     from .loo import pointwise_loo
 
     idata = as_fit(idata, what="loo")
-    _warn_laplace_shared({"idata": idata})
+    _warn_laplace_shared({"given": idata})
     n = idata.constant_data["n"].transpose("config", "task")
     keep = _configs_kept(n["config"].values, config)
     pw = pointwise_loo(idata)
