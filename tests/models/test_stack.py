@@ -271,6 +271,9 @@ def test_arviz_reads_a_stacked_fit(tmp_path):
     assert {row.split("[")[0] for row in passk.index} == {"passk", "passk_mean"} and len(passk) == 4
     np.testing.assert_allclose(passk["mean"].values[:2], auto.passk["passk"].mean(("chain", "draw")).values.ravel())
     assert auto.passk["n_min"].values.tolist() == [5] and "n_min" in auto.passk.coords
+    drawn = bp.passk_draws(auto, [1, 20])  # and the draws of other k, as the group's
+    assert set(drawn.data_vars) == {"passk", "passk_mean"} and np.isfinite(az.rhat(drawn)["passk"]).all()
+    assert bp.passk_curve(auto, [1, 20])["eti"].coords.keys() == {"config", "k", "ci_bound"}
     path = tmp_path / "auto.nc"
     auto.to_netcdf(str(path))
     back = az.from_netcdf(str(path))

@@ -665,10 +665,6 @@ def _finish(idata, counts, m, method, seed, k, *, extras: bool = True):
     # own, so they are the same as one after the other)
     passk, log_lik, replicated = thread_map(lambda f: f(), [draws, loglik, replicates])
     idata.add_groups({"log_likelihood": log_lik})
-    # what a stack's band rules read of the counts (n_min, ...) and which candidate each draw takes are stored as
-    # coordinates: arviz.summary(idata, group="passk") then summarises the draws alone (it refused the group,
-    # "missing core dims chain, draw" of n_min); stats.curve reads them back as variables
-    passk = passk.set_coords([v for v in passk.data_vars if "draw" not in passk[v].dims or v == "component"])
     extra = {"posterior_predictive": replicated, "passk": passk}
     for name, ds in extra.items():
         if name in idata.groups():

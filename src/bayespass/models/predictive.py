@@ -212,6 +212,9 @@ def passk_draws(idata, k, *, max_draws: int | None = None, seed=0) -> xr.Dataset
         if ragged:
             out["passk_short"] = (dims, np.clip(short[0] + np.sqrt(short[1]) * noise, 0.0, 1.0))
         _add_identified(out, n, idata.observed_data["c"].transpose("config", "task").values, k, n_lo)
+        # coordinates, not variables: arviz.summary and arviz.rhat of the draws (and of the fit's passk group)
+        # then read the draws alone; the band rules (stats.curve) read them back as variables
+        out = out.set_coords([v for v in out.data_vars if "draw" not in out[v].dims or v == "component"])
     return out
 
 

@@ -63,7 +63,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         # new k: the same (thinned) draws as the stored group, so both give one posterior
         thin = group.sizes["draw"] if group is not None else 1000
         draws = (group.sel(k=k) if np.isin(k, stored).all()
-                 else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
+                 else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)).reset_coords())
     eti, hdi = passk_bands(draws, prob)
     out = xr.Dataset({"mean": draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k"),
                       "eti": eti, "hdi": hdi})
@@ -160,7 +160,7 @@ def passk_bands(draws: xr.Dataset, prob: float, *, hdi: bool = True) -> tuple[xr
     ``draws`` (:func:`monotone_band`); the HDI is left as it is (the HDI of a
     quantity that grows with k can start lower at a larger k).
     """
-    eti, h = _rule_bands(draws, prob, hdi)
+    eti, h = _rule_bands(draws.reset_coords(), prob, hdi)  # n_min, ... may be coordinates (passk_draws' own)
     return monotone_band(eti), h
 
 
