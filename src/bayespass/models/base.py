@@ -80,6 +80,16 @@ class PairData:
         """Number of configs."""
         return self.n.shape[0]
 
+    def task_slots(self) -> np.ndarray:
+        """Return (config, task): the column of ``n``, ``c``, ``w`` holding each task's pair; -1 for n = 0."""
+        table = self.table
+        slot = np.full(table.cfg.size, -1)
+        counter = np.zeros(table.n_config, int)
+        for i in np.flatnonzero(table.observed):  # in from_table's order
+            slot[i] = counter[table.cfg[i]]
+            counter[table.cfg[i]] += 1
+        return slot[table.inverse]
+
 
 class Model:
     """Base class of a per-config model of task success probability (see the module docstring).

@@ -617,14 +617,7 @@ def _log_likelihood(idata, counts, m) -> xr.Dataset:
 
 def _fan_out(per_pair: np.ndarray, data: PairData, n: np.ndarray) -> np.ndarray:
     """(chain, draw, config, U) per padded pair -> (chain, draw, config, task)."""
-    table = data.table
-    slot = np.full(table.cfg.size, -1)
-    obs = table.observed
-    counter = np.zeros(table.n_config, int)
-    for i in np.flatnonzero(obs):
-        slot[i] = counter[table.cfg[i]]
-        counter[table.cfg[i]] += 1
-    task_slot = slot[table.inverse]  # (config, task)
+    task_slot = data.task_slots()  # (config, task)
     cfg_idx = np.broadcast_to(np.arange(n.shape[0])[:, None], n.shape)
     out = per_pair[:, :, cfg_idx, np.maximum(task_slot, 0)]
     return np.where(task_slot >= 0, out, 0.0)

@@ -138,7 +138,13 @@ def loo(idata, *, config: str | list[str] | None = None) -> ELPDData:
     keep = _configs_kept(n["config"].values, config)
     pw = pointwise_loo(idata)
     j, t = np.nonzero((n.values > 0) & keep[:, None])
-    obs = t if idata.log_likelihood.attrs.get("layout") != "pair" else _pair_of_task(idata, n, j, t)
+    if idata.log_likelihood.attrs.get("layout") == "pair":  # the fit's own pairs: its counts', as stored
+        from ..data.counts import counts_of_fit
+        from ..models.base import PairData
+
+        obs = PairData.from_counts(counts_of_fit(idata)).task_slots()[j, t]
+    else:
+        obs = t
     elpd, lppd, khat = (pw[key][j, obs] for key in ("elpd", "lppd", "pareto_k"))
     post = idata.posterior
     draws = post.sizes["chain"] * post.sizes["draw"]
@@ -162,20 +168,6 @@ def _configs_kept(configs: np.ndarray, config) -> np.ndarray:
         raise ValueError(f"config={config!r}: {'no config given' if not wanted else f'not in this fit: {unknown}'}; "
                          f"its configs are {configs.tolist()[:10]}")
     return np.isin(configs, wanted)
-
-
-def _pair_of_task(idata, n: xr.DataArray, j: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Return the distinct (n, c) pair of each observed cell (config j, task t) of a fit stored per pair."""
-    ll = idata.log_likelihood
-    c = idata.observed_data["c"].transpose("config", "task").sel(config=n.config, task=n.task).values
-    pn, pc, pw = (ll[name].transpose("config", "pair").values for name in ("pair_n", "pair_c", "pair_weight"))
-    out = np.empty(j.size, int)
-    for cfg in np.unique(j):
-        rows = np.flatnonzero(j == cfg)
-        live = np.flatnonzero(pw[cfg] > 0)
-        where = {(int(a), int(b)): p for a, b, p in zip(pn[cfg, live], pc[cfg, live], live, strict=True)}
-        out[rows] = [where[(int(a), int(b))] for a, b in zip(n.values[cfg, t[rows]], c[cfg, t[rows]], strict=True)]
-    return out
 
 
 def laplace_shared(idatas: dict) -> list[str]:

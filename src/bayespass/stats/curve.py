@@ -51,7 +51,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
 
     target, idata = idata, as_fit(idata, what="passk_curve")  # a run: its main fit
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
-    group = idata.passk.reset_coords() if "passk" in idata.groups() else None  # n_min, ... are coordinates there
+    group = idata.passk if "passk" in idata.groups() else None
     if k is None and group is not None:
         draws = group
     else:
@@ -63,7 +63,8 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
         # new k: the same (thinned) draws as the stored group, so both give one posterior
         thin = group.sizes["draw"] if group is not None else 1000
         draws = (group.sel(k=k) if np.isin(k, stored).all()
-                 else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)).reset_coords())
+                 else passk_draws(idata, k, max_draws=thin, seed=idata.posterior.attrs.get("seed", 0)))
+    draws = draws.reset_coords()  # n_min, ... are coordinates of a stack's draws: the mean carries none of them
     eti, hdi = passk_bands(draws, prob)
     out = xr.Dataset({"mean": draws["passk_mean"].mean(("chain", "draw")).transpose("config", "k"),
                       "eti": eti, "hdi": hdi})
