@@ -167,27 +167,44 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     if reached.all() and n_given is None:  # no future to simulate: the band is narrow enough today
         return _plan_result(now[:, None], np.full((configs.size, 1), np.nan), now, reached, n_now.max(1),
                             configs, np.array([n_now.max()]), attrs | {"n_sims": 0, "simulated": False})
-    widths = np.full((n_sims, configs.size, n_grid.size), np.nan)
     bar = tqdm(total=n_sims * n_grid.size, desc=f"plan: refits of simulated futures ({post.get('bayespass_model')})",
-               unit="fit",
-               file=sys.stderr, disable=not progressbar, mininterval=0.5)
-    for s in range(n_sims):
-        p = _posterior_p(fit, fitted, rng)
-        for g_i, n_target in enumerate(n_grid):
-            extra = np.where(n_now > 0, np.maximum(n_target - n_now, 0), 0)
-            c_new = c_now + rng.binomial(extra, p)
-            counts = make_counts(n_now + extra, c_new, task=tasks, config=configs)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                widths[s, :, g_i] = width(fit_model(counts, model, method, seed=int(rng.integers(1 << 30)),
-                                                    progressbar=False, candidates=candidates))
-            bar.update()
+               unit="fit", file=sys.stderr, disable=not progressbar, mininterval=0.5)
+
+    def refit_width(n, c, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata = fit_model(make_counts(n, c, task=tasks, config=configs), model, method, seed=seed,
+                              progressbar=False, candidates=candidates)
+        bar.update()
+        return width(idata)
+
+    widths = np.stack([_future_widths(_posterior_p(fit, fitted, rng), n_now, c_now, n_grid, rng, refit_width)
+                       for _ in range(n_sims)])
     bar.close()
     mean = widths.mean(0)
     ok = mean <= target_width
     needed = np.where(ok.any(1), n_grid[np.argmax(ok, axis=1)], np.nan)
     needed = np.where(reached, n_now.max(1), needed)
     return _plan_result(mean, widths.std(0), now, reached, needed, configs, n_grid, attrs)
+
+
+def _future_widths(p, n_now, c_now, n_grid, rng, refit_width) -> np.ndarray:
+    """One simulated future's band widths (config, n) at every n of ``n_grid`` (ascending).
+
+    The future is one sequence of samples per task, cut at each n: the counts at a larger n extend those at a
+    smaller one, and every refit takes the same seed. So the widths of one future differ across n by the samples
+    added, not by fresh noise, and their mean over futures falls with n as the band does (independent futures
+    per n made :func:`plan`'s table non-monotone in n with a few simulations).
+    """
+    seed = int(rng.integers(1 << 30))
+    out = np.full((n_now.shape[0], n_grid.size), np.nan)
+    added, c = np.zeros_like(n_now), c_now.copy()
+    for g_i, n_target in enumerate(n_grid):
+        extra = np.where(n_now > 0, np.maximum(n_target - n_now, 0), 0)
+        c = c + rng.binomial(extra - added, p)
+        added = extra
+        out[:, g_i] = refit_width(n_now + extra, c, seed)
+    return out
 
 
 def _plan_args(k, target_width, n_sims):
