@@ -715,11 +715,23 @@ def execute_cmd(
                f"wrote {out}/samples.nc, counts.nc, counts.csv")
     import pandas as pd
 
-    drawn = ds.exists.sum(("task", "sample"))
-    rows = pd.DataFrame({"config": ds.config.values, "samples": drawn.values,
-                         "pass@1 (plus)": (ds.correct.sum(("task", "sample")) / drawn).values,
-                         "pass@1 (base)": (ds.base_correct.sum(("task", "sample")) / drawn).values})
-    emit(rows, "table")
+    emit(pd.DataFrame(_execute_summary(ds)), "table")
+
+
+def _execute_summary(ds) -> dict:
+    """Return ``execute``'s table: per config, samples, tasks and pass@1 as ``bayespass estimate`` gives it.
+
+    pass@1 is the mean over the tasks with samples of each task's fraction correct, not the fraction of all
+    samples: with more samples on some tasks than others, the pooled fraction weighs those tasks more.
+    """
+    drawn = ds.exists.sum("sample")
+    has = drawn > 0
+
+    def rate(ok):
+        return ((ok.sum("sample") / drawn.where(has)).mean("task")).values
+
+    return {"config": ds.config.values, "samples": drawn.sum("task").values, "tasks": has.sum("task").values,
+            "pass@1 (plus)": rate(ds.correct), "pass@1 (base)": rate(ds.base_correct)}
 
 
 def _print_table(table, fmt: str = "table", *, where: str = "--format csv or json") -> None:

@@ -254,6 +254,23 @@ def test_execute_cli_and_errors(tmp_path, humaneval):
                                                           progress=False), correctness="base").c.values, [[1, 1, 1]])
 
 
+def test_execute_prints_pass_at_1_as_the_mean_over_tasks_not_the_pooled_fraction(tmp_path, humaneval):
+    """3 correct samples of one task and 1 wrong of another: pass@1 is (1 + 0) / 2, not 3 / 4.
+
+    On real MBPP generations with 50 samples on some tasks and 10 on others, the table printed 0.680 where
+    ``bayespass estimate`` gives 0.643.
+    """
+    good = canonical_samples(humaneval, config="mine")[0]
+    recs = [good] * 3 + [{"task_id": "HumanEval/1", "config": "mine", "completion": "    return []\n"}]
+    f = tmp_path / "ragged.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs))
+    res = CliRunner().invoke(app, ["execute", str(f), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    row = res.stdout.strip().splitlines()[-1].split()
+    assert row == ["mine", "4", "2", "0.5000", "0.5000"], res.stdout
+    assert float(bp.passk(bp.read_counts(tmp_path / "run"), 1).squeeze()) == pytest.approx(0.5)
+
+
 def test_max_timeouts_presumes_the_rest_and_keeps_its_own_store_key(tmp_path, suite):
     recs = [{"task_id": "toy/halve", "solution": "def halve(x):\n    while True:\n        pass\n"},
             {"task_id": "toy/halve", "solution": "def halve(x):\n    return x / 2\n"}]
