@@ -9,6 +9,7 @@ from bayespass.generate.synthetic import SyntheticCoder
 from bayespass.stats.gating import gate, gate_table
 from bayespass.stats.incoherence import incoherence
 from bayespass.stats.metrics import metric_table
+from bayespass.stats.passk import cons_at_k
 from bayespass.stats.reliability import reliability, reliability_table
 
 
@@ -118,6 +119,32 @@ def test_metric_table_cons_at_the_fewest_samples_of_any_task(run):
             combos = list(combinations(ok, 7))
             vals.append(sum(sum(x) > 3.5 for x in combos) / len(combos))
         assert tab["cons@7"].iloc[j] == pytest.approx(np.mean(vals), abs=1e-12)
+
+
+def test_metric_table_takes_k_per_config_where_one_config_has_a_task_with_one_sample(run):
+    """One task of one config with 1 sample set K = 1 for every config (cons@1 = pass@1, reading meaningless).
+
+    Seen on real MBPP generations: ministral-8b had one task with 1 sample, so gpt-4o's 50 samples per task were
+    read as cons@1. K is now each config's own where the configs differ, and maj is named by what it counts.
+    """
+    *_, ds = run
+    cut = ds.copy(deep=True)
+    cfg0, first = cut.config.values[0], cut.task.values[0]
+    gone = dict(config=cfg0, task=first, sample=cut.sample.values[1:])
+    for var in [v for v in cut.data_vars if cut[v].dtype == bool and {"task", "sample"} <= set(cut[v].dims)]:
+        cut[var].loc[gone] = False
+    tab = metric_table(cut, k=(1, 5)).to_dataframe()
+    counts = bp.to_counts(cut)
+    full_n = int(counts.n.isel(config=1).max())
+    assert list(tab["K"]) == [1] + [full_n] * (counts.config.size - 1)
+    assert "cons@1" not in tab and "maj@n" in tab  # config 0's tasks have different n
+    assert tab["reading"].iloc[0].startswith("n/a")
+    for j in range(1, counts.config.size):
+        want = float(cons_at_k(counts.isel(config=[j]), full_n).values[0, 0])
+        assert tab["cons@K"].iloc[j] == pytest.approx(want, abs=1e-12)
+        assert tab["cons@K"].iloc[j] != pytest.approx(tab["pass@1"].iloc[j])
+    even = metric_table(ds, k=(1,)).to_dataframe()  # every task n samples: columns named by n, as before
+    assert f"cons@{full_n}" in even and f"maj@{full_n}" in even and "K" not in even
 
 
 def test_set_size_legend_says_when_every_set_holds_all_classes():

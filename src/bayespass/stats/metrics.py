@@ -50,10 +50,11 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
     pandas.DataFrame
         One row per config: ``pass@k`` (unbiased), ``bayes@k`` with
         ``bayes@k_lo``/``_hi`` (when a fit is given), ``avg@n``, ``cons@K``
-        (majority of the K samples correct; K is the fewest samples of any task, so that every task's
-        cons@K is estimable when tasks have different n), ``maj@K`` (the dominant
-        behaviour cluster's representative passes the gold tests) and
-        ``reading`` (pass@K against cons@K).
+        (majority of the K samples correct; K is the config's fewest samples of a task, so that every task's
+        cons@K is estimable when tasks have different n: named by its value, ``cons@10``, where the configs
+        share it, else with a column ``K``), ``maj@K`` (the dominant behaviour cluster's representative passes
+        the gold tests; ``maj@n`` where a config's tasks have different n: each task's own samples) and
+        ``reading`` (pass@K against cons@K; n/a where K = 1).
     """
     from ..execution.engine import to_counts
     from .attach import attach, check_target
@@ -67,16 +68,14 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
         idata = as_fit(samples, what="metric_table")
     k = as_k(k)
     counts = to_counts(ds)
-    k_big = int(counts.n.where(counts.n > 0).min())  # K: every task has at least K samples (cons@K estimable)
     est = passk(counts, k, method="unbiased")
-    cons = cons_at_k(counts, k_big)
     beh = behaviour(ds, signature=signature, probe_fraction=probe_fraction)
     maj = beh["dominant_correct"].where(beh["n"] > 0).mean("task")
     avg = avg_at_n(counts)
     curve = passk_curve(idata, k) if idata is not None else None
-    top = passk(counts, k_big, method="unbiased").sel(k=k_big)
+    big, names = _consensus_k(counts)
     rows = []
-    for cfg in counts.config.values:
+    for j, cfg in enumerate(counts.config.values):
         row = {"config": cfg, "tasks": int((counts.n.sel(config=cfg) > 0).sum())}
         for kk in k:
             row[f"pass@{kk}"] = float(est.sel(config=cfg, k=kk))
@@ -86,13 +85,39 @@ def metric_table(samples, *, idata=None, k=(1, 5, 10), signature: str = "verdict
                 row[f"bayes@{kk}_lo"] = float(cell["eti"].sel(ci_bound="lower"))
                 row[f"bayes@{kk}_hi"] = float(cell["eti"].sel(ci_bound="upper"))
         row["avg@n"] = float(avg.sel(config=cfg))
-        row[f"cons@{k_big}"] = float(cons.sel(config=cfg, k=k_big))
-        row[f"maj@{k_big}"] = float(maj.sel(config=cfg))
-        row["reading"] = interpret(float(top.sel(config=cfg)), row[f"cons@{k_big}"])
+        one = counts.isel(config=[j])
+        if "K" in names:
+            row["K"] = int(big[j])
+        row[names["cons"]] = float(cons_at_k(one, int(big[j])).values[0, 0])
+        row[names["maj"]] = float(maj.sel(config=cfg))
+        top = float(passk(one, int(big[j]), method="unbiased").values[0, 0])
+        row["reading"] = interpret(top, row[names["cons"]]) if big[j] > 1 else "n/a: a task has one sample"
         rows.append(row)
     table = pd.DataFrame(rows)
     if extend_inferencedata:
         attach(samples, "metric_table", xr.Dataset.from_dataframe(table.set_index("config")))
-    return Table.of(table, "Metrics", note=f"avg@n; cons@{k_big} (the majority of {k_big} samples correct); "
-                    f"maj@{k_big} (the dominant behaviour cluster passes the gold tests); bayes@k with its band "
-                    "from the fit; and how to read pass@K against cons@K.")
+    return Table.of(table, "Metrics", note=names["note"])
+
+
+def _consensus_k(counts: xr.Dataset) -> tuple[np.ndarray, dict]:
+    """Each config's K for cons@K (its fewest samples of a task, so that every task's cons@K is estimable).
+
+    Returns ``(K per config, column names and caption)``. Where the configs share K, the columns are named by its
+    value (``cons@10``); otherwise K is a column of its own, so one task with one sample no longer sets K = 1 for
+    every config. maj is the dominant behaviour cluster of each task's own samples: ``maj@K`` where every task
+    of a config has K samples, else ``maj@n``.
+    """
+    n = counts.n.where(counts.n > 0)
+    big = n.min("task").values.astype(int)
+    shared = np.unique(big).size == 1
+    uniform = bool(((n == big[:, None]) | (counts.n == 0)).all())
+    kname = str(big[0]) if shared else "K"
+    names = {"cons": f"cons@{kname}", "maj": f"maj@{kname}" if uniform else "maj@n"}
+    if not shared:
+        names["K"] = "K"
+    why = "" if shared and uniform else (f"; K is {'the' if shared else 'each config' + chr(39) + 's'} fewest "
+                                         "samples of a task, so that every task's cons is estimable")
+    note = (f"avg@n; {names['cons']} (the majority of {kname} samples correct{why}); {names['maj']} (the dominant "
+            f"behaviour cluster of {'the ' + kname if uniform else 'each task' + chr(39) + 's'} samples passes the "
+            "gold tests); bayes@k with its band from the fit; and how to read pass@K against cons@K.")
+    return big, names | {"note": note}
