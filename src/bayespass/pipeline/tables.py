@@ -122,10 +122,11 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
     if ctx.counts.sizes["config"] > 1:
         from ..stats.ranking import compare_configs, leaderboard, prob_better_table
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # convergence is recorded in the fit; the table says which model
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             post["cmp"] = compare_configs(ctx.counts, k=cfg.passk_k, model="shared", seed=cfg.seed,
                                           band_fit=_per_config_fit(ctx.idatas.get(main)))
+        _pass_on_data_warnings(caught)
         tables["leaderboard"] = leaderboard(post["cmp"])
         tables["prob_better"] = prob_better_table(post["cmp"])
     from .adaptive import rounds_table
@@ -134,6 +135,20 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
         tables["rounds"] = rounds
     tables["metrics"] = metric_table(samples, idata=ctx.idatas.get(main), k=[x for x in (1, 5, 10) if x <= cfg.k])
     return tables, post
+
+
+def _pass_on_data_warnings(caught) -> None:
+    """Warn again what the comparison said about the counts (configs on different task sets, one sample per task).
+
+    Convergence (a FitWarning: recorded in the fit) and numerical warnings stay quiet; the comparison's warnings
+    about the data were silenced with them, so the run's leaderboard compared configs on different tasks without
+    saying so, where ``bayespass compare`` did.
+    """
+    from ..models.eb import FitWarning
+
+    for w in caught:
+        if issubclass(w.category, UserWarning) and not issubclass(w.category, FitWarning):
+            warnings.warn(str(w.message), w.category, stacklevel=2)
 
 
 def _per_config_fit(idata):
