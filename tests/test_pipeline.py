@@ -314,12 +314,23 @@ def test_a_run_from_several_samples_files_has_a_config_each(tmp_path):
     right = write_samples([{"task_id": t.task_id, "solution": t.reference_program} for t in tasks for _ in range(2)],
                           tmp_path / "right.jsonl")
     wrong = write_samples([{"task_id": t.task_id, "solution": f"def {t.entry_point}(*a):\n    return None\n"}
-                           for t in tasks[:5] for _ in range(2)], tmp_path / "wrong.jsonl")
+                           for t in tasks[:5] for _ in range(2)] + [{"task_id": "HumanEval/9999", "solution": "x"}],
+                          tmp_path / "wrong.jsonl")
     cfg = RunConfig(coder="samples", samples=[str(right), str(wrong)], models=("bb",), main_model="bb",
                     methods=("eb",), fuzz_n=0, n_splits=10)
-    # the leaderboard compares configs on different task sets: the run says so, as 'bayespass compare' does
-    with pytest.warns(UserWarning, match=r"not all evaluated on the same tasks \('wrong' on 5 of 6"):
-        tables = run(tmp_path / "r", cfg, echo=None)
+    # the leaderboard compares configs on different task sets: the run says so, as 'bayespass compare' does,
+    # and so does the report, at its top, also after a resumed run that skipped the stages that warned
+    for _ in range(2):
+        with pytest.warns(UserWarning) as caught:
+            tables = run(tmp_path / "r", cfg, echo=None)
+        assert any(re.search(r"not all evaluated on the same tasks \('wrong' on 5 of 6", str(w.message)) for w in caught)
+        page = (tmp_path / "r" / "report.html").read_text()
+        said = page.split("<h2>Warnings</h2>")[1].split("<h2>")[0]
+        assert "<code>post</code>: the configs were not all evaluated on the same tasks" in said
+        assert "<code>execute</code>: 1 sample task id(s) are not in suite" in said  # skipped when resumed
+        assert page.index("Warnings") < page.index("pass@k")
+    kept = json.loads((tmp_path / "r" / "run.json").read_text())["warnings"]
+    assert [len(kept[s]) for s in ("suite", "execute", "fit:bb-eb", "post")] == [0, 1, 0, 1]
     assert tables["metrics"].set_index("config")["pass@1"].to_dict() == {"right": 1.0, "wrong": 0.0}
     head = (tmp_path / "r" / "report.html").read_text().split("</p>")[0]
     assert "right.jsonl</code>, <code>" in head and "2 config(s)" in head

@@ -26,6 +26,7 @@ Run directory::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -86,11 +87,38 @@ def _drive(out, cfg, echo) -> dict:
         if not stage.always and ctx.state.done(stage.name, key, *stage.outputs):
             stage.load(ctx)
         else:
-            stage.run(ctx)
+            with _kept_warnings(ctx, stage.name):
+                stage.run(ctx)
             ctx.timings[stage.name] = round(time.perf_counter() - t, 2)
             ctx.timings["total"] = round(time.perf_counter() - t0, 1)
             ctx.state.mark(stage.name, key)
     return ctx.tables
+
+
+@contextlib.contextmanager
+def _kept_warnings(ctx: Context, name: str):
+    """Keep what a stage warned (and said in ``ctx.notes``) in ``run.json``, for the report; show it as before.
+
+    Each warning that passes the filters in force is shown where it would have been (the CLI, pytest, stderr) when
+    it is raised, and kept; the report lists those of every stage of the run, also of stages a resumed run skipped.
+    """
+    import warnings
+
+    ctx.notes, said = [], []
+    with warnings.catch_warnings():  # restores showwarning on the way out
+        shown = warnings.showwarning
+
+        def keep(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, UserWarning):
+                said.append(str(message))
+            if shown is warnings._showwarning_orig:  # as warnings._showwarnmsg does: pytest's log, or stderr
+                warnings._showwarnmsg_impl(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = keep
+        yield
+    ctx.state.data.setdefault("warnings", {})[name] = list(dict.fromkeys(said + ctx.notes))
 
 
 def _found_dataset(ctx: Context, stage: Stage) -> str:

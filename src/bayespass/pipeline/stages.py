@@ -50,6 +50,7 @@ class Context:
     tables: dict = field(default_factory=dict)
     post: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)  # what the stage in progress said instead of warning (the report's)
 
     @property
     def progress(self) -> bool:
@@ -166,6 +167,7 @@ def _fit_stage(model: str, method: str) -> Stage:
         for w in caught:
             if issubclass(w.category, UserWarning):
                 say(ctx.echo, f"  warning ({name}): {w.message}")
+                ctx.notes.append(str(w.message))
         atomic_netcdf(idata, ctx.out / path)
         ctx.idatas[name] = idata
 
@@ -193,6 +195,7 @@ def _fuzz(ctx: Context) -> None:
         msg += "; " + ("incoherence uses the others" if fsuite.tasks else "no incoherence")
         if ctx.echo is not None:  # the CLI's progress says it once; a warning would say it again
             say(ctx.echo, f"      {msg}")
+            ctx.notes.append(msg)
         else:
             warnings.warn(msg, stacklevel=2)
     if not fsuite.tasks:
@@ -237,8 +240,10 @@ def _report(ctx: Context) -> None:
     from ..report.html import write_report
 
     say(ctx.echo, "[7/7] report")
+    kept = ctx.state.data.get("warnings", {})
+    said = {s.name: kept[s.name] for s in stages(ctx.cfg) if kept.get(s.name)}
     write_report(ctx.out / "report.html", cfg=ctx.cfg, tables=ctx.tables, figures=ctx.figures,
-                 samples=ctx.samples, main=ctx.main, timings=ctx.timings)
+                 samples=ctx.samples, main=ctx.main, timings=ctx.timings, warnings=said)
 
 
 def stages(cfg: RunConfig) -> list[Stage]:

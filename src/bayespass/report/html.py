@@ -57,8 +57,8 @@ def _drawn(cfg, samples) -> str:
 
 
 def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, samples=None, main=None,
-                 timings=None) -> Path:
-    """Write the report; every table and figure of the run, settings and timings."""
+                 timings=None, warnings: dict | None = None) -> Path:
+    """Write the report; what the run warned (per stage, ``warnings``), every table and figure, settings, timings."""
     path = Path(path)
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>bayespass run report</title>"
              f"<style>{_CSS}</style></head><body>",
@@ -70,6 +70,11 @@ def write_report(path: str | os.PathLike, *, cfg, tables: dict, figures: dict, s
         parts.append(f"<p class=note>{samples.sizes['task']} tasks, {int(samples.exists.sum())} samples, "
                      f"{samples.attrs.get('n_unique_programs', '?')} distinct programs, sandbox layer "
                      f"<code>{html.escape(str(samples.attrs.get('sandbox_layer', '?')))}</code>.</p>")
+    if warnings:
+        items = [f"<li><code>{html.escape(stage)}</code>: {html.escape(msg)}</li>"
+                 for stage, msgs in warnings.items() for msg in msgs]
+        parts.append("<h2>Warnings</h2><p class=note>What the run said about its input and fits, stage by "
+                     "stage (also on screen); read them before the numbers.</p><ul>" + "".join(items) + "</ul>")
     figs_done = set()
     for key in [k for k in SECTION_ORDER if k in tables] + [k for k in tables if k not in SECTION_ORDER]:
         table = tables[key]
