@@ -44,6 +44,7 @@ _LAZY = {
     "compare_configs": "stats.ranking",
     "plan": "stats.plan",
     "allocate": "stats.plan",
+    "plot_plan": "stats.plan",
     "leaderboard": "stats.ranking",
     "prob_better_table": "stats.ranking",
     "plot_forest": "stats.ranking",
@@ -107,7 +108,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats.incoherence import incoherence
     from .stats.metrics import metric_table
     from .stats.passk import avg_at_n, cons_at_k, passk
-    from .stats.plan import allocate, plan
+    from .stats.plan import allocate, plan, plot_plan
     from .stats.ppc import plot_ppc, ppc
     from .stats.ranking import (
         compare_configs,

@@ -536,14 +536,17 @@ def plan_cmd(
                                                     "2, 3, 5, 8 times today's).")] = None,
     sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
     format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    plot: Annotated[Path | None, typer.Option(help="Write the expected width against samples per task, with the "
+                                                   "target: a PNG, or PDF, SVG, ... by the file's suffix.")] = None,
 ) -> None:
     """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
-    from .stats.plan import plan
+    from .stats.plan import plan, plot_plan
     from .validate import check_positive_int
 
     _check_format(format)
     _check_k(k)
     _check_exists(data, "FIT_OR_COUNTS")
+    _check_plot(plot, example="plan.png")
     try:
         check_positive_int(sims, name="--sims")  # before a fit
         if not 0 < width < 1:
@@ -558,6 +561,8 @@ def plan_cmd(
         p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
     except (ValueError, TypeError, OSError) as err:
         fail(str(err))
+    if plot is not None:
+        typer.echo(f"wrote {_save_png(plot_plan(p), plot)}", err=True)
     if not p.attrs["simulated"] and format == "table":
         now = ", ".join(f"{c} {w:.4f}" for c, w in zip(p.config.values, p.current_width.values, strict=True))
         typer.echo(f"The {p.attrs['ci_prob']:.0%} band of pass@{k} is already at most {width:g} wide ({now}): "

@@ -558,3 +558,37 @@ def test_allocate_of_a_stack_says_what_topping_up_to_k_would_take(tmp_path):
     assert said == []
     _say_unreached(ctx, fits["auto"], "max_samples (500) drawn")
     assert len(said) == 1 and " ".join(said[0].split()).endswith("per config: a 240")  # wrapped for the terminal
+
+
+def test_plot_plan_draws_each_config_s_width_the_target_and_the_n_needed(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    counts = simulate_counts(np.random.default_rng(0).beta(0.8, 1.2, (2, 60)), 3, seed=0).drop_vars("p_true")
+    fit = bp.fit(counts, "bb", "eb", progressbar=False)
+    pl = bp.plan(fit, k=10, target_width=0.15, n_grid=[3, 10, 40], n_sims=2, progressbar=False)
+    ax = bp.plot_plan(pl)
+    lines = [ln for ln in ax.lines if ln.get_linestyle() == "-"]
+    assert [ln.get_label() for ln in lines] == [str(c) for c in pl.config.values]
+    for ln, cfg in zip(lines, pl.config.values, strict=True):
+        np.testing.assert_allclose(ln.get_ydata(), pl.expected_width.sel(config=cfg).values)
+    (target,) = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+    assert target.get_ydata()[0] == 0.15
+    stars = [ln for ln in ax.lines if ln.get_marker() == "*"]
+    assert len(stars) == int(np.isfinite(pl.n_needed.values).sum()) >= 1
+    plt.close(ax.figure)
+    with pytest.raises(TypeError, match="plot_plan needs what bp.plan returns"):
+        bp.plot_plan(counts)
+    path = tmp_path / "fit.nc"
+    fit.to_netcdf(str(path))
+    res = CliRunner().invoke(app, ["plan", str(path), "--width", "0.15", "--n-grid", "3,10", "--sims", "2",
+                                   "--plot", str(tmp_path / "plan.svg")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "plan.svg").read_text().lstrip().startswith("<?xml")
+    res = CliRunner().invoke(app, ["plan", str(path), "--width", "0.15", "--plot", str(tmp_path / "no" / "p.png")])
+    assert res.exit_code == 2 and "does not exist" in res.output

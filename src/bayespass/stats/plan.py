@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -20,7 +21,10 @@ from ..defaults import rcParams
 from ..models.stack import theta_of
 from ..validate import as_fit, as_k, check_positive_int, check_prob, split_pair
 
-__all__ = ["allocate", "plan"]
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+__all__ = ["allocate", "plan", "plot_plan"]
 
 
 def _plannable_model(idata, *, what: str):
@@ -205,6 +209,53 @@ def _future_widths(p, n_now, c_now, n_grid, rng, refit_width) -> np.ndarray:
         added = extra
         out[:, g_i] = refit_width(n_now + extra, c, seed)
     return out
+
+
+def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes:
+    """Plot a plan: each config's expected band width against samples per task, the target and the n needed.
+
+    Parameters
+    ----------
+    plan_ds : xarray.Dataset
+        What :func:`plan` returns.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One line per config (the mean width over simulated futures, shaded +- one standard deviation over
+        them), the target width dashed, and a marker where each config first reaches it (``n_needed``).
+    """
+    import matplotlib.pyplot as plt
+
+    need = {"expected_width", "width_sd", "n_needed"}
+    if not isinstance(plan_ds, xr.Dataset) or not need <= set(plan_ds.data_vars) or "target_width" not in \
+            plan_ds.attrs:
+        raise TypeError(f"plot_plan needs what bp.plan returns (a Dataset with {sorted(need)}); got "
+                        f"{type(plan_ds).__name__}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4))
+    n = plan_ds.n.values
+    for cfg in plan_ds.config.values:
+        row = plan_ds.sel(config=cfg)
+        mean, sd = row["expected_width"].values, np.nan_to_num(row["width_sd"].values)
+        line, = ax.plot(n, mean, "o-", ms=3, label=str(cfg))
+        ax.fill_between(n, mean - sd, mean + sd, color=line.get_color(), alpha=0.15, lw=0)
+        needed = float(row["n_needed"])
+        if np.isfinite(needed) and needed in n:
+            ax.plot(needed, float(row["expected_width"].sel(n=needed)), "*", ms=12, color=line.get_color())
+    target = float(plan_ds.attrs["target_width"])
+    ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("samples per task")
+    ax.set_ylabel(f"width of the {plan_ds.attrs.get('ci_prob', 0.9):.0%} band")
+    what = "simulated futures, refitted" if plan_ds.attrs.get("simulated", True) else "today's band"
+    ax.set_title(f"Band of pass@{plan_ds.attrs.get('k', '?')} against samples per task ({what}; * = n needed)",
+                 fontsize=10)
+    ax.legend(fontsize=7, ncol=2 if plan_ds.sizes["config"] > 6 else 1)
+    ax.grid(alpha=0.3, which="both")
+    return ax
 
 
 def _plan_args(k, target_width, n_sims):
