@@ -36,6 +36,41 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     assert "not shown" not in Table.of(df, "t", note="x").to_text(note=True)
 
 
+def test_a_table_as_markdown_and_latex_for_a_paper(tmp_path):
+    """The text table's columns and caption as a GitHub Markdown table and a LaTeX booktabs table, escaped."""
+    import shutil
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    df = pd.DataFrame({"config": ["gpt_4o|T=1", "b&c"], "k": [1, 10], "mean": [0.25, np.nan], "detail": [1.0, 2.0]})
+    t = Table.of(df, "pass@k (90% band)", note="A & B; k <= n, 1 - p^k.", brief=("config", "k", "mean"))
+    md = t.to_markdown_section().splitlines()
+    assert md[:4] == ["### pass@k (90% band)", "", "| config | k | mean |", "|---|---:|---:|"]
+    assert md[4:6] == ["| gpt_4o\\|T=1 | 1 | 0.2500 |", "| b&c | 10 | — |"]
+    assert md[-1] == "*A & B; k <= n, 1 - p^k.*"
+    tex = t.to_latex_section()
+    assert r"\caption{pass@k (90\% band). A \& B; k $\le$ n, 1 - p\textasciicircum{}k.}" in tex
+    assert r"\begin{tabular}{lrr}" in tex and "detail" not in tex
+    assert r"gpt\_4o\textbar{}T=1 & 1 & 0.2500 \\" in tex and r"b\&c & 10 & --- \\" in tex
+    if shutil.which("pdflatex"):  # it compiles where LaTeX is installed (not on the CI machine)
+        doc = tmp_path / "t.tex"
+        doc.write_text(r"\documentclass{article}\usepackage{booktabs}\begin{document}" + tex + r"\end{document}")
+        assert subprocess.run(["pdflatex", "-halt-on-error", doc.name], cwd=tmp_path, capture_output=True).returncode == 0
+    counts = tmp_path / "counts.csv"
+    counts.write_text("config,task,n,c\na,t1,4,1\na,t2,4,3\nb,t1,4,4\nb,t2,4,0\n")
+    res = CliRunner().invoke(app, ["estimate", str(counts), "--k", "1,2", "--method", "unbiased", "--format", "markdown"])
+    assert res.exit_code == 0, res.output
+    assert "| config | method | tasks | avg@n | pass@1 | pass@2 |" in res.stdout
+    assert "| a | unbiased | 2 | 0.5000 | 0.5000 | 0.7500 |" in res.stdout
+    res = CliRunner().invoke(app, ["estimate", str(counts), "--k", "1", "--method", "unbiased", "--format", "latex"])
+    assert res.exit_code == 0 and r"\begin{tabular}{llrrr}" in res.stdout
+    res = CliRunner().invoke(app, ["estimate", str(counts), "--format", "html"])
+    assert res.exit_code == 2 and "'csv', 'json', 'latex', 'markdown', 'table'" in res.output
+
+
 def test_a_value_that_rounds_to_zero_prints_without_a_sign():
     df = pd.DataFrame({"diff": [-1e-7, -0.2, float("-inf"), 1e-7], "x": [-1e-9, 0.0, 1.0, 2.0]})
     text = Table.of(df, "d").to_text(title=False)

@@ -27,7 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-FORMATS = ("table", "json", "csv")
+FORMATS = ("table", "json", "csv", "markdown", "latex")
 #: the start of ArviZ's once-a-day notice of its refactor (pyproject's test filters name it too)
 ARVIZ_NOTICE = r"\s*ArviZ is undergoing a major refactor"
 
@@ -117,13 +117,17 @@ def _check_exists(path: Path, metavar: str) -> None:
 
 
 def emit(df, fmt: str, *, floatfmt: str = "{:.4f}", where: str = "--format csv or json") -> None:
-    """Print a table as text (a :class:`~bayespass.Table` brings its title and caption), JSON records or CSV.
+    """Print a table as text (a :class:`~bayespass.Table` brings its title and caption), JSON, CSV, Markdown or LaTeX.
 
     ``where``: where the columns a Table's text leaves out are (the command's other formats, a run's files).
     """
     from .results import Table
 
-    if fmt == "json":
+    if fmt in ("markdown", "latex"):  # the columns and caption of the text table, for a paper or a README
+        table = df if isinstance(df, Table) else Table.of(df, "")
+        typer.echo(table.to_markdown_section(floatfmt=floatfmt) if fmt == "markdown"
+                   else table.to_latex_section(floatfmt=floatfmt))
+    elif fmt == "json":
         typer.echo(df.to_json(orient="records", indent=2))
     elif fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
@@ -143,7 +147,7 @@ def estimate(
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,10,100",
     method: Annotated[str, typer.Option(help="Comma-separated: naive,unbiased,bb,zoibb,linmix.")]
     = "naive,unbiased,bb,zoibb,linmix",
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     correctness: Annotated[str, typer.Option(help="For evalplus results: base or plus.")] = "plus",
 ) -> None:
     """Closed-form pass@k estimates, one row per config and method."""
@@ -286,7 +290,7 @@ def curve(
         help="Credible interval probability (default rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the curves with bands: a PNG, or PDF, SVG, ... by the "
                                                    "file's suffix.")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     fit: Annotated[str | None, typer.Option("--fit", help="With a run directory: which of its fits (fits/NAME.nc, "
                                             "e.g. auto-mcmc); default its main fit.")] = None,
     bounds: Annotated[bool, typer.Option("--bounds", help="Add the assumption-free bounds (bp.passk_bounds: what "
@@ -358,7 +362,7 @@ def compare_cmd(
                                                    "the first --k, or the first of --pairs, over k up to the "
                                                    "largest --k); "
                                                    "PREFIX.pdf (.svg, ...) writes PDFs (SVGs, ...).")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
                                             "every pair up to 4 configs; above, in --format table, each config "
                                             "against the next one down the ranking (json and csv list every pair).")]
@@ -535,7 +539,7 @@ def plan_cmd(
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
                                                     "2, 3, 5, 8 times today's).")] = None,
     sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     plot: Annotated[Path | None, typer.Option(help="Write the expected width against samples per task, with the "
                                                    "target: a PNG, or PDF, SVG, ... by the file's suffix.")] = None,
 ) -> None:
@@ -928,7 +932,7 @@ def gate_cmd(
     seed: Annotated[int | None, typer.Option(help="Split seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage figure here (PNG; .pdf, .svg, ...: "
                                                    "by the suffix).")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
 ) -> None:
     """CRC gating from behavioural clusters vs pass@1, best-of-K and logprob-CRC."""
     from .stats.gating import gate, gate_diagnostics, gate_table, plot_risk_coverage, risk_coverage
@@ -962,7 +966,7 @@ def reliability_cmd(
     seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy figure here (PNG; .pdf, "
                                                    ".svg, ...: by the suffix).")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
 ) -> None:
     """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
     from .stats.reliability import plot_set_size, reliability, reliability_table
@@ -990,7 +994,7 @@ def incoherence_cmd(
     seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error figure here (PNG; .pdf, "
                                                    ".svg, ...: by the suffix).")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
 ) -> None:
     """Incoherence and error on fuzzed inputs (exact and Monte-Carlo), with the I <= 2E bound."""
     from .stats.incoherence import incoherence, incoherence_summary, pac_n_estimate, plot_incoherence

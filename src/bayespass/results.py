@@ -99,5 +99,55 @@ class Table(pd.DataFrame):
                                                 na_rep="—", border=0))
         return "\n".join(parts)
 
+    def to_markdown_section(self, *, floatfmt: str = "{:.4f}") -> str:
+        """Return the title as a heading, the summary columns as a Markdown (GitHub) table, then the caption."""
+        shown = self.summary()
+        cells = [[_cell(v, floatfmt).replace("|", "\\|") for v in row] for row in shown.itertuples(index=False)]
+        right = [pd.api.types.is_numeric_dtype(shown[c]) for c in shown.columns]
+        lines = [f"### {self.title}", ""] if self.title else []
+        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in shown.columns) + " |",
+                  "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in cells]
+        return "\n".join(lines + (["", f"*{self.note}*"] if self.note else []))
+
+    def to_latex_section(self, *, floatfmt: str = "{:.4f}") -> str:
+        """Return a LaTeX ``table`` (booktabs rules) of the summary columns, captioned by the title and caption."""
+        shown = self.summary()
+        right = ["r" if pd.api.types.is_numeric_dtype(shown[c]) else "l" for c in shown.columns]
+        rows = [" & ".join(_latex(_cell(v, floatfmt)) for v in row) + r" \\" for row in shown.itertuples(index=False)]
+        caption = ". ".join(x for x in (_latex(self.title), _latex(self.note)) if x)
+        return "\n".join([r"\begin{table}", r"\centering", rf"\caption{{{caption}}}",
+                          rf"\begin{{tabular}}{{{''.join(right)}}}", r"\toprule",
+                          " & ".join(_latex(str(c)) for c in shown.columns) + r" \\", r"\midrule", *rows,
+                          r"\bottomrule", r"\end{tabular}", r"\end{table}"])
+
     def __str__(self) -> str:
         return self.to_text()
+
+
+def _cell(v, floatfmt: str) -> str:
+    """One cell as the text table writes it: floats by ``floatfmt``, missing values as an em dash."""
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return "—"
+    if isinstance(v, float):
+        return _fmt(floatfmt, v)
+    return str(v)
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "—": "---", "<=": r"$\le$",
+          ">=": r"$\ge$", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+
+def _latex(text: str) -> str:
+    """Escape ``text`` for LaTeX (its special characters; the em dash as ``---``)."""
+    out, i = [], 0
+    while i < len(text):
+        two = text[i:i + 2]
+        if two in _LATEX:
+            out.append(_LATEX[two])
+            i += 2
+            continue
+        out.append(_LATEX.get(text[i], text[i]))
+        i += 1
+    return "".join(out)
