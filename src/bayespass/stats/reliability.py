@@ -6,7 +6,11 @@ seed).  A calibration task's nonconformity score is the rank of its first
 *acceptable* class (the class representative passes the gold tests), or
 infinity if none is.  With ``q = ceil((n+1)(1-alpha))``-th smallest score,
 the top-q classes form a prediction set with coverage >= 1 - alpha under
-exchangeability (an infinite q means the trivial set: everything).  The
+exchangeability.  A task with no correct sample scores infinity and no set of
+its classes covers it: where more than alpha of the calibration tasks have
+none, q is infinite, the set is every class seen, and its coverage is only
+the share of tasks with a correct sample, below 1 - alpha (reported as such,
+not as the trivially true ``inf <= inf``).  The
 **reliability level** ``r = #(calibration tasks whose top class is
 correct) / (n+1)`` is the largest confidence at which the mode alone is a
 valid conformal set.
@@ -32,8 +36,8 @@ from ..validate import check_prob
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
 
-__all__ = ["ConformalReliability", "conformal_qhat", "reliability", "reliability_table", "hoeffding_stop", "wilson",
-           "plot_set_size"]
+__all__ = ["ConformalReliability", "conformal_qhat", "covers", "reliability", "reliability_table", "hoeffding_stop",
+           "wilson", "plot_set_size"]
 
 
 def wilson(k, n, z: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -93,6 +97,12 @@ def _all_task_scores(lab, corr, rng, delta):
             used[c, t] = hoeffding_stop(lab[c, t, idx], delta)
             score_seq[c, t] = _task_scores(lab[c, t, idx[: used[c, t]]], corr[c, t, idx[: used[c, t]]], rng)[0]
     return score, score_seq, n_cls, ent, used
+
+
+def covers(score, qhat) -> np.ndarray:
+    """Tell whether the top-``qhat`` classes hold a correct class: never for a task without one (score inf)."""
+    score = np.asarray(score, float)
+    return np.isfinite(score) & (score <= qhat)
 
 
 def conformal_qhat(scores: np.ndarray, alpha: float) -> float:
@@ -170,7 +180,7 @@ class ConformalReliability:
         mask = task_mask(sc.score, tasks, sc.observed.values)
         size = np.minimum(self.qhat_.values[:, None], sc.n_classes.values)
         return xr.Dataset({"set_size": (("config", "task"), np.where(mask, size, np.nan)),
-                           "covered": (("config", "task"), mask & (sc.score.values <= self.qhat_.values[:, None])),
+                           "covered": (("config", "task"), mask & covers(sc.score.values, self.qhat_.values[:, None])),
                            "in_tasks": (("config", "task"), mask)}, coords=sc.coords)
 
     def evaluate(self, samples, tasks=None) -> xr.Dataset:
@@ -182,7 +192,7 @@ class ConformalReliability:
             m = pred.in_tasks.values[c]
             st = sc.score.values[c, m]
             solvable = np.isfinite(st)
-            out["coverage"].append(float(np.mean(st <= self.qhat_.values[c])))
+            out["coverage"].append(float(np.mean(covers(st, self.qhat_.values[c]))))
             out["set_size"].append(float(np.mean(pred.set_size.values[c, m])))
             out["cond_coverage"].append(float(np.mean(st[solvable] <= self.qhat_.values[c])) if solvable.any()
                                         else np.nan)
@@ -213,7 +223,7 @@ def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, 
                 st = sc[test]
                 solvable = np.isfinite(st)
                 out[f"qhat{suf}"][c, s] = q
-                out[f"coverage{suf}"][c, s] = np.mean(st <= q)
+                out[f"coverage{suf}"][c, s] = np.mean(covers(st, q))
                 out[f"set_size{suf}"][c, s] = np.mean(np.minimum(q, n_cls[c, test]))
                 out[f"cond_coverage{suf}"][c, s] = np.mean(st[solvable] <= q) if solvable.any() else np.nan
                 out[f"reliability{suf}"][c, s] = np.sum(sc[cal] == 1) / (n_cal + 1)
@@ -311,14 +321,30 @@ def reliability_table(rel: xr.Dataset) -> Table:
                      "coverage": m("coverage"), "coverage_sd": float(np.nanstd(r["coverage"].values)),
                      "set_size": m("set_size"), "cond_coverage": m("cond_coverage"),
                      "mode_coverage": m("mode_coverage"), "coverage_seq": m("coverage_seq"),
-                     "mode_coverage_seq": m("mode_coverage_seq"), "saved": float(r["saved"])})
+                     "mode_coverage_seq": m("mode_coverage_seq"), "saved": float(r["saved"]),
+                     "qhat": float(np.median(r["qhat"].values)),
+                     "unsolved": float(np.mean(np.isinf(r["score"].values[~np.isnan(r["score"].values)])))})
     ci = round(100 * float(rel.attrs.get("ci_prob", rcParams["stats.ci_prob"])))
-    return Table.of(pd.DataFrame(rows), f"Reliability level (Wilson {ci}% bounds) at alpha = "
-                    f"{rel.attrs.get('alpha', float('nan')):g}",
+    alpha = rel.attrs.get("alpha", float("nan"))
+    return Table.of(pd.DataFrame(rows), f"Reliability level (Wilson {ci}% bounds) at alpha = {alpha:g}",
                     note=f"Level = share of calibration tasks whose most frequent behaviour class is correct, over "
-                    f"n+1 (Wilson {ci}% bounds level_lo, level_hi); coverage and set size of the conformal sets; "
-                    "samples saved by Hoeffding sequential stopping.",
-                    brief=("config", "n_tasks", "level", "level_lo", "level_hi", "coverage", "set_size", "saved"))
+                    f"n+1 (Wilson {ci}% bounds level_lo, level_hi); coverage (share of test tasks whose set holds a "
+                    "correct class) and set size of the conformal sets, qhat their median size rank over the splits; "
+                    "samples saved by Hoeffding sequential stopping." + _unreachable(rows, alpha),
+                    brief=("config", "n_tasks", "level", "level_lo", "level_hi", "qhat", "coverage", "set_size",
+                           "saved"))
+
+
+def _unreachable(rows: list, alpha: float) -> str:
+    """Say where no set reaches 1 - alpha: more than alpha of the tasks have no correct sample (qhat inf)."""
+    bad = [r for r in rows if np.isinf(r["qhat"])]
+    if not bad:
+        return ""
+    shown = ", ".join(f"{r['config']} {r['unsolved']:.2f}" for r in bad[:6]) + (", ..." if len(bad) > 6 else "")
+    return (f" qhat inf: no set of the sampled classes covers 1 - alpha = {1 - alpha:g} of the tasks, as more than "
+            f"alpha of them have no correct sample (share without one: {shown}); the set is every class, and its "
+            "coverage is the share with a correct sample. Raise alpha above that share or draw more samples per "
+            "task.")
 
 
 def plot_set_size(rel: xr.Dataset, *, ax=None):
