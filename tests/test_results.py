@@ -45,8 +45,10 @@ def test_a_table_as_markdown_and_latex_for_a_paper(tmp_path):
 
     from bayespass.cli import app
 
-    df = pd.DataFrame({"config": ["gpt_4o|T=1", "b&c"], "k": [1, 10], "mean": [0.25, np.nan], "detail": [1.0, 2.0]})
+    df = pd.DataFrame({"config": ["gpt_4o|T=1", "b&c"], "k": [1, 10], "mean": [0.25, np.nan], "detail": [1.0, 2.0],
+                       "qhat": [np.inf, 2.0]})
     t = Table.of(df, "pass@k (90% band)", note="A & B; k <= n, 1 - p^k.", brief=("config", "k", "mean"))
+    assert r"gpt\_4o\textbar{}T=1 & $\infty$" in Table.of(df[["config", "qhat"]], "q").to_latex_section()
     md = t.to_markdown_section().splitlines()
     assert md[:4] == ["### pass@k (90% band)", "", "| config | k | mean |", "|---|---:|---:|"]
     assert md[4:6] == ["| gpt_4o\\|T=1 | 1 | 0.2500 |", "| b&c | 10 | — |"]

@@ -114,7 +114,9 @@ class Table(pd.DataFrame):
         """Return a LaTeX ``table`` (booktabs rules) of the summary columns, captioned by the title and caption."""
         shown = self.summary()
         right = ["r" if pd.api.types.is_numeric_dtype(shown[c]) else "l" for c in shown.columns]
-        rows = [" & ".join(_latex(_cell(v, floatfmt)) for v in row) + r" \\" for row in shown.itertuples(index=False)]
+        inf = {"inf": r"$\infty$", "-inf": r"$-\infty$"}
+        rows = [" & ".join(inf.get(x, _latex(x)) for x in (_cell(v, floatfmt) for v in row)) + r" \\"
+                for row in shown.itertuples(index=False)]
         caption = ". ".join(x for x in (_latex(self.title), _latex(self.note)) if x)
         return "\n".join([r"\begin{table}", r"\centering", rf"\caption{{{caption}}}",
                           rf"\begin{{tabular}}{{{''.join(right)}}}", r"\toprule",
