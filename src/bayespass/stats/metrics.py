@@ -115,9 +115,11 @@ def _consensus_k(counts: xr.Dataset) -> tuple[np.ndarray, dict]:
     names = {"cons": f"cons@{kname}", "maj": f"maj@{kname}" if uniform else "maj@n"}
     if not shared:
         names["K"] = "K"
-    why = "" if shared and uniform else (f"; K is {'the' if shared else 'each config' + chr(39) + 's'} fewest "
-                                         "samples of a task, so that every task's cons is estimable")
+    whose_k = "the" if shared else "each config's"
+    why = f"; K is {whose_k} fewest samples of a task, so that every task's cons is estimable"
+    why = "" if shared and uniform else why
+    whose = f"the {kname}" if uniform else "each task's"
     note = (f"avg@n; {names['cons']} (the majority of {kname} samples correct{why}); {names['maj']} (the dominant "
-            f"behaviour cluster of {'the ' + kname if uniform else 'each task' + chr(39) + 's'} samples passes the "
-            "gold tests); bayes@k with its band from the fit; and how to read pass@K against cons@K.")
+            f"behaviour cluster of {whose} samples passes the gold tests); bayes@k with its band from the fit; and "
+            "how to read pass@K against cons@K.")
     return big, names | {"note": note}
