@@ -28,6 +28,7 @@ app = typer.Typer(
 )
 
 FORMATS = ("table", "json", "csv", "markdown", "latex")
+MACHINE = ("json", "csv")  # every column, every pair, one table; the others are for people to read
 #: the start of ArviZ's once-a-day notice of its refactor (pyproject's test filters name it too)
 ARVIZ_NOTICE = r"\s*ArviZ is undergoing a major refactor"
 
@@ -397,7 +398,7 @@ def compare_cmd(
                + (f"; bands beyond the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
     if pair_list is None:
         _print_table(leaderboard(cmp), format)
-    _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format != "table" or pair_list else "auto"),
+    _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format in MACHINE or pair_list else "auto"),
                  format)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list, idata, band)
@@ -588,16 +589,16 @@ def _print_plan(p, k: int, width: float, sims: int, fmt: str) -> None:
     title = (f"Samples per task for the {p.attrs['ci_prob']:.0%} band of pass@{k} to reach {width:g} (model "
              f"{p.attrs['model']} by {p.attrs['method']}; {sims} simulated futures per n; a forecast: on real data "
              "it has been conservative, benchmarks/RESULTS.md)")
-    if fmt != "table":
+    if fmt in MACHINE:
         _print_table(Table.of(df.merge(per_config, on="config"), title), fmt)
         return
     _print_table(Table.of(df, title, note="expected_width: the band's mean width over futures in which every task "
                           "observed so far has n samples (those drawn, then draws from the fit), refitted; "
-                          "width_sd: its standard deviation over them."))
+                          "width_sd: its standard deviation over them."), fmt)
     _print_table(Table.of(per_config, f"Per config: the band of pass@{k} today and the samples per task it needs",
                           note=f"current_width: the band's width now; reached: it is at most {width:g} wide already; "
                           f"n_needed: the fewest samples per task of those tried whose expected width is at most "
-                          f"{width:g} (— where none is: try a larger --n-grid)."))
+                          f"{width:g} (— where none is: try a larger --n-grid)."), fmt)
 
 
 def _fit_file(path: Path, fit: str | None) -> Path:
@@ -948,8 +949,8 @@ def gate_cmd(
                                  "signature": "--signature", "variant": "--variant",
                                  "diversity_floor": "--diversity-floor"}))
     emit(gate_table(g), format)
-    if format == "table":
-        _print_table(gate_diagnostics(samples, signature=signature))
+    if format not in MACHINE:
+        _print_table(gate_diagnostics(samples, signature=signature), format)
     if plot is not None:
         ax = plot_risk_coverage(risk_coverage(samples, signature=signature), g)
         typer.echo(f"wrote {_save_png(ax, plot, dpi=110)}", err=True)

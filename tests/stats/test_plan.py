@@ -590,5 +590,8 @@ def test_plot_plan_draws_each_config_s_width_the_target_and_the_n_needed(tmp_pat
                                    "--plot", str(tmp_path / "plan.svg")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "plan.svg").read_text().lstrip().startswith("<?xml")
+    res = CliRunner().invoke(app, ["plan", str(path), "--width", "0.15", "--n-grid", "3,10", "--sims", "2",
+                                   "--format", "markdown"])  # for people: the two tables, as on screen
+    assert res.exit_code == 0 and res.stdout.count("### ") == 2 and "| config | n | expected_width |" in res.stdout
     res = CliRunner().invoke(app, ["plan", str(path), "--width", "0.15", "--plot", str(tmp_path / "no" / "p.png")])
     assert res.exit_code == 2 and "does not exist" in res.output

@@ -107,12 +107,13 @@ def _kept_warnings(ctx: Context, name: str):
     ctx.notes, said = [], []
     with warnings.catch_warnings():  # restores showwarning on the way out
         shown = warnings.showwarning
+        orig, impl = getattr(warnings, "_showwarning_orig", None), getattr(warnings, "_showwarnmsg_impl", None)
 
         def keep(message, category, filename, lineno, file=None, line=None):
             if issubclass(category, UserWarning):
                 said.append(str(message))
-            if shown is warnings._showwarning_orig:  # as warnings._showwarnmsg does: pytest's log, or stderr
-                warnings._showwarnmsg_impl(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            if shown is orig and impl is not None:  # as warnings._showwarnmsg does: pytest's log, or stderr
+                impl(warnings.WarningMessage(message, category, filename, lineno, file, line))
             else:
                 shown(message, category, filename, lineno, file, line)
 
