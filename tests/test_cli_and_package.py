@@ -242,6 +242,11 @@ def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.stdout.strip().splitlines()
     assert len(lines) == 2 and "llama3:70b|T=0.2,llama3:8b|T=0.2" in lines[1]
+    res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    both = json.loads(res.stdout)  # one document (it was two arrays one after the other)
+    assert [r["config"] for r in both["leaderboard"]] == ["llama3:70b|T=0.2", "llama3:8b|T=0.2"]
+    assert len(both["prob_better"]) == 2 and {"prob_better", "diff"} <= set(both["prob_better"][0])
     res = runner.invoke(app, ["allocate", str(f), "--pair", pair, "--budget", "10"])
     assert res.exit_code == 0, res.output
     assert "pass@10 of llama3:70b|T=0.2 - llama3:8b|T=0.2" in res.output

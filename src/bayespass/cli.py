@@ -363,7 +363,9 @@ def compare_cmd(
                                                    "the first --k, or the first of --pairs, over k up to the "
                                                    "largest --k); "
                                                    "PREFIX.pdf (.svg, ...) writes PDFs (SVGs, ...).")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex (json: one object, "
+                                        "'leaderboard' and 'prob_better'; csv: the two tables, a blank line "
+                                        "between).")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
                                             "every pair up to 4 configs; above, in --format table, each config "
                                             "against the next one down the ranking (json and csv list every pair).")]
@@ -396,10 +398,14 @@ def compare_cmd(
     joined = cmp.attrs["band_beyond_samples"]
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
                + (f"; bands beyond the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
-    if pair_list is None:
-        _print_table(leaderboard(cmp), format)
-    _print_table(prob_better_table(cmp, pairs="all" if all_pairs or format in MACHINE or pair_list else "auto"),
-                 format)
+    pb = prob_better_table(cmp, pairs="all" if all_pairs or format in MACHINE or pair_list else "auto")
+    if format == "json" and pair_list is None:  # one JSON document (two arrays one after the other were not)
+        typer.echo(json.dumps({name: json.loads(t.to_dataframe().to_json(orient="records"))
+                               for name, t in (("leaderboard", leaderboard(cmp)), ("prob_better", pb))}, indent=2))
+    else:
+        if pair_list is None:
+            _print_table(leaderboard(cmp), format)
+        _print_table(pb, format)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list, idata, band)
 
