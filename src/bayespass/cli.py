@@ -374,7 +374,7 @@ def compare_cmd(
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
-    from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit, leaderboard, prob_better_table
+    from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit
     from .validate import split_pair
 
     _check_format(format)
@@ -398,14 +398,7 @@ def compare_cmd(
     joined = cmp.attrs["band_beyond_samples"]
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
                + (f"; bands beyond the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
-    pb = prob_better_table(cmp, pairs="all" if all_pairs or format in MACHINE or pair_list else "auto")
-    if format == "json" and pair_list is None:  # one JSON document (two arrays one after the other were not)
-        typer.echo(json.dumps({name: json.loads(t.to_dataframe().to_json(orient="records"))
-                               for name, t in (("leaderboard", leaderboard(cmp)), ("prob_better", pb))}, indent=2))
-    else:
-        if pair_list is None:
-            _print_table(leaderboard(cmp), format)
-        _print_table(pb, format)
+    _print_comparison(cmp, format, pair_list, all_pairs)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list, idata, band)
 
@@ -748,6 +741,20 @@ def _execute_summary(ds) -> dict:
 
     return {"config": ds.config.values, "samples": drawn.sum("task").values, "tasks": has.sum("task").values,
             "pass@1 (plus)": rate(ds.correct), "pass@1 (base)": rate(ds.base_correct)}
+
+
+def _print_comparison(cmp, fmt: str, pair_list, all_pairs: bool) -> None:
+    """Print compare's leaderboard (unless pairs were asked for) and P(better); as JSON, one document of both."""
+    from .stats.ranking import leaderboard, prob_better_table
+
+    pb = prob_better_table(cmp, pairs="all" if all_pairs or fmt in MACHINE or pair_list else "auto")
+    if fmt == "json" and pair_list is None:  # one JSON document (two arrays one after the other were not)
+        typer.echo(json.dumps({name: json.loads(t.to_dataframe().to_json(orient="records"))
+                               for name, t in (("leaderboard", leaderboard(cmp)), ("prob_better", pb))}, indent=2))
+        return
+    if pair_list is None:
+        _print_table(leaderboard(cmp), fmt)
+    _print_table(pb, fmt)
 
 
 def _print_table(table, fmt: str = "table", *, where: str = "--format csv or json") -> None:
