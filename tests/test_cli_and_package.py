@@ -45,6 +45,23 @@ def test_estimate_cli(tmp_path):
                      res.stderr), res.stderr
 
 
+def test_estimate_cli_says_one_sample_per_task_only_where_it_is_so(tmp_path):
+    # all tasks failed, 4 samples each: the EB fits warn 'all_zero' (their text also explains 'mean_only'),
+    # and the closed forms are defined; the note on one sample per task must not appear
+    f = tmp_path / "c.csv"
+    f.write_text("config,task,n,c\n" + "".join(f"zero,t{i},4,0\n" for i in range(6)))
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,10"])
+    assert res.exit_code == 0, res.output
+    assert "all_zero" in res.stderr and "one sample per task" not in res.stderr
+    f.write_text("config,task,n,c\n" + "".join(f"zero,t{i},4,0\none,t{i},1,{i % 2}\n" for i in range(6)))
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,10", "--format", "json"])
+    assert re.search(r"note: 'one' has one sample per task", res.stderr), res.stderr
+    rows = {(r["config"], r["method"]): r for r in json.loads(res.stdout)}
+    assert rows[("one", "bb")]["pass@10"] is None and rows[("zero", "bb")]["pass@10"] == pytest.approx(0, abs=1e-6)
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,10", "--method", "naive,unbiased"])
+    assert "one sample per task" not in res.stderr  # no closed form asked for
+
+
 def test_estimate_cli_errors(tmp_path):
     f = tmp_path / "c.csv"
     f.write_text("task,n,c\nt1,3,4\n")

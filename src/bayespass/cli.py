@@ -166,14 +166,21 @@ def estimate(
         fail(str(err))
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
-    if any("mean_only" in str(w.message) for w in caught):
-        typer.echo(f"note: with one sample per task only pass@1 is identified, so the closed-form bb/zoibb/linmix "
-                   f"estimates beyond it are undefined (—); 'bayespass fit {_shown_paths(counts)}' gives pass@k with a "
-                   "band as wide "
-                   "as the data warrant", err=True)
+    one = _one_sample_configs(ds)
+    if one and set(method.split(",")) & {"bb", "zoibb", "linmix"}:
+        typer.echo(f"note: {', '.join(map(repr, one))} {'has' if len(one) == 1 else 'have'} one sample per task, "
+                   "where only pass@1 is identified, so the closed-form bb/zoibb/linmix estimates beyond it are "
+                   f"undefined (—); 'bayespass fit {_shown_paths(counts)}' gives pass@k with a band as wide as "
+                   "the data warrant", err=True)
     if "unbiased" in method.split(","):
         _note_short_tasks(ds, as_k(k), _shown_paths(counts))
     emit(df, format)
+
+
+def _one_sample_configs(ds) -> list[str]:
+    """Return the configs whose every task has at most one sample (the EB fit's status 'mean_only')."""
+    n = ds["n"].transpose("config", "task").values
+    return [str(c) for c, row in zip(ds["config"].values, n, strict=True) if row.max() <= 1]
 
 
 def _shown_paths(paths: list[Path]) -> str:
