@@ -373,6 +373,37 @@ def test_several_samples_files_are_one_config_each(tmp_path, humaneval):
         read_samples([a, a])
 
 
+def test_files_named_as_evalplus_names_them_give_model_and_temperature(tmp_path, humaneval):
+    """evalplus's codegen writes ``<model, / as -->_<backend>_temp_<T>.jsonl`` with records of task_id and solution
+    only: the configs keep the files' names, their model and temperature come from them, so one model's files at
+    two temperatures are siblings to the joint model; a file named otherwise is its own model, temperature NaN."""
+    from bayespass.execution.samples_io import file_model_temperature
+    from bayespass.models.shared import sibling_groups
+
+    assert file_model_temperature("Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8") == (
+        "Qwen/Qwen2.5-Coder-7B-Instruct", 0.8)
+    assert file_model_temperature("deepseek-ai--coder_hf_temp_0.0-sanitized") == ("deepseek-ai/coder", 0.0)
+    assert file_model_temperature("MBPP__gpt_4o_temp1") == ("MBPP__gpt_4o", 1.0)
+    assert file_model_temperature("my_template_model") is None and file_model_temperature("temp0.2") is None
+    good = _no_config(canonical_samples(humaneval)[:4])
+    names = ["org--coder_vllm_temp_0.2.jsonl", "org--coder_vllm_temp_0.8.jsonl", "other.jsonl"]
+    for name in names:
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in good))
+    res = CliRunner().invoke(app, ["execute", *(str(tmp_path / n) for n in names), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    counts = bp.read_counts(tmp_path / "run")
+    assert counts.config.values.tolist() == ["org--coder_vllm_temp_0.2", "org--coder_vllm_temp_0.8", "other"]
+    assert counts.model.values.tolist() == ["org/coder", "org/coder", "other"]
+    np.testing.assert_array_equal(counts.temperature.values, [0.2, 0.8, np.nan])
+    assert sibling_groups(counts).tolist() == [0, 0, -1]
+    # records that name their model (or config) keep it; a config given to read_samples names no temperature
+    rec = [dict(r, model="m", temperature=0.5) for r in good]
+    (tmp_path / "m_temp_0.9.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rec))
+    table = read_samples(tmp_path / "m_temp_0.9.jsonl")
+    assert set(table.config) == {"m|T=0.5"} and set(table.temperature) == {0.5}
+    assert "temperature" not in read_samples(tmp_path / names[0], config="x")
+
+
 def test_a_bigcode_harness_generations_file_is_read_by_position_and_checked_for_order(tmp_path, humaneval):
     """bigcode-evaluation-harness's ``generations_<task>.json``: list i holds task i's full programs, no task ids."""
     tasks = list(humaneval.tasks.values())[:6]

@@ -551,14 +551,19 @@ _EXTRAS = ("mean_logprob", "n_tokens", "correct_true")
 
 
 def _config_coords(table: pd.DataFrame, configs: list) -> dict:
-    """``model`` and ``temperature`` per config when the records carry them."""
+    """``model`` and ``temperature`` per config where some config's records carry them.
+
+    A config whose records carry none (a file named without a temperature beside files named with one) is its own
+    model at an unknown temperature (NaN).
+    """
     out = {}
     first = table.drop_duplicates("config").set_index("config")
-    if "model" in first and first["model"].notna().all():
-        out["model"] = ("config", [str(first.at[c, "model"]) for c in configs])
+    if "model" in first and first["model"].notna().any():
+        out["model"] = ("config", [str(first.at[c, "model"]) if pd.notna(first.at[c, "model"]) else str(c)
+                                   for c in configs])
     if "temperature" in first:
         temps = pd.to_numeric(first["temperature"], errors="coerce")
-        if temps.notna().all():
+        if temps.notna().any():
             out["temperature"] = ("config", [float(temps.at[c]) for c in configs])
     return out
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["read_samples", "code_hash", "file_config", "sample_paths"]
+__all__ = ["read_samples", "code_hash", "file_config", "file_model_temperature", "sample_paths"]
 
 
 def code_hash(code: str) -> str:
@@ -94,6 +95,26 @@ def file_config(path) -> str:
     return Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
 
 
+#: evalplus's codegen names its output ``<model, / as -->_<backend>_temp_<T>.jsonl`` (a directory without .jsonl;
+#: ``-sanitized`` after its sanitizer), and other harnesses end a file's name in ``_temp0.6`` or ``-temperature-0.8``
+_TEMP_IN_NAME = re.compile(
+    r"^(?P<model>.+?)(?:_(?:vllm|hf|openai|anthropic|google|bedrock|ollama|gptqmodel|hf-gaudi))?"
+    r"[_-]temp(?:erature)?[_=-]?(?P<t>\d+(?:\.\d*)?)(?:[-_.](?:sanitized|raw))?$", re.IGNORECASE)
+
+
+def file_model_temperature(name: str) -> tuple[str, float] | None:
+    """Return the model and temperature a samples file's name gives (evalplus's naming), or None.
+
+    ``Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8`` (evalplus's codegen) gives
+    ``("Qwen/Qwen2.5-Coder-7B-Instruct", 0.8)``, ``MBPP__gpt_4o_temp0.6`` gives ``("MBPP__gpt_4o", 0.6)``; a name
+    without a temperature at its end gives None.
+    """
+    m = _TEMP_IN_NAME.match(name)
+    if m is None or not m["model"].strip("_-. "):
+        return None
+    return m["model"].replace("--", "/"), float(m["t"])
+
+
 def _are_paths(samples) -> bool:
     return (isinstance(samples, list | tuple) and len(samples) > 0
             and all(isinstance(p, str | os.PathLike) for p in samples))
@@ -138,7 +159,10 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
     (``DIR/<task_id with / as _>/<i>.py``), a list of dicts, or a DataFrame.
     Records need ``task_id`` and ``solution`` (a full program) or ``completion``
     (appended to the prompt); optional ``config`` or ``model``/``temperature``.
-    Sample indices number the records of each (config, task) in order.
+    Sample indices number the records of each (config, task) in order. Records of a file that name no config,
+    model or temperature are the config named by the file, and where that name ends in a temperature as
+    evalplus's codegen writes it (``<model>_<backend>_temp_<T>``, see ``file_model_temperature``) they get its
+    ``model`` and ``temperature`` (so one model's files at several temperatures are siblings to ``compare``).
 
     A list of paths reads each (a file's records without ``config`` or ``model`` are the config named by the
     file, as one path's are); two files that hold the same config are refused, as merging them silently would
@@ -147,6 +171,7 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
     if _are_paths(samples):
         return _read_many(sample_paths(samples), config, suite)
     default = config or "samples"
+    named = None  # model and temperature from the file's name, for records that name no config
     wheres = None  # where each record came from, for errors (a file's line, or a program file)
     if isinstance(samples, pd.DataFrame):
         recs = samples.to_dict("records")
@@ -157,6 +182,7 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
         if not path.exists():
             raise FileNotFoundError(f"samples {str(path)!r} do not exist")
         default = config or file_config(path)
+        named = None if config else file_model_temperature(default)
         recs, wheres = _read_path(path, suite)
     recs, wheres = _lm_eval(recs, wheres, "samples" if wheres is None else str(samples))
     rows = []
@@ -168,7 +194,10 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
             if not name.strip():
                 raise ValueError(f"{where}: the sample's {what} is empty ({name!r}); give it a name (or leave "
                                  f"'config' out to name it by model and temperature, or by the file)")
-        rows.append(dict(rec, config=names["config"], task=names["task_id"]))
+        row = dict(rec, config=names["config"], task=names["task_id"])
+        if named and not any(key in rec for key in ("config", "model", "temperature")):
+            row["model"], row["temperature"] = named
+        rows.append(row)
     if not rows:
         raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "
                                                f"<task>/<i>.py programs)" if wheres is not None else
