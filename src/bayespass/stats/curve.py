@@ -389,7 +389,7 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
 
     _check_curve(curve, what="plot_passk_curve")
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5))
+        _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     k = curve.k.values
     for i, cfg in enumerate(curve.config.values):
         color = f"C{i % 10}"

@@ -392,7 +392,7 @@ def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.2))
+        _, ax = plt.subplots(figsize=(6, 4.2), layout="constrained")
     styles = {"logprob-CRC": "--", "behaviour-CRC": "-"}
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, cfg in enumerate(curve.config.values):

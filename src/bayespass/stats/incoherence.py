@@ -205,7 +205,7 @@ def plot_incoherence(inc: xr.Dataset, *, ax=None):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.2, 4.6))
+        _, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
     for cfg in inc.config.values:
         x = inc.sel(config=cfg)
         ax.scatter(x["E"].values, x["I"].values, s=10, alpha=0.6, label=str(cfg))

@@ -235,7 +235,7 @@ def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes:
         raise TypeError(f"plot_plan needs what bp.plan returns (a Dataset with {sorted(need)}); got "
                         f"{type(plan_ds).__name__}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4))
+        _, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
     n = plan_ds.n.values
     for cfg in plan_ds.config.values:
         row = plan_ds.sel(config=cfg)

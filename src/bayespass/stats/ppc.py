@@ -169,7 +169,8 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
     configs = idata.observed_data.config.values
     if ax is None:
-        _, axes = plt.subplots(1, len(configs), figsize=(3.2 * len(configs), 3), squeeze=False)
+        _, axes = plt.subplots(1, len(configs), figsize=(3.2 * len(configs), 3), squeeze=False,
+                                layout="constrained")
         axes = axes[0]
     else:
         axes = np.atleast_1d(ax)

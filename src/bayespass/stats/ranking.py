@@ -609,7 +609,9 @@ def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
 
     ks = _comparison_ks(cmp, k, what="plot_forest")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 0.35 * cmp.sizes["config"] * len(ks) + 1.2))
+        longest = max(len(str(x)) for x in cmp.config.values) + 9  # "  (k=100)"
+        _, ax = plt.subplots(figsize=(max(6.5, 4 + 0.07 * longest), 0.35 * cmp.sizes["config"] * len(ks) + 1.2),
+                             layout="constrained")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     y, ys, labels = 0.0, [], []
     for i, kk in reversed(list(enumerate(ks))):  # the first k on top
@@ -648,8 +650,8 @@ def plot_prob_better(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
     else:
         rows, cols = names, [str(x) for x in c.config_b.values]
     if ax is None:
-        size = 1.2 + 0.55 * max(len(rows), len(cols))
-        _, ax = plt.subplots(figsize=(size + 1.5, size))
+        size, longest = 1.2 + 0.55 * max(len(rows), len(cols)), max(map(len, rows + cols))
+        _, ax = plt.subplots(figsize=(size + 1.5 + 0.07 * longest, size + 0.05 * longest), layout="constrained")
     im = ax.imshow(pb, vmin=0, vmax=1, cmap="RdBu_r")
     for i in range(len(rows)):
         for j in range(len(cols)):
@@ -675,7 +677,7 @@ def plot_diff_curve(cmp: xr.Dataset, config: str, config_b: str, *, ax=None) -> 
             raise ValueError(f"{dim}={x!r} is not in the comparison; it has {list(map(str, cmp[dim].values))}")
     c = cmp.sel(config=config, config_b=config_b)
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.8))
+        _, ax = plt.subplots(figsize=(6, 3.8), layout="constrained")
     ks = c.k.values
     ax.fill_between(ks, c["diff_eti"].values[:, 0], c["diff_eti"].values[:, 1], alpha=0.3,
                     label=f"{cmp.attrs.get('ci_prob', 0.9):.0%} band")

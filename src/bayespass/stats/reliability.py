@@ -356,7 +356,7 @@ def plot_set_size(rel: xr.Dataset, *, ax=None):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.2))
+        _, ax = plt.subplots(figsize=(6, 4.2), layout="constrained")
     for cfg in rel.config.values:
         r = rel.sel(config=cfg)
         q = np.nanmedian(r["qhat"].values)

@@ -1,0 +1,57 @@
+"""The figures bayespass makes itself hold their labels: saved as they are (``fig.savefig(path)``, no
+``bbox_inches="tight"``), no axis label, tick label or title falls off the canvas."""
+
+import matplotlib
+
+matplotlib.use("Agg")  # this test module's choice; the library never switches backends
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import bayespass as bp  # noqa: E402
+
+LONG = ["MBPP__llama_4_maverick_17b_temp0.2", "MBPP__llama_4_maverick_17b_temp0.6", "MBPP__llama_4_maverick_17b_temp1"]
+
+
+@pytest.fixture(scope="module")
+def counts():
+    g = np.random.default_rng(5)
+    p = np.clip(g.beta(1.2, 1, 80)[None, :] + np.array([[0.0], [-0.05], [-0.1]]), 0, 1)
+    n = np.where(np.arange(80) % 5 == 0, 4, 6)  # ragged: the PPC's axis is c / n
+    return bp.make_counts(np.broadcast_to(n, p.shape), g.binomial(n, p), config=LONG)
+
+
+def _outside(fig) -> list[str]:
+    """Texts of ``fig`` whose drawn extent leaves the canvas (a pixel of slack)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    out = []
+    for ax in fig.axes:
+        shown = [t.label1 for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim()))
+                 for t in axis.get_major_ticks() if min(lim) <= t.get_loc() <= max(lim)]
+        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *shown]
+        for t in texts:
+            if not t.get_visible() or not t.get_text():
+                continue
+            b = t.get_window_extent(renderer)
+            if b.x0 < -1 or b.y0 < -1 or b.x1 > width + 1 or b.y1 > height + 1:
+                out.append(t.get_text())
+    return out
+
+
+def test_figures_keep_their_labels_on_the_canvas(counts):
+    fit = bp.fit(counts, "bb", "eb", seed=0, progressbar=False)
+    cmp = bp.compare_configs(counts, k=(1, 10), model="bb", method="eb")
+    figures = {
+        "plot_ppc": bp.plot_ppc(fit)[0].figure,  # its x label ('c / n') fell below the canvas
+        "plot_forest": bp.plot_forest(cmp).figure,  # long config names fell off its left edge
+        "plot_prob_better": bp.plot_prob_better(cmp, k=10).figure,
+        "plot_passk_curve": bp.plot_passk_curve(bp.passk_curve(fit, k=[1, 10, 100])).figure,
+    }
+    try:
+        lost = {name: _outside(fig) for name, fig in figures.items()}
+    finally:
+        plt.close("all")
+    assert not any(lost.values()), lost
