@@ -321,8 +321,10 @@ def test_a_run_from_several_samples_files_has_a_config_each(tmp_path):
     # the leaderboard compares configs on different task sets: the run says so, as 'bayespass compare' does,
     # and so does the report, at its top, also after a resumed run that skipped the stages that warned
     for _ in range(2):
+        said = []
         with pytest.warns(UserWarning) as caught:
-            tables = run(tmp_path / "r", cfg, echo=None)
+            tables = run(tmp_path / "r", cfg, echo=said.append)
+        assert "[1/7] suite humaneval and samples (read from right.jsonl, wrong.jsonl)" in said  # was '(samples)'
         assert any(re.search(r"not all evaluated on the same tasks \('wrong' on 5 of 6", str(w.message)) for w in caught)
         page = (tmp_path / "r" / "report.html").read_text()
         said = page.split("<h2>Warnings</h2>")[1].split("<h2>")[0]

@@ -19,6 +19,7 @@ report        (always)              report.html
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ def _suite(ctx: Context) -> None:
     from ..execution.groundtruth import load_suite
 
     cfg = ctx.cfg
-    say(ctx.echo, f"[1/7] suite {cfg.suite} and samples ({cfg.coder})")
+    say(ctx.echo, f"[1/7] suite {cfg.suite} and samples ({_source_of_samples(cfg)})")
     ctx.suite = load_suite(cfg.suite, cfg.dataset, workers=cfg.workers)
     if ctx.suite.source and cfg.dataset is None:  # from the override variable or evalplus's cache: say which
         say(ctx.echo, f"  {cfg.suite}: {ctx.suite.source}")
@@ -89,6 +90,17 @@ def _suite(ctx: Context) -> None:
 
         tasks = sorted(list(ctx.suite.tasks)[: cfg.tasks]) if cfg.tasks else None
         ctx.reuse = [pool_dir(ctx.suite, cfg.max_mutants, 0, tasks)]
+
+
+def _source_of_samples(cfg) -> str:
+    """Say where a run's samples come from: the coder, the served model, or the samples files read."""
+    if cfg.coder != "samples":
+        return f"{cfg.coder} at {cfg.endpoint}" if cfg.endpoint else cfg.coder
+    paths = cfg.samples if isinstance(cfg.samples, list | tuple) else [cfg.samples]
+    if all(isinstance(p, str | os.PathLike) for p in paths):
+        return f"read from {', '.join(Path(p).name for p in paths[:3])}" + (f" and {len(paths) - 3} more"
+                                                                           if len(paths) > 3 else "")
+    return "given samples"
 
 
 def _generate_stage(ctx: Context) -> None:
