@@ -235,6 +235,12 @@ def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
     note = gate_table(part).note
     assert "abstains on every task for" not in note
     assert f"threshold_median inf ({g.config.values[0]})" in note and "more than half of the splits" in note
+    # one split answers a few tasks: nearly every task, and said so (it read 'every task')
+    near = g.copy(deep=True)
+    near["abstention"].loc[{"rule": "behaviour-CRC", "split": 0}] = 0.96  # mean over the 5 splits 0.992
+    note = gate_table(near).note
+    assert "abstains on every task" not in note
+    assert f"abstains on 99% or more of the test tasks (mean over the splits) for {g.config.values[0]}" in note
     v[0, ::2] = P  # all right: it answers, and the note says nothing more
     note = gate_table(gate(make_samples(v), alpha=0.1, n_splits=5)).note
     assert "abstains" not in note and "threshold_median inf" not in note

@@ -311,10 +311,16 @@ def gate_table(gated: xr.Dataset) -> Table:
             rows.append(row)
     a = gated.attrs
     df = pd.DataFrame(rows)
-    mute = df.loc[(df["rule"] == "behaviour-CRC") & (df["abstention"] >= 0.99), "config"].astype(str).tolist()
-    flag = (f" Behaviour-CRC abstains on every task for {', '.join(mute)}: no threshold keeps the silent-failure "
-            "bound below alpha on the calibration tasks (too few of them, or wrong answers even where all samples "
-            "behave alike: stable_wrong in the diagnostics)." if mute else "")
+    crc = df[df["rule"] == "behaviour-CRC"]
+    mute = crc.loc[crc["abstention"] >= 0.99, "config"].astype(str).tolist()
+    every, most = (crc.loc[sel, "config"].astype(str).tolist()
+                   for sel in (crc["abstention"] >= 1, (crc["abstention"] >= 0.99) & (crc["abstention"] < 1)))
+    said = " and ".join(x for x in (f"every task for {', '.join(every)}" if every else "",
+                                    f"99% or more of the test tasks (mean over the splits) for {', '.join(most)}"
+                                    if most else "") if x)
+    flag = (f" Behaviour-CRC abstains on {said}: no threshold keeps the silent-failure bound below alpha on the "
+            "calibration tasks (too few of them, or wrong answers even where all samples behave alike: "
+            "stable_wrong in the diagnostics)." if mute else "")
     never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
                    "config"].astype(str).tolist()
     flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
