@@ -55,3 +55,21 @@ def test_figures_keep_their_labels_on_the_canvas(counts):
     finally:
         plt.close("all")
     assert not any(lost.values()), lost
+
+
+def test_the_passk_curve_is_drawn_on_the_range_of_its_values(counts):
+    """Configs within a few points of each other (real models: 0.69-0.80) were drawn on [0, 1], their bands a line."""
+    fit = bp.fit(counts, "bb", "eb", seed=0, progressbar=False)
+    curve = bp.passk_curve(fit, k=[1, 2, 5, 10])
+    lo, hi = float(curve["eti"].min()), float(curve["eti"].max())
+    ax = bp.plot_passk_curve(curve)
+    bottom, top = ax.get_ylim()
+    plt.close("all")
+    assert 0 < bottom < lo and hi < top <= 1.01
+    assert top - bottom < 1.3 * (hi - lo) + 0.05  # the values fill most of the height
+    g = np.random.default_rng(1)  # a band that reaches near 0 starts at 0, never below
+    low = bp.make_counts(np.full((1, 60), 5), g.binomial(5, g.uniform(0, 0.05, (1, 60))))
+    curve = bp.passk_curve(bp.fit(low, "bb", "eb", seed=0, progressbar=False), k=[1, 1000])
+    ax = bp.plot_passk_curve(curve)
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > float(curve["eti"].max())
+    plt.close("all")

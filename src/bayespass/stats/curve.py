@@ -410,15 +410,23 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     ax.set_xscale("log")
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k")
-    ax.set_ylim(0, 1.01)
+    ax.set_ylim(*_pass_limits(ax.dataLim.y0, ax.dataLim.y1))
     ax.grid(alpha=0.3)
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
     notes = [note for note, on in (("o: unbiased estimate", counts is not None),
                                    ("dotted: no-prior bounds", bounds is not None)) if on]
     ax.set_title(f"pass@k, posterior mean and {prob:.0%} {band.upper()}" + (f" ({'; '.join(notes)})" if notes else ""),
                  fontsize=10 if bounds is not None else None)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     return ax
+
+
+def _pass_limits(lo: float, hi: float) -> tuple[float, float]:
+    """Return y limits around what is drawn, within [0, 1.01]: configs within a few points of each other stay apart."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return 0.0, 1.01
+    pad = max(0.08 * (hi - lo), 0.02)
+    return max(0.0, lo - pad), min(1.01, hi + pad)
 
 
 def improvability(idata, *, ci_prob: float | None = None, extend_inferencedata: bool = False) -> xr.Dataset:
