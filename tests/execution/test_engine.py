@@ -402,6 +402,15 @@ def test_files_named_as_evalplus_names_them_give_model_and_temperature(tmp_path,
     table = read_samples(tmp_path / "m_temp_0.9.jsonl")
     assert set(table.config) == {"m|T=0.5"} and set(table.temperature) == {0.5}
     assert "temperature" not in read_samples(tmp_path / names[0], config="x")
+    # evalplus's samples directory (its codegen without .jsonl): the whole name, dots and all, is the config
+    d = tmp_path / "Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8"
+    for i, r in enumerate(canonical_samples(humaneval)[:4]):
+        f = d / r["task_id"].replace("/", "_") / f"{i}.py"
+        f.parent.mkdir(parents=True)
+        f.write_text(r["solution"] if "solution" in r else humaneval.tasks[r["task_id"]].prompt + r["completion"])
+    table = read_samples(d)
+    assert set(table.config) == {d.name}  # was 'Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0'
+    assert set(table.model) == {"Qwen/Qwen2.5-Coder-7B-Instruct"} and set(table.temperature) == {0.8}
 
 
 def test_a_bigcode_harness_generations_file_is_read_by_position_and_checked_for_order(tmp_path, humaneval):

@@ -90,8 +90,14 @@ def _temperature_ok(v) -> bool:
 
 
 def file_config(path) -> str:
-    """Return the config a samples file or directory names its records that name none (its name, less .jsonl.gz)."""
+    """Return the config a samples file or directory names its records that name none (its name, less .jsonl.gz).
+
+    A directory keeps its whole name: evalplus's ``Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8`` has no suffix
+    to drop (read as one, it named the config ``..._temp_0``).
+    """
     path = Path(os.fspath(path))
+    if path.is_dir():
+        return path.name
     return Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
 
 
