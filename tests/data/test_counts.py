@@ -149,6 +149,19 @@ def test_evalplus_results(tmp_path):
     assert base.c.values.tolist() == [[2, 0]]
     with pytest.raises(ValueError, match="correctness='all' is not supported"):
         bp.read_counts(f, correctness="all")
+    assert base.config.item() == tmp_path.name  # a samples directory's results: named by the directory
+    # evalplus's results of samples files, side by side in evalplus_results/humaneval/ (both were 'humaneval',
+    # so reading them together was refused): each named by its samples, model and temperature from the name
+    d = tmp_path / "evalplus_results" / "humaneval"
+    d.mkdir(parents=True)
+    (d / "org--coder_vllm_temp_0.2.eval_results.json").write_text(json.dumps(doc))
+    (d / "org--coder_vllm_temp_0.8_eval_results.json").write_text(json.dumps(doc))  # evalplus's older suffix
+    (d / "my_model.eval_results.json").write_text(json.dumps(doc))
+    both = bp.merge_counts([bp.read_counts(p) for p in sorted(d.iterdir())])
+    assert both.config.values.tolist() == ["my_model", "org--coder_vllm_temp_0.2", "org--coder_vllm_temp_0.8"]
+    assert both.model.values.tolist() == ["my_model", "org/coder", "org/coder"]
+    np.testing.assert_array_equal(both.temperature.values, [np.nan, 0.2, 0.8])
+    assert bp.read_counts(d / "my_model.eval_results.json", model="m").config.item() == "m"
     f.write_text('{"eval": 3}')
     with pytest.raises(ValueError, match="not an evalplus eval_results.json"):
         bp.read_counts(f)

@@ -267,10 +267,32 @@ def read_json_document(path) -> object:
         raise ValueError(f"{src}: a damaged or incomplete gzip file ({err})") from err
 
 
+def evalplus_results_name(path: str | os.PathLike) -> str:
+    """Return the config an evalplus results file names: its samples' name.
+
+    evalplus writes ``X.eval_results.json`` (``X_eval_results.json`` before) beside samples ``X.jsonl``, and
+    ``DIR/eval_results.json`` for a samples directory ``DIR``; all of ``evalplus_results/humaneval/`` was named
+    ``humaneval``, so two models' results there could not be read together.
+    """
+    name = Path(os.fspath(path)).name
+    name = name[:-3] if name.lower().endswith(".gz") else name
+    for suffix in (".eval_results.json", "_eval_results.json"):
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    if name.lower() == "eval_results.json":
+        return Path(os.fspath(path)).resolve().parent.name or "model"
+    return Path(name).stem
+
+
 def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
                          model: str | None = None, temperature: float | None = None,
                          benchmark: str | None = None) -> xr.Dataset:
-    """Reduce an evalplus ``eval_results.json`` to counts (one config)."""
+    """Reduce an evalplus ``eval_results.json`` to counts (one config).
+
+    Without ``model`` and ``temperature`` the config is named by the results' samples (``evalplus_results_name``:
+    ``Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8`` for evalplus's ``..._temp_0.8.eval_results.json``), and where
+    that name ends in a temperature as evalplus's codegen writes it, its model and temperature are read from it.
+    """
     check_choice(correctness, ("base", "plus"), name="correctness")
     src = str(path)
     doc = read_json_document(path)
@@ -284,7 +306,13 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
         oks = [_sample_ok(s, correctness, f"{src}, task {task_id!r}") for s in samples]
         rows.append({"task": task_id, "n": len(oks), "c": sum(oks)})
     df = pd.DataFrame(rows)
-    df["model"] = model or Path(src).parent.name or "model"
+    if model is None and temperature is None:
+        df["config"] = name = evalplus_results_name(path)
+        from .names import file_model_temperature
+
+        df["model"], df["temperature"] = file_model_temperature(name) or (name, float("nan"))
+    else:
+        df["model"] = model or evalplus_results_name(path)
     if temperature is not None:
         df["temperature"] = temperature
     if benchmark is not None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..data.names import file_model_temperature
 
 __all__ = ["read_samples", "code_hash", "file_config", "file_model_temperature", "sample_paths"]
 
@@ -99,26 +100,6 @@ def file_config(path) -> str:
     if path.is_dir():
         return path.name
     return Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
-
-
-#: evalplus's codegen names its output ``<model, / as -->_<backend>_temp_<T>.jsonl`` (a directory without .jsonl;
-#: ``-sanitized`` after its sanitizer), and other harnesses end a file's name in ``_temp0.6`` or ``-temperature-0.8``
-_TEMP_IN_NAME = re.compile(
-    r"^(?P<model>.+?)(?:_(?:vllm|hf|openai|anthropic|google|bedrock|ollama|gptqmodel|hf-gaudi))?"
-    r"[_-]temp(?:erature)?[_=-]?(?P<t>\d+(?:\.\d*)?)(?:[-_.](?:sanitized|raw))?$", re.IGNORECASE)
-
-
-def file_model_temperature(name: str) -> tuple[str, float] | None:
-    """Return the model and temperature a samples file's name gives (evalplus's naming), or None.
-
-    ``Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8`` (evalplus's codegen) gives
-    ``("Qwen/Qwen2.5-Coder-7B-Instruct", 0.8)``, ``MBPP__gpt_4o_temp0.6`` gives ``("MBPP__gpt_4o", 0.6)``; a name
-    without a temperature at its end gives None.
-    """
-    m = _TEMP_IN_NAME.match(name)
-    if m is None or not m["model"].strip("_-. "):
-        return None
-    return m["model"].replace("--", "/"), float(m["t"])
 
 
 def _are_paths(samples) -> bool:
