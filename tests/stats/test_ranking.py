@@ -533,7 +533,9 @@ def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band
     inside = (band[..., 0] <= truth) & (truth <= band[..., 1])
     assert inside[:, 2:].all(), (band, truth)
     assert not ((mine[1, 3, 0] <= truth[1, 3]) & (truth[1, 3] <= mine[1, 3, 1]))  # the joint band alone missed
-    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in bp.leaderboard(cmp).note
+    note = bp.leaderboard(cmp).note
+    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in note
+    assert "the point there stays the joint model's, which orders the configs (auto's own mean" in note
     # band_fit: a per-config fit of the same counts
     with pytest.raises(ValueError, match="band_fit must be a per-config fit .*; got model 'shared'"):
         bp.compare_configs(joint, k=k, band_fit=joint)

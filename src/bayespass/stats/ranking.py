@@ -540,7 +540,9 @@ def _joint_model_note(cmp: xr.Dataset) -> str:
                 f"counts (posterior median {sd:.2f} logits).")
     if partner := cmp.attrs.get("band_beyond_samples"):
         out += (f" Beyond the samples drawn a band also holds the per-config fit's ({partner}): how pass@k grows "
-                "there is not in the counts, and the joint model's band alone under-covered it on real data.")
+                "there is not in the counts, and the joint model's band alone under-covered it on real data; the "
+                f"point there stays the joint model's, which orders the configs ({partner}'s own mean: "
+                "bp.passk_curve, bayespass curve).")
     return out
 
 
