@@ -404,7 +404,7 @@ def compare_cmd(
         fail(str(err))
     joined = cmp.attrs["band_beyond_samples"]
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
-               + (f"; bands beyond the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
+               + (f"; bands past half the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
     _print_comparison(cmp, format, pair_list, all_pairs)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list, idata, band)

@@ -521,12 +521,13 @@ def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band
     assert cmp.attrs["band_beyond_samples"] == "auto" and own.attrs["band_beyond_samples"] == ""
     band, mine = (x["passk_eti"].transpose("config", "k", "ci_bound").values for x in (cmp, own))
     theirs = bp.passk_curve(auto, k=k, ci_prob=cmp.attrs["ci_prob"])["eti"].transpose("config", "k", "ci_bound")
-    np.testing.assert_array_equal(band[:, :2], mine[:, :2])  # k <= 4 = n: the joint model's band
-    hull_lo = np.concatenate([mine[:, :2, 0], np.minimum(mine[:, 2:, 0], theirs.values[:, 2:, 0])], axis=1)
+    np.testing.assert_array_equal(band[:, :1], mine[:, :1])  # k = 1: the joint model's band (n >= 2k)
+    # k = 4 = n (past half the samples: no unbiased variance) and beyond them: the hull of the two
+    hull_lo = np.concatenate([mine[:, :1, 0], np.minimum(mine[:, 1:, 0], theirs.values[:, 1:, 0])], axis=1)
     # the hull's lower bound, never below a lower bound at a smaller k (pass@k does not decrease in k)
-    np.testing.assert_allclose(band[:, 2:, 0], np.maximum.accumulate(hull_lo, axis=1)[:, 2:])
+    np.testing.assert_allclose(band[:, 1:, 0], np.maximum.accumulate(hull_lo, axis=1)[:, 1:])
     assert (np.diff(band[..., 0], axis=1) >= 0).all() and (np.diff(band[..., 1], axis=1) >= 0).all()
-    np.testing.assert_allclose(band[:, 2:, 1], np.maximum(mine[:, 2:, 1], theirs.values[:, 2:, 1]))
+    np.testing.assert_allclose(band[:, 1:, 1], np.maximum(mine[:, 1:, 1], theirs.values[:, 1:, 1]))
     np.testing.assert_array_equal(cmp["passk"], own["passk"])  # the means, P(better), ranks: the joint model's
     np.testing.assert_array_equal(cmp["prob_better"], own["prob_better"])
     truth = true_passk(p, list(k))
@@ -534,7 +535,8 @@ def test_the_joint_models_band_beyond_the_samples_holds_the_per_config_fits_band
     assert inside[:, 2:].all(), (band, truth)
     assert not ((mine[1, 3, 0] <= truth[1, 3]) & (truth[1, 3] <= mine[1, 3, 1]))  # the joint band alone missed
     note = bp.leaderboard(cmp).note
-    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in note
+    assert "Beyond the samples drawn (and past half of them, k >= 2) a band also holds the per-config fit's (auto)" \
+        in note
     assert "the point there stays the joint model's, which orders the configs (auto's own mean" in note
     # band_fit: a per-config fit of the same counts
     with pytest.raises(ValueError, match="band_fit must be a per-config fit .*; got model 'shared'"):
@@ -585,10 +587,14 @@ def test_cli_compare_fits_the_band_partner_once_and_says_so(tmp_path, monkeypatc
     res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,30", "--plot", str(tmp_path / "cmp.png")])
     assert res.exit_code == 0, res.output
     assert len(made) == 1 and made[0] is not None  # made once, for the tables and the difference curve alike
-    assert "bands beyond the samples drawn also hold the auto fit's (EB)" in res.output
-    assert "Beyond the samples drawn a band also holds the per-config fit's (auto)" in res.output
-    res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,3"])  # within the samples: nothing to join
+    assert "bands past half the samples drawn also hold the auto fit's (EB)" in res.output
+    said = " ".join(res.output.split())
+    assert "Beyond the samples drawn (and past half of them, k >= 2) a band also holds the per" in said
+    assert "fit's (auto)" in said
+    res = CliRunner().invoke(app, ["compare", str(path), "--k", "1"])  # within half the samples: nothing to join
     assert res.exit_code == 0 and "also hold" not in res.output and all(x is None for x in made[1:])
+    res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,3"])  # pass@3 from 3 samples: joined
+    assert res.exit_code == 0 and "also hold" in res.output and made[-1] is not None
 
 
 def test_the_leaderboards_band_holds_the_unbiased_band_where_every_task_has_2k_samples():
