@@ -23,6 +23,7 @@ import xarray as xr
 
 from ..validate import check_choice
 from .counts import counts_from_frame, counts_from_samples, validate_counts
+from .names import evalplus_results_name, file_model_temperature
 
 __all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
 
@@ -267,23 +268,6 @@ def read_json_document(path) -> object:
         raise ValueError(f"{src}: a damaged or incomplete gzip file ({err})") from err
 
 
-def evalplus_results_name(path: str | os.PathLike) -> str:
-    """Return the config an evalplus results file names: its samples' name.
-
-    evalplus writes ``X.eval_results.json`` (``X_eval_results.json`` before) beside samples ``X.jsonl``, and
-    ``DIR/eval_results.json`` for a samples directory ``DIR``; all of ``evalplus_results/humaneval/`` was named
-    ``humaneval``, so two models' results there could not be read together.
-    """
-    name = Path(os.fspath(path)).name
-    name = name[:-3] if name.lower().endswith(".gz") else name
-    for suffix in (".eval_results.json", "_eval_results.json"):
-        if name.lower().endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    if name.lower() == "eval_results.json":
-        return Path(os.fspath(path)).resolve().parent.name or "model"
-    return Path(name).stem
-
-
 def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
                          model: str | None = None, temperature: float | None = None,
                          benchmark: str | None = None) -> xr.Dataset:
@@ -308,8 +292,6 @@ def counts_from_evalplus(path: str | os.PathLike, *, correctness: str = "plus",
     df = pd.DataFrame(rows)
     if model is None and temperature is None:
         df["config"] = name = evalplus_results_name(path)
-        from .names import file_model_temperature
-
         df["model"], df["temperature"] = file_model_temperature(name) or (name, float("nan"))
     else:
         df["model"] = model or evalplus_results_name(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.names import file_model_temperature
+from ..data.names import file_config, file_model_temperature
 
 __all__ = ["read_samples", "code_hash", "file_config", "file_model_temperature", "sample_paths"]
 
@@ -88,18 +88,6 @@ def _temperature_ok(v) -> bool:
     except (TypeError, ValueError):
         return False
     return math.isfinite(x) and x >= 0
-
-
-def file_config(path) -> str:
-    """Return the config a samples file or directory names its records that name none (its name, less .jsonl.gz).
-
-    A directory keeps its whole name: evalplus's ``Qwen--Qwen2.5-Coder-7B-Instruct_vllm_temp_0.8`` has no suffix
-    to drop (read as one, it named the config ``..._temp_0``).
-    """
-    path = Path(os.fspath(path))
-    if path.is_dir():
-        return path.name
-    return Path(path.name[:-3] if path.name.lower().endswith(".gz") else path.name).stem
 
 
 def _are_paths(samples) -> bool:

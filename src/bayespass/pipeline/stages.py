@@ -19,7 +19,6 @@ report        (always)              report.html
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,13 +93,15 @@ def _suite(ctx: Context) -> None:
 
 def _source_of_samples(cfg) -> str:
     """Say where a run's samples come from: the coder, the served model, or the samples files read."""
+    from ..execution.samples_io import sample_paths
+
     if cfg.coder != "samples":
         return f"{cfg.coder} at {cfg.endpoint}" if cfg.endpoint else cfg.coder
-    paths = cfg.samples if isinstance(cfg.samples, list | tuple) else [cfg.samples]
-    if all(isinstance(p, str | os.PathLike) for p in paths):
-        return f"read from {', '.join(Path(p).name for p in paths[:3])}" + (f" and {len(paths) - 3} more"
-                                                                           if len(paths) > 3 else "")
-    return "given samples"
+    paths = sample_paths(cfg.samples)
+    if paths is None:
+        return "given samples"
+    return f"read from {', '.join(p.name for p in paths[:3])}" + (f" and {len(paths) - 3} more"
+                                                                  if len(paths) > 3 else "")
 
 
 def _generate_stage(ctx: Context) -> None:

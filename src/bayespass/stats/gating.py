@@ -312,14 +312,13 @@ def gate_table(gated: xr.Dataset) -> Table:
     a = gated.attrs
     df = pd.DataFrame(rows)
     crc = df[df["rule"] == "behaviour-CRC"]
-    mute = crc.loc[crc["abstention"] >= 0.99, "config"].astype(str).tolist()
-    every, most = (crc.loc[sel, "config"].astype(str).tolist()
-                   for sel in (crc["abstention"] >= 1, (crc["abstention"] >= 0.99) & (crc["abstention"] < 1)))
-    said = " and ".join(x for x in (f"every task for {', '.join(every)}" if every else "",
-                                    f"99% or more of the test tasks (mean over the splits) for {', '.join(most)}"
-                                    if most else "") if x)
-    flag = (f" Behaviour-CRC abstains on {said}: no threshold keeps the silent-failure bound below alpha on the "
-            "calibration tasks (too few of them, or wrong answers even where all samples behave alike: "
+    every = crc.loc[crc["abstention"] >= 1, "config"].astype(str).tolist()
+    most = crc.loc[crc["abstention"].between(0.99, 1, inclusive="left"), "config"].astype(str).tolist()
+    mute = every + most
+    said = [f"every task for {', '.join(every)}"] if every else []
+    said += [f"99% or more of the test tasks (mean over the splits) for {', '.join(most)}"] if most else []
+    flag = (f" Behaviour-CRC abstains on {' and '.join(said)}: no threshold keeps the silent-failure bound below "
+            "alpha on the calibration tasks (too few of them, or wrong answers even where all samples behave alike: "
             "stable_wrong in the diagnostics)." if mute else "")
     never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
                    "config"].astype(str).tolist()

@@ -306,10 +306,9 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     """Join a joint model's band (config, k, ci_bound) with the default per-config fit's beyond the samples drawn.
 
     Also past half of them (``_beyond``: 2k above a config's identified n, k >= 2), where no unbiased variance
-    of pass@k exists. Beyond them (k above a config's :func:`~bayespass.data.counts.identified_k`) how pass@k grows
-    depends on
-    the shape of p near 0 and 1, which the counts do not tell; the joint model takes it from its structure
-    (Beta-Binomial noise, as bb). On real MBPP its 90% band covered pass@50 from 5 samples per task in 81% of
+    of pass@k exists. Beyond them (k above a config's :func:`~bayespass.data.counts.identified_k`) how pass@k
+    grows depends on the shape of p near 0 and 1, which the counts do not tell; the joint model takes it from its
+    structure (Beta-Binomial noise, as bb). On real MBPP its 90% band covered pass@50 from 5 samples per task in 81% of
     replicates (benchmarks/RESULTS.md, "The leaderboard's band beyond the samples drawn"), where the default
     stacked fit, whose band there spans its candidates' disagreement, covered 99.6%. The band becomes the hull
     of the two there; the posterior means, P(better), the differences and the ranks stay the joint model's.
