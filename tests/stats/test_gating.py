@@ -250,3 +250,24 @@ def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
     tab = gate_table(gate(make_samples(v, logprob=lp), alpha=0.1, n_splits=5))
     assert "logprob-CRC is blank" not in tab.note
     assert tab.loc[tab["rule"] == "logprob-CRC", "abstention"].notna().all()
+
+
+def test_risk_coverage_plot_joins_the_thresholds_points_by_straight_lines(make_samples):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayespass.stats.gating import plot_risk_coverage
+
+    # 10 tasks of 4 samples: 8 where every sample behaves alike (6 right, 2 wrong), 2 split 2-2 (wrong dominant)
+    v = np.full((1, 10, 4, 2), P)
+    v[0, 6:8] = F
+    v[0, 8:, :2] = F
+    ax = plot_risk_coverage(risk_coverage(make_samples(v)))
+    xy = ax.get_lines()[0].get_path().vertices
+    # achievable points: answer all (1.0, 0.4), answer the 8 unanimous tasks (0.8, 0.2), answer none (0, 0)
+    assert np.allclose(sorted(map(tuple, xy)), [(0, 0), (0.8, 0.2), (1.0, 0.4)])
+    # halfway to the unanimous tasks the risk is half theirs (a random half answered), not theirs
+    order = np.argsort(xy[:, 0])
+    assert np.interp(0.4, xy[order, 0], xy[order, 1]) == pytest.approx(0.1)
+    plt.close("all")
