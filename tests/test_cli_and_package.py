@@ -257,8 +257,12 @@ def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     pair = "llama3:70b|T=0.2:llama3:8b|T=0.2"
     res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--pairs", pair, "--format", "csv"])
     assert res.exit_code == 0, res.output
-    lines = res.stdout.strip().splitlines()
-    assert len(lines) == 2 and "llama3:70b|T=0.2,llama3:8b|T=0.2" in lines[1]
+    lines = res.stdout.splitlines()  # a CSV file: the header on the first line (it came after a blank line)
+    assert len(lines) == 2 and lines[0].startswith("k,config,config_b,") and "llama3:70b|T=0.2,llama3:8b|T=0.2" in lines[1]
+    res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--format", "csv"])
+    board, pb = res.stdout.split("\n\n")  # the leaderboard, then P(better), a blank line between
+    assert board.startswith("k,config,passk,") and len(board.splitlines()) == 3
+    assert pb.startswith("k,config,config_b,") and len(pb.strip().splitlines()) == 3
     res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--format", "json"])
     assert res.exit_code == 0, res.output
     both = json.loads(res.stdout)  # one document (it was two arrays one after the other)
@@ -281,6 +285,7 @@ def test_plan_cli(tmp_path, monkeypatch):
     res = runner.invoke(app, ["plan", str(fit_path), "--width", "0.05", "--n-grid", "4,16", "--sims", "2",
                               "--format", "csv"])
     assert res.exit_code == 0, res.output
+    assert not res.stdout.startswith("\n")  # a CSV file, header first
     rows = [line.split(",") for line in res.stdout.strip().splitlines()]
     assert rows[0][:3] == ["config", "n", "expected_width"] and [r[1] for r in rows[1:]] == ["4", "16"]
     w4, w16 = float(rows[1][2]), float(rows[2][2])

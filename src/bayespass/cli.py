@@ -761,12 +761,15 @@ def _print_comparison(cmp, fmt: str, pair_list, all_pairs: bool) -> None:
         return
     if pair_list is None:
         _print_table(leaderboard(cmp), fmt)
+        if fmt == "csv":
+            typer.echo("")  # the two CSV tables apart
     _print_table(pb, fmt)
 
 
 def _print_table(table, fmt: str = "table", *, where: str = "--format csv or json") -> None:
-    """Print a :class:`~bayespass.Table` after a blank line (it brings its own title)."""
-    typer.echo("")
+    """Print a :class:`~bayespass.Table` after a blank line (it brings its own title); CSV and JSON without one."""
+    if fmt not in MACHINE:
+        typer.echo("")
     emit(table, fmt, where=where)
 
 
