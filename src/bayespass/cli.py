@@ -379,6 +379,8 @@ def compare_cmd(
     = False,
     common_tasks: Annotated[bool, typer.Option("--common-tasks", help="Compare on the tasks every config ran "
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
+    benchmark: Annotated[str | None, typer.Option(help="Compare only the configs of this benchmark (the counts' "
+                                                  "benchmark column), on its tasks.")] = None,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
     from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit
@@ -394,8 +396,8 @@ def compare_cmd(
         if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
-        idata = _resolve(_compare_input(data, common_tasks), model, method, 0, check=lambda cfgs: _pairs(raw, cfgs),
-                         progressbar=True)
+        idata = _resolve(_compare_input(data, common_tasks, benchmark), model, method, 0,
+                         check=lambda cfgs: _pairs(raw, cfgs), progressbar=True)
         band = default_band_fit(idata, k)  # once, for the tables and the difference curve
         cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
@@ -466,26 +468,44 @@ def _note_to_identify(idata, k: int) -> None:
         typer.echo(note, err=True)
 
 
-def _compare_input(data: list[Path], common_tasks: bool):
+def _compare_input(data: list[Path], common_tasks: bool, benchmark: str | None = None):
     """Return what 'bayespass compare' fits: a saved fit, a path (its counts), or counts merged from several."""
     fits = [_saved_fit(p) for p in data]
     given = [p for p, f in zip(data, fits, strict=True) if f is not None]
-    if given and (len(data) > 1 or common_tasks):
+    option = "--common-tasks" if common_tasks else "--benchmark"
+    if given and (len(data) > 1 or common_tasks or benchmark is not None):
         fail(f"RUN_OR_COUNTS {str(given[0])!r} is a fit; "
              + ("several inputs must be run directories or counts files (their counts are fitted together)"
-                if len(data) > 1 else "--common-tasks needs counts or a run directory (the comparison is fitted "
-                "again on the common tasks)"))
-    if len(data) == 1 and not common_tasks:
+                if len(data) > 1 else f"{option} needs counts or a run directory (the comparison is fitted "
+                "again on the tasks it keeps)"))
+    if len(data) == 1 and not common_tasks and benchmark is None:
         return data[0] if fits[0] is None else fits[0]
     counts = _read_counts_of(data, metavar="RUN_OR_COUNTS")
+    if benchmark is not None:
+        counts = _of_benchmark(counts, benchmark, _shown_paths(data))
     return _common_tasks(counts, _shown_paths(data)) if common_tasks else counts
+
+
+def _of_benchmark(counts, name: str, label: str) -> xr.Dataset:
+    """Return the configs of one benchmark (``--benchmark``) on the tasks they ran, or exit naming those there are."""
+    have = [str(b) for b in counts.benchmark.values] if "benchmark" in counts.coords else []
+    if name not in have:
+        named = sorted({b for b in have if b})
+        fail(f"--benchmark {name!r} is not a benchmark of {label!r}; "
+             + (f"its configs come from {named}" if named else "its counts name no benchmark (a benchmark column "
+                "in a counts file, or the suite of a run)"))
+    counts = counts.sel(config=counts.benchmark == name)
+    return counts.isel(task=(counts.n > 0).any("config").values)
 
 
 def _common_tasks(counts, label: str) -> xr.Dataset:
     """Return the counts on the tasks every config ran (``--common-tasks``), or exit saying why."""
     keep = (counts.n > 0).all("config").values
     if not keep.any():
-        fail(f"--common-tasks: no task of {label!r} was run by every config")
+        named = sorted({str(b) for b in counts.benchmark.values if str(b)}) if "benchmark" in counts.coords else []
+        fail(f"--common-tasks: no task of {label!r} was run by every config"
+             + (f"; its configs come from the benchmarks {named}: compare one with --benchmark NAME"
+                if len(named) > 1 else ""))
     typer.echo(f"--common-tasks: {int(keep.sum())} of {keep.size} tasks, those every config ran", err=True)
     return counts.isel(task=keep)
 

@@ -14,6 +14,7 @@ from scipy import integrate, stats
 
 import bayespass as bp
 from bayespass.simulate import simulate_counts, true_passk
+from bayespass.stats import ranking
 from bayespass.stats.ranking import prob_better_table
 
 
@@ -624,3 +625,37 @@ def test_the_leaderboards_band_holds_the_unbiased_band_where_every_task_has_2k_s
     np.testing.assert_array_equal(band[:, 3], old[:, 3])
     np.testing.assert_array_equal(cmp["prob_better"], before["prob_better"])
     np.testing.assert_array_equal(cmp["passk"], before["passk"])
+
+
+def test_configs_of_two_benchmarks_are_named_as_groups_and_compare_benchmark_keeps_one(tmp_path):
+    """Configs with no task in common (two benchmarks in one counts file) get a warning that names the groups, and
+    'compare --benchmark' compares one benchmark's configs on its tasks, as the API on those counts does."""
+    g = np.random.default_rng(3)
+    n = np.zeros((4, 70), int)
+    n[:2, :30], n[2:, 30:] = 10, 10  # a, b on humaneval's 30 tasks; a, b on mbpp's 40
+    c = g.binomial(n, g.beta(1, 1, (4, 70)))
+    counts = bp.make_counts(n, c, model=["a", "b", "a", "b"], temperature=[0.8] * 4,
+                            benchmark=["humaneval", "humaneval", "mbpp", "mbpp"],
+                            task=[f"humaneval/{i}" for i in range(30)] + [f"mbpp/{i}" for i in range(40)])
+    with pytest.warns(UserWarning, match=r"2 groups with no task in common \(\{'a\|T=0.8\|humaneval', "
+                      r"'b\|T=0.8\|humaneval'\}; \{'a\|T=0.8\|mbpp', 'b\|T=0.8\|mbpp'\}\)") as caught:
+        bp.compare_configs(counts, k=1, model="bb", method="eb")
+    assert not any("not all evaluated" in str(w.message) for w in caught)
+    # three configs joined by shared tasks are one group: the general warning, not this one
+    assert [len(x) for x in ranking._task_groups(np.array([[1, 1, 0], [0, 1, 1], [0, 0, 1], [0, 0, 0]]) > 0)] \
+        == [3, 1]
+    path = tmp_path / "counts.csv"
+    bp.write_counts(counts, path)
+    cli = [sys.executable, "-m", "bayespass.cli", "compare", str(path), "--model", "bb", "--method", "eb", "--k", "1",
+           "--format", "csv"]
+    res = subprocess.run([*cli, "--benchmark", "mbpp"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "groups" not in res.stderr and "not all evaluated" not in res.stderr
+    board = pd.read_csv(io.StringIO(res.stdout.split("\n\n")[0])).set_index("config")
+    want = bp.compare_configs(counts.isel(config=[2, 3], task=slice(30, None)), k=1, model="bb", method="eb")
+    assert list(board.index) != [] and set(board.index) == {"a|T=0.8|mbpp", "b|T=0.8|mbpp"}
+    assert np.allclose(board.loc[list(want.config.values), "passk"], want["passk"].sel(k=1).values, atol=1e-4)
+    for opts, said in ((["--benchmark", "nope"], "'nope' is not a benchmark of"),
+                       (["--common-tasks"], "its configs come from the benchmarks ['humaneval', 'mbpp']")):
+        bad = subprocess.run([*cli, *opts], capture_output=True, text=True, timeout=600)
+        assert bad.returncode != 0 and said in bad.stderr, bad.stderr[-2000:]

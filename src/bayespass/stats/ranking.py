@@ -424,6 +424,18 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
     total, common = int(seen.any(0).sum()), int(seen.all(0).sum())
     if common == total:
         return
+    groups = _task_groups(seen)
+    if len(groups) > 1:  # e.g. configs of two benchmarks in one file
+        shown = "; ".join("{" + ", ".join(repr(configs[j]) for j in g[:4]) + (", ..." if len(g) > 4 else "") + "}"
+                          for g in groups[:4]) + ("; ..." if len(groups) > 4 else "")
+        warnings.warn(
+            f"the configs fall in {len(groups)} groups with no task in common ({shown}), as configs of different "
+            "benchmarks do: the ranks, P(better) and difference of two configs of "
+            "different groups compare their task sets, not the models. Compare the configs of one group: "
+            "bp.compare_configs(counts.sel(config=[...])) or, by benchmark, "
+            "counts.sel(config=counts.benchmark == NAME) (the command line: bayespass compare --benchmark NAME)",
+            UserWarning, stacklevel=3)
+        return
     lacking = [f"{cfg!r} on {int(row.sum())} of {total}" for cfg, row in zip(configs, seen, strict=True)
                if row.sum() < total]
     warnings.warn(
@@ -432,6 +444,25 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         "its own tasks, so a difference mixes the configs with their task sets. To compare on the same tasks, "
         "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values) (the command line: "
         "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
+
+
+def _task_groups(seen: np.ndarray) -> list[list[int]]:
+    """Return the configs (rows of ``seen``, config x task) in groups joined by shared tasks, largest first."""
+    group = list(range(seen.shape[0]))
+
+    def root(j: int) -> int:
+        while group[j] != j:
+            j = group[j]
+        return j
+
+    for row in seen.T:  # the configs that ran a task are one group
+        ran = np.flatnonzero(row)
+        for j in ran[1:]:
+            group[root(int(j))] = root(int(ran[0]))
+    out: dict[int, list[int]] = {}
+    for j in range(seen.shape[0]):
+        out.setdefault(root(j), []).append(j)
+    return sorted(out.values(), key=len, reverse=True)
 
 
 def _warn_single_against_more(ones: list, configs: list, k: np.ndarray) -> None:
