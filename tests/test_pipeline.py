@@ -60,6 +60,7 @@ def rundir(tmp_path_factory):
     # the stage messages of both runs (execution's are the first's), for the test that reads them
     (out / "stderr.txt").write_text(first_err.read_text() + res.stderr)
     resumed["samples_mtime_after"] = (out / "samples.nc").stat().st_mtime
+    resumed["stderr"] = res.stderr
     return out, res.stdout, resumed
 
 
@@ -197,6 +198,10 @@ def test_interrupted_run_resumes(rundir):
     out, _, resumed = rundir
     assert "execute" in resumed["stages"] and "report" not in resumed["stages"]
     assert resumed["samples_mtime_after"] == resumed["samples_mtime"]  # not re-executed
+    # and the resumed run says so (its stage numbers jumped from [1/7] to [3/7] without a word)
+    assert re.search(r"\n  done before with these settings, read from \S+: generate, execute\n", resumed["stderr"]), \
+        resumed["stderr"][:2000]
+    assert "[2/7]" not in resumed["stderr"] and "[3/7] fitting" in resumed["stderr"]
     assert "report" in json.loads((out / "run.json").read_text())["stages"]
     assert (out / "report.html").exists()
 

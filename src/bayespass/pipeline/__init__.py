@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import GEN, INTERRUPTED, RunConfig, State, _on_sigint
+from .config import GEN, INTERRUPTED, RunConfig, State, _on_sigint, say
 from .stages import Context, Stage, fit_plan, stages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,18 +81,29 @@ def _drive(out, cfg, echo) -> dict:
     ctx.timings = ctx.state.data.setdefault("timings", {})
     ctx.main = f"{cfg.main_model or rcParams['stats.model']}-eb"
     t0 = time.perf_counter()
+    loaded: list[str] = []  # stages done before with these settings, read back: said before the next one runs
     for stage in stages(cfg):
         key = stage.key(cfg) + _found_dataset(ctx, stage)
         t = time.perf_counter()
         if not stage.always and ctx.state.done(stage.name, key, *stage.outputs):
             stage.load(ctx)
-        else:
-            with _kept_warnings(ctx, stage.name):
-                stage.run(ctx)
-            ctx.timings[stage.name] = round(time.perf_counter() - t, 2)
-            ctx.timings["total"] = round(time.perf_counter() - t0, 1)
-            ctx.state.mark(stage.name, key)
+            loaded.append(stage.name)
+            continue
+        _say_loaded(ctx, loaded)
+        with _kept_warnings(ctx, stage.name):
+            stage.run(ctx)
+        ctx.timings[stage.name] = round(time.perf_counter() - t, 2)
+        ctx.timings["total"] = round(time.perf_counter() - t0, 1)
+        ctx.state.mark(stage.name, key)
+    _say_loaded(ctx, loaded)
     return ctx.tables
+
+
+def _say_loaded(ctx: Context, loaded: list[str]) -> None:
+    """Say which stages a resumed run read from its directory instead of running them (and forget them)."""
+    if loaded:
+        say(ctx.echo, f"  done before with these settings, read from {ctx.out}: {', '.join(loaded)}")
+        loaded.clear()
 
 
 @contextlib.contextmanager
