@@ -262,7 +262,7 @@ def fit_cmd(
 
     if (weights := stacking_table(idata)) is not None:
         typer.echo(str(weights) + "\n")
-    emit(curve_table(passk_curve(idata, ks, ci_prob=ci_prob)), "table")
+    emit(curve_table(passk_curve(idata, ks, ci_prob=ci_prob), counts=ds), "table")
     _note_misfit(idata)
 
 
@@ -332,7 +332,7 @@ def curve(
         k_max = max(int(x) for x in k.split(","))
         grid = np.unique(np.concatenate([idata.passk.k.values[idata.passk.k.values <= max(k_max, 1)],
                                          np.round(np.logspace(0, np.log10(max(k_max, 2)), 30)).astype(int)]))
-    table, free = curve_table(res, hdi=True, bounds_shown=bounds), None
+    table, free = curve_table(res, hdi=True, bounds_shown=bounds, counts=counts), None
     if bounds:  # one set of linear programs for the table's k and the plot's
         from .stats.bounds import passk_bounds
 

@@ -95,3 +95,29 @@ def test_a_fit_without_stored_draws_gives_the_curve_on_the_grid_a_fit_stores():
     again = bp.passk_curve(fit)
     np.testing.assert_array_equal(again["k"].values, stored["k"].values)
     np.testing.assert_allclose(again["mean"].values, stored["mean"].values, atol=0.01)
+
+
+def test_the_table_names_configs_none_of_whose_samples_passed(tmp_path):
+    """Beyond the samples drawn a config with no success has a mean set by the prior's shape near 0 (pass@100
+    0.1-0.2 from 40 failures): the caption names it and says to report the band's upper end."""
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+    from bayespass.stats.curve import curve_table, none_passed_note
+
+    g = np.random.default_rng(4)
+    n = np.full((3, 30), 4)
+    c = np.stack([np.zeros(30, int), g.binomial(4, 0.4, 30), np.r_[1, np.zeros(29, int)]])  # the third: 1 of 120
+    counts = bp.make_counts(n, c, config=["never", "some", "once"])
+    note = none_passed_note(counts)
+    assert "No sample of 'never' passed (120 samples)" in note and "'once'" not in note and "'some'" not in note
+    assert none_passed_note(counts.isel(config=[1, 2])) == "" and none_passed_note(None) == ""
+    cur = bp.passk_curve(bp.fit(counts.isel(config=[0]), "bb", "eb", progressbar=False), [1, 100])
+    assert cur["mean"].sel(k=100).item() > 0.02  # the prior's mean the caption warns of
+    assert note in curve_table(cur, counts=counts.isel(config=[0])).note and "No sample" not in curve_table(cur).note
+    bp.write_counts(counts, tmp_path / "c.csv")
+    res = CliRunner().invoke(app, ["fit", str(tmp_path / "c.csv"), "--model", "bb", "--out", str(tmp_path / "f.nc")])
+    assert res.exit_code == 0, res.output
+    assert "No sample of 'never' passed (120 samples)" in " ".join(res.output.split())
+    res = CliRunner().invoke(app, ["curve", str(tmp_path / "f.nc"), "--k", "1,100"])
+    assert res.exit_code == 0 and "No sample of 'never' passed" in " ".join(res.output.split()), res.output

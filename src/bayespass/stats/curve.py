@@ -337,13 +337,33 @@ def _check_curve(curve, *, what: str) -> None:
     raise TypeError(f"{what} needs a curve from bp.passk_curve(...); got {type(curve).__name__}{hint}")
 
 
-def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False) -> Table:
+def none_passed_note(counts: xr.Dataset | None) -> str:
+    """Return a caption's sentence naming the configs none of whose samples passed ('' when there are none).
+
+    Their pass@k beyond the samples drawn is the prior's shape near p = 0 (a task with p = 0.001 and one with
+    p = 0 look the same from a few failures, and pass@100 differs by 0.1 between them): the counts bound it
+    (the band), its mean is not an estimate to report.
+    """
+    if counts is None:
+        return ""
+    n, c = counts["n"].sum("task"), counts["c"].sum("task")
+    none = [str(x) for x in counts.config.values[((n > 0) & (c == 0)).values]]
+    if not none:
+        return ""
+    total = int(n.sel(config=none).sum())
+    return (f" No sample of {', '.join(repr(x) for x in none[:4])}{' ...' if len(none) > 4 else ''} passed "
+            f"({total} samples): beyond the samples drawn its mean is the prior's shape near p = 0, not the "
+            "counts'; report the band's upper end (what the counts do not rule out), not the mean.")
+
+
+def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False,
+                counts: xr.Dataset | None = None) -> Table:
     """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
 
     Columns ``config, k, mean, "90% lower", "90% upper"`` (ETI; with ``hdi=True``
     also the HDI bounds), the percentage taken from ``curve.attrs["ci_prob"]``.  The caption says what the
-    band beyond the samples per task rests on, and (unless ``bounds_shown``) where the range under any
-    shape of p is.
+    band beyond the samples per task rests on, (unless ``bounds_shown``) where the range under any
+    shape of p is, and, given the ``counts``, which configs had no sample pass (:func:`none_passed_note`).
     """
     _check_curve(curve, what="curve_table")
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
@@ -362,7 +382,8 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
     return Table.of(df.reset_index(), f"pass@k of model {model}{by}: posterior mean and {bands}",
                     note="Any k, also k > samples per task: the posterior predictive of the dataset pass@k. Beyond "
                     f"the samples per task {beyond}" + ("." if bounds_shown else "; 'bayespass curve FIT --bounds' "
-                                                       "(bp.passk_bounds) gives the range under any shape."))
+                                                       "(bp.passk_bounds) gives the range under any shape.")
+                    + none_passed_note(counts))
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
