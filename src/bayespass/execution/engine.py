@@ -249,7 +249,10 @@ def _judged_run(sb: Sandbox, judge_: _Judge, task: str, job: dict, fast_check: b
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
+    if enabled and total:
+        from tqdm.auto import tqdm  # a widget in Jupyter
+    else:  # no bar: tqdm.auto would still warn, in a notebook without ipywidgets, at its import
+        from tqdm import tqdm
 
     # nothing to run (every verdict reused): no bar, which tqdm would print empty at its start and again at close
     return tqdm(total=total, desc="executing programs", unit="prog", disable=not enabled or total == 0,
