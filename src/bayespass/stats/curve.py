@@ -352,8 +352,9 @@ def none_passed_note(counts: xr.Dataset | None) -> str:
         return ""
     total = int(n.sel(config=none).sum())
     return (f" No sample of {', '.join(repr(x) for x in none[:4])}{' ...' if len(none) > 4 else ''} passed "
-            f"({total} samples): beyond the samples drawn its mean is the prior's shape near p = 0, not the "
-            "counts'; report the band's upper end (what the counts do not rule out), not the mean.")
+            f"({total} samples): beyond the samples drawn {'its' if len(none) == 1 else 'their'} mean is the prior's "
+            "shape near p = 0, not the counts'; report the band's upper end (what the counts do not rule out), not "
+            "the mean.")
 
 
 def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False,
