@@ -738,8 +738,8 @@ def execute_cmd(
                      scheduler=scheduler, fast_check=fast_check, layer=layer, fresh_interpreter=fresh_interpreter,
                      dedup=dedup,
                      **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
-    except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
-        fail(str(err))
+    except (ValueError, TypeError, FileNotFoundError, ConnectionError, SandboxError) as err:
+        fail(str(err).replace("scheduler=", "--scheduler ", 1) if isinstance(err, ConnectionError) else str(err))
     counts = to_counts(ds)
     write_counts(counts, out / "counts.nc")
     write_counts(counts, out / "counts.csv")

@@ -162,6 +162,49 @@ def test_dask_localcluster_gives_identical_dataset(humaneval):
         xr.testing.assert_equal(dist[var], local[var])
 
 
+def test_an_unreachable_scheduler_is_a_clear_error_not_a_traceback(humaneval, tmp_path):
+    """distributed's OSError ('Timed out trying to connect') reached the command line as a traceback."""
+    import socket
+
+    import dask
+    import distributed  # noqa: F401  (its config defaults first: dask.config.set would drop them on exit)
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
+            pytest.raises(ConnectionError, match=rf"scheduler='{address}': cannot reach the Dask scheduler"):
+        engine.execute(canonical_samples(humaneval)[:2], humaneval, progress=False, scheduler=address,
+                       out=tmp_path / "api")
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in canonical_samples(humaneval)[:2]))
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "execute", str(path), "--suite", "humaneval",
+                          "--scheduler", address, "--out", str(tmp_path / "cli")], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="1s"))
+    assert res.returncode == 2 and f"--scheduler '{address}': cannot reach the Dask scheduler" in res.stderr
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_a_scheduler_without_workers_is_said_and_waited_for(humaneval, monkeypatch):
+    """A scheduler started without workers left the run at 0 without a word; it now says so, and the run goes on
+    once a worker joins."""
+    from dask.distributed import Client, LocalCluster
+
+    samples = canonical_samples(humaneval)[:3]
+    connect = engine._dask_client
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        def then_a_worker(scheduler):  # a worker joins once the run has connected (and looked for workers)
+            got = connect(scheduler)
+            cluster.scale(1)
+            return got
+
+        monkeypatch.setattr(engine, "_dask_client", then_a_worker)
+        with pytest.warns(UserWarning, match=r"has no workers yet: the programs wait until one joins"):
+            ds = engine.execute(samples, humaneval, progress=False, scheduler=client)
+    assert bool(ds.correct.all())
+
+
 def test_dask_run_survives_a_killed_worker_with_every_verdict_once(tmp_path, suite, monkeypatch):
     """Kill a Dask worker mid-run (the one holding the task's tests): its batches are re-run elsewhere, and
     every program is recorded once."""

@@ -501,6 +501,22 @@ def _batches(jobs: list, n_workers: int):
         yield task, batch
 
 
+def _dask_client(scheduler):
+    """Return a client of ``scheduler`` (an address or a Client); say when it cannot be reached or has no workers."""
+    from dask.distributed import Client
+
+    try:
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    except OSError as err:  # distributed's "Timed out trying to connect", a refused or unresolvable address
+        raise ConnectionError(f"scheduler={scheduler!r}: cannot reach the Dask scheduler ({err}); start one there "
+                              f"('dask scheduler') with workers ('dask worker {scheduler} --nthreads 1'), or leave "
+                              "the scheduler out to run in local sandbox slots") from None
+    if not client.scheduler_info()["workers"]:  # the run waits for them, its bar at 0 until one joins
+        warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers yet: the programs wait until one "
+                      f"joins ('dask worker {client.scheduler.address} --nthreads 1')", UserWarning, stacklevel=4)
+    return client
+
+
 def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fresh=False, fast_check=False) -> str:
     """Stream small batches of programs through a Dask cluster, a bounded number in flight.
 
@@ -509,9 +525,9 @@ def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fres
     which are committed to the store as they arrive. So an interrupted run resumes, and a lost worker costs
     only its batches in flight, which Dask re-runs elsewhere.
     """
-    from dask.distributed import Client, as_completed
+    from dask.distributed import as_completed
 
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    client = _dask_client(scheduler)
     try:
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         left = Counter(t for t, _, _ in jobs)  # programs of each task not yet recorded
