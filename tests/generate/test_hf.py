@@ -153,6 +153,37 @@ def test_chat_style_uses_the_template(tmp_path, suite):
     assert load_model_config("Qwen/Qwen2.5-Coder-1.5B-Instruct")["style"] == "chat"
 
 
+def test_a_hub_id_loads_from_the_hugging_face_cache(tiny, tmp_path):
+    """'org/name' was taken for a local folder because it holds a '/', and refused as missing: the README's
+    'bayespass run --model Qwen/Qwen2.5-Coder-1.5B-Instruct' could not load a cached model. Here a hub cache holds
+    the tiny model as 'bayespass-test/tiny-coder' (huggingface_hub's layout), read offline."""
+    import shutil
+
+    from bayespass.generate.hf import _check_model_id
+
+    snapshot = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "models--bayespass-test--tiny-coder"
+    shutil.copytree(tiny, repo / "snapshots" / snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot)
+    code = ("from bayespass.generate.hf import HFCoder\n"
+            "print(HFCoder('bayespass-test/tiny-coder', max_new_tokens=4).style)\n"
+            "try:\n    HFCoder('bayespass-test/no-such-model')\n"
+            "except FileNotFoundError as err:\n    print(err)\n")
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    first, second = res.stdout.splitlines()[:2]
+    assert first == "base"  # loaded (the tiny model has no chat template)
+    assert second.startswith("model 'bayespass-test/no-such-model' is not a local folder, and the Hugging Face hub "
+                             "id could not be loaded")
+    for path in ("./no/such/model", "/no/such", "~/no-such", "a/b/c"):  # folders, missing: refused before loading
+        with pytest.raises(FileNotFoundError, match=f"model folder '{path}' does not exist"):
+            _check_model_id(path)
+    for hub_id in ("Qwen/Qwen2.5-Coder-1.5B-Instruct", "gpt2", str(tiny)):
+        _check_model_id(hub_id)  # a hub id, or a folder that exists
+
+
 def test_bad_input(tiny):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         HFCoder("./no/such/model")

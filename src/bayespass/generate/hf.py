@@ -241,6 +241,22 @@ def _row_stopper(transformers, torch, tok, n_prompt: int, k: int, stops: list[st
     return _Stop(tok, n_prompt, k, stops, eos_ids, window=window, full_every=full_every)
 
 
+def _check_model_id(model: str) -> None:
+    """Refuse a model that names a local folder which does not exist; a hub id ('org/name') goes to transformers.
+
+    A hub id has at most one '/' and no leading '.', '/' or '~'; such a name is taken as a local folder only
+    where one exists (transformers' own rule), so 'Qwen/Qwen2.5-Coder-1.5B-Instruct' loads from the Hugging Face
+    cache (it was refused as a missing folder).
+    """
+    local = Path(model).expanduser()
+    if local.exists():
+        return
+    path_like = (model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+                 or (os.sep != "/" and os.sep in model))
+    if path_like:
+        raise FileNotFoundError(f"model folder {model!r} does not exist")
+
+
 class HFCoder(Coder):
     """A causal LM from the Hugging Face hub or a local folder.
 
@@ -279,13 +295,14 @@ class HFCoder(Coder):
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1]; got {top_p!r}")
         self.model_id = str(model)
-        local = Path(self.model_id).expanduser()
-        if os.sep in self.model_id or self.model_id.startswith("."):
-            if not local.exists():
-                raise FileNotFoundError(f"model folder {self.model_id!r} does not exist")
+        _check_model_id(self.model_id)
         self.device = _device(device, torch)
         self.dtype = _dtype(dtype, self.device, torch)
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_id)
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_id)
+        except OSError as err:  # a hub id that is neither cached nor (offline, or no such model) downloadable
+            raise FileNotFoundError(f"model {self.model_id!r} is not a local folder, and the Hugging Face hub id "
+                                    f"could not be loaded: {err}") from None
         self.model = transformers.AutoModelForCausalLM.from_pretrained(self.model_id, dtype=self.dtype)
         self.model.to(self.device).eval()
         self.cfg = load_model_config(self.model_id)
