@@ -488,9 +488,8 @@ def _compare_input(data: list[Path], common_tasks: bool, benchmark: str | None =
 
 def _of_benchmark(counts, name: str, label: str) -> xr.Dataset:
     """Return the configs of one benchmark (``--benchmark``) on the tasks they ran, or exit naming those there are."""
-    have = [str(b) for b in counts.benchmark.values] if "benchmark" in counts.coords else []
-    if name not in have:
-        named = sorted({b for b in have if b})
+    named = _benchmarks_of(counts)
+    if name not in named:
         fail(f"--benchmark {name!r} is not a benchmark of {label!r}; "
              + (f"its configs come from {named}" if named else "its counts name no benchmark (a benchmark column "
                 "in a counts file, or the suite of a run)"))
@@ -498,11 +497,16 @@ def _of_benchmark(counts, name: str, label: str) -> xr.Dataset:
     return counts.isel(task=(counts.n > 0).any("config").values)
 
 
+def _benchmarks_of(counts) -> list[str]:
+    """Return the benchmarks the counts' configs name (sorted, the empty name left out)."""
+    return sorted({str(b) for b in counts.benchmark.values} - {""}) if "benchmark" in counts.coords else []
+
+
 def _common_tasks(counts, label: str) -> xr.Dataset:
     """Return the counts on the tasks every config ran (``--common-tasks``), or exit saying why."""
     keep = (counts.n > 0).all("config").values
     if not keep.any():
-        named = sorted({str(b) for b in counts.benchmark.values if str(b)}) if "benchmark" in counts.coords else []
+        named = _benchmarks_of(counts)
         fail(f"--common-tasks: no task of {label!r} was run by every config"
              + (f"; its configs come from the benchmarks {named}: compare one with --benchmark NAME"
                 if len(named) > 1 else ""))
@@ -739,7 +743,7 @@ def execute_cmd(
                      dedup=dedup,
                      **({} if max_timeouts is None else {"max_timeouts": max_timeouts}))
     except (ValueError, TypeError, FileNotFoundError, ConnectionError, SandboxError) as err:
-        fail(str(err).replace("scheduler=", "--scheduler ", 1) if isinstance(err, ConnectionError) else str(err))
+        fail(_as_option(str(err), {"scheduler": "--scheduler"}))
     counts = to_counts(ds)
     write_counts(counts, out / "counts.nc")
     write_counts(counts, out / "counts.csv")

@@ -502,7 +502,10 @@ def _batches(jobs: list, n_workers: int):
 
 
 def _dask_client(scheduler):
-    """Return a client of ``scheduler`` (an address or a Client); say when it cannot be reached or has no workers."""
+    """Return a client of ``scheduler`` (an address or a Client) and its number of workers (at least 1).
+
+    Says when the scheduler cannot be reached (an error) or has no workers yet (a warning: the run waits for one).
+    """
     from dask.distributed import Client
 
     try:
@@ -511,10 +514,11 @@ def _dask_client(scheduler):
         raise ConnectionError(f"scheduler={scheduler!r}: cannot reach the Dask scheduler ({err}); start one there "
                               f"('dask scheduler') with workers ('dask worker {scheduler} --nthreads 1'), or leave "
                               "the scheduler out to run in local sandbox slots") from None
-    if not client.scheduler_info()["workers"]:  # the run waits for them, its bar at 0 until one joins
+    n_workers = len(client.scheduler_info()["workers"])
+    if not n_workers:  # the run waits for them, its bar at 0 until one joins
         warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers yet: the programs wait until one "
                       f"joins ('dask worker {client.scheduler.address} --nthreads 1')", UserWarning, stacklevel=4)
-    return client
+    return client, max(1, n_workers)
 
 
 def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fresh=False, fast_check=False) -> str:
@@ -527,9 +531,8 @@ def _run_dask(jobs, judge_, record, *, layer, scheduler, max_timeouts=None, fres
     """
     from dask.distributed import as_completed
 
-    client = _dask_client(scheduler)
+    client, n_workers = _dask_client(scheduler)
     try:
-        n_workers = max(1, len(client.scheduler_info()["workers"]))
         left = Counter(t for t, _, _ in jobs)  # programs of each task not yet recorded
         tests, pending, done, todo = {}, {}, as_completed(), _batches(jobs, n_workers)
 

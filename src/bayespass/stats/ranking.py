@@ -448,21 +448,12 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
 
 def _task_groups(seen: np.ndarray) -> list[list[int]]:
     """Return the configs (rows of ``seen``, config x task) in groups joined by shared tasks, largest first."""
-    group = list(range(seen.shape[0]))
+    from scipy.sparse.csgraph import connected_components
 
-    def root(j: int) -> int:
-        while group[j] != j:
-            j = group[j]
-        return j
-
-    for row in seen.T:  # the configs that ran a task are one group
-        ran = np.flatnonzero(row)
-        for j in ran[1:]:
-            group[root(int(j))] = root(int(ran[0]))
-    out: dict[int, list[int]] = {}
-    for j in range(seen.shape[0]):
-        out.setdefault(root(j), []).append(j)
-    return sorted(out.values(), key=len, reverse=True)
+    shared = seen.astype(np.int64) @ seen.T.astype(np.int64) > 0  # configs that ran a task in common
+    _, label = connected_components(shared, directed=False)
+    groups = [np.flatnonzero(label == g).tolist() for g in range(label.max() + 1)]
+    return sorted(groups, key=len, reverse=True)
 
 
 def _warn_single_against_more(ones: list, configs: list, k: np.ndarray) -> None:
