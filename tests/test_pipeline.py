@@ -223,6 +223,32 @@ def test_a_swallowed_interrupt_records_no_stage(tmp_path):
     assert json.loads((tmp_path / "run.json").read_text())["stages"] == {"generate": "k1"}
 
 
+def test_a_ctrl_c_in_a_weakref_callback_prints_no_traceback():
+    # Ctrl-C while the garbage collector ran a weakref callback printed "Exception ignored in ..." and a
+    # traceback in the middle of a run (the run still stopped at the stage's end, as INTERRUPTED was set)
+    import weakref
+
+    from bayespass.pipeline.config import _interrupt_unraisable
+
+    class Thing:
+        pass
+
+    seen, previous = [], sys.unraisablehook
+    sys.unraisablehook = _interrupt_unraisable(lambda u: seen.append(u.exc_type))
+    try:
+        for exc in (KeyboardInterrupt, ValueError):
+            def callback(ref, exc=exc):
+                raise exc("in a callback")
+
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing  # the callback runs here; Python cannot raise its exception, hands it to the hook
+            assert ref() is None
+    finally:
+        sys.unraisablehook = previous
+    assert seen == [ValueError]  # the interrupt dropped, anything else handed on
+
+
 def test_run_from_existing_samples(tmp_path):
     import bayespass as bp
     from bayespass.generate.hf import write_samples

@@ -30,12 +30,13 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import GEN, INTERRUPTED, RunConfig, State, _on_sigint, say
+from .config import GEN, INTERRUPTED, RunConfig, State, _interrupt_unraisable, _on_sigint, say
 from .stages import Context, Stage, fit_plan, stages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,11 +62,13 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
     as PyMC catches the interrupt itself and returns early).
     """
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, _on_sigint)
+        previous, unraisable = signal.signal(signal.SIGINT, _on_sigint), sys.unraisablehook
+        sys.unraisablehook = _interrupt_unraisable(unraisable)
         try:
             return _drive(out, cfg, echo)
         finally:
             signal.signal(signal.SIGINT, previous)
+            sys.unraisablehook = unraisable
             INTERRUPTED.clear()
     return _drive(out, cfg, echo)
 

@@ -153,6 +153,21 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def _interrupt_unraisable(previous):
+    """Make a ``sys.unraisablehook`` that drops the Ctrl-C raised where Python cannot raise it.
+
+    The handler's ``KeyboardInterrupt`` may land in a weakref or ``__del__`` callback, where Python prints
+    "Exception ignored in ..." and a traceback, then goes on; ``INTERRUPTED`` is set all the same, so the stage
+    in progress is not recorded and the run stops when it ends (``State.mark``). Other errors go to ``previous``.
+    """
+    def hook(unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            return
+        previous(unraisable)
+
+    return hook
+
+
 class State:
     """``run.json``: settings and a key per completed stage."""
 
