@@ -10,12 +10,16 @@ behaviour takes ``dominance`` of the mass) with probability ``stable_wrong``
 or else diffuse.  Temperature T flattens both: ``logit p_T = logit p / T``
 (boundary values stay) and ``w_T ∝ w^(1/T)``.  Sampling K programs per task
 is a draw from this mixture; each sample may carry a pseudo mean token
-log-probability that is informative but noisy about correctness.
+log-probability that is informative but noisy about correctness.  Each task's
+samples come from a random stream of its own, seeded by ``(seed, temperature,
+task_id)`` as ``HFCoder``'s are, so that tasks are independent however they
+are asked for.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 import xarray as xr
@@ -98,6 +102,11 @@ def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, pr
     return out
 
 
+def _task_key(task_id: str) -> int:
+    """Stable 32-bit integer of a task id (a seed's entropy; ``hash`` changes between processes)."""
+    return zlib.crc32(task_id.encode())
+
+
 class SyntheticCoder(Coder):
     """Synthetic code model with known per-task truth (see the module docstring).
 
@@ -165,13 +174,16 @@ class SyntheticCoder(Coder):
             raise ValueError(f"temperature must be > 0; got {temperature!r}")
         if k < 1:
             raise ValueError(f"k must be >= 1; got {k!r}")
-        g = np.random.default_rng([seed, int(temperature * 1000)])
         p_t = self.truth(temperature)["p_true"].values
         recs = []
         wanted = set(tasks) if tasks is not None else None
         for i, t in enumerate(self.tasks):
             if wanted is not None and t not in wanted:
                 continue
+            # a stream per task, as HFCoder's: a task's samples do not depend on which tasks are asked for with
+            # it (one stream for the call made a task's j-th sample pass together with every other task's
+            # j-th, wherever it was asked for one task at a time: --until-width rounds, `bayespass generate`)
+            g = np.random.default_rng([seed, int(temperature * 1000), _task_key(t)])
             pool, w = self.pools[t], self.weights[i]
             if w.size:
                 w_t = w ** (1 / temperature)
