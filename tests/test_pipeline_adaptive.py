@@ -136,3 +136,30 @@ def test_band_width_is_the_eti_width_of_passk_curve():
     assert w["a"] == pytest.approx(float(eti.sel(config="a", ci_bound="upper") - eti.sel(config="a",
                                                                                         ci_bound="lower")))
     assert set(w) == {"a", "b"}
+
+
+def test_each_task_draws_its_samples_with_a_seed_of_its_own():
+    # the j-th sample of every task was drawn with one seed (run seed and j): a coder keeping one random
+    # stream per call (the synthetic coder did) then drew every task's j-th sample from the same uniforms
+    from bayespass.pipeline.adaptive import _Source
+
+    class Recorder:
+        name, seeds = "recorder", []
+
+        def generate(self, suite, k, *, temperature, seed=0, tasks=None):
+            self.seeds.append((tasks[0], seed))
+            return [{"task_id": tasks[0], "solution": "pass"}] * k
+
+    src = object.__new__(_Source)
+    src.suite, src.seed, src.pool, src.coder = None, 7, None, Recorder()
+    src.temperature = {"m|T=0.6": 0.6, "m|T=1.2": 1.2}
+    for conf in src.temperature:
+        for task in ("HumanEval/0", "HumanEval/1", "HumanEval/2"):
+            for have in (0, 1, 2):
+                src.more((conf, task), have, 1)
+    seeds = [s for _, s in Recorder.seeds]
+    assert len(set(seeds)) == len(seeds) == 18  # a seed per (config, task, j)
+    again = object.__new__(_Source)
+    again.__dict__.update(src.__dict__)
+    again.more(("m|T=1.2", "HumanEval/1"), 2, 1)  # and the same again: a resumed run redraws the same samples
+    assert Recorder.seeds[-1][1] == seeds[-4]

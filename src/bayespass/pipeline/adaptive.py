@@ -9,12 +9,14 @@ tasks (and configs) get the next round's samples, where they shrink the band mos
 
 Resuming: the targets of the round in progress are in ``rounds.json`` before any of its samples are
 generated, and ``samples.jsonl`` is append-only, so an interrupted run tops up to the same targets
-and goes on (a generating coder draws each task's j-th extra sample with a seed fixed by the run's
-seed and j, so the synthetic coder gives the same samples again).
+and goes on (a generating coder draws the j-th sample of a config's task with a seed fixed by the
+run's seed, the config, the task and j, so the synthetic coder gives the same samples again, and the
+tasks' samples are independent whatever random streams the coder keeps).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import Counter
@@ -92,7 +94,11 @@ class _Source:
             return [{k: v for k, v in r.items() if k not in ("task", "sample")
                      and not (isinstance(v, float) and v != v)} for r in rows]
         T = self.temperature[conf]
-        seed = (self.seed * 1_000_003 + have) % 2**32  # the j-th sample of a task: a fixed seed per (run, j)
+        # the j-th sample of a (config, task): a seed fixed by the run's seed, the cell and j. Fixed by the run
+        # and j alone, a coder with one random stream per call drew every task's j-th sample from the same
+        # uniforms, and the tasks' samples passed or failed together
+        key = f"{self.seed}:{conf}:{task}:{have}".encode()
+        seed = int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
         if self.coder.name == "synthetic":
             return self.coder.generate(k=more, temperature=T, seed=seed, tasks=[task])
         return self.coder.generate(self.suite, more, temperature=T, seed=seed, tasks=[task])
