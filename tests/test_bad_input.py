@@ -239,7 +239,7 @@ def test_correctness_is_checked_for_every_format(tmp_path):
     with pytest.raises(ValueError, match="correctness='foo' is not supported; choose one of"):
         bp.read_counts(EXAMPLE, correctness="foo")
     res = cli("estimate", EXAMPLE, "--correctness", "foo")
-    assert res.exit_code == 2 and "correctness='foo'" in res.output
+    assert res.exit_code == 2 and "--correctness 'foo' is not supported" in res.output
 
 
 def test_make_counts_rejects_booleans():
@@ -473,6 +473,38 @@ def test_one_chain_is_refused_before_sampling(monkeypatch, model, method):
     with pytest.raises(ValueError, match=r"chains must be at least 2: the convergence gate compares chains \(R-hat\); "
                                          r"got 1"):
         bp.fit(bp.read_counts(EXAMPLE), model, method, chains=1)
+
+
+@pytest.mark.parametrize(("setting", "value", "error"), [("draws", 0, ValueError), ("tune", 0, ValueError),
+                                                         ("cores", -1, ValueError), ("draws", 1.5, TypeError)])
+def test_sampler_settings_are_refused_before_sampling(monkeypatch, setting, value, error):
+    """draws=0 ran four candidates' MCMC fits before the stack failed on it."""
+    import bayespass.models.fit as fit_module
+
+    def no_sampling(*a, **kw):
+        raise AssertionError(f"sampled before {setting} was checked")
+
+    monkeypatch.setattr(fit_module, "_fit_model", no_sampling)
+    monkeypatch.setattr(fit_module, "_fit_auto", no_sampling)
+    with pytest.raises(error, match=rf"{setting} must be a positive integer; got {value}"):
+        bp.fit(bp.read_counts(EXAMPLE), "auto", "mcmc", **{setting: value})
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["fit", EXAMPLE, "--method", "mcmc", "--draws", "0"], "error: --draws must be a positive integer; got 0"),
+    (["fit", EXAMPLE, "--method", "mcmc", "--chains", "1"], "error: --chains must be at least 2"),
+    (["fit", EXAMPLE, "--model", "beta"], "error: --model 'beta' is not supported; choose one of"),
+    (["compare", EXAMPLE, "--method", "nuts"], "error: --method 'nuts' is not supported; choose one of"),
+    (["compare", EXAMPLE, "--pairs", "coder-large|T=0.8|humaneval:nope"],
+     "error: --pairs ('coder-large|T=0.8|humaneval', 'nope') names config 'nope', which is not among the configs"),
+    (["estimate", EXAMPLE, "--method", "magic"], "error: --method 'magic' is not supported; choose one of"),
+    (["fit", EXAMPLE, "--model", "hier", "--method", "mcmc", "--sampler", "hmc"],
+     "(use one of ['pymc', 'nutpie', 'numpyro', 'blackjax']: NUTS implementations, or --model 'shared')"),
+])
+def test_the_statistics_commands_name_their_options(args, said):
+    """Their errors named bp.fit's parameters (model='beta', draws must ...), not the options a user typed."""
+    res = cli(*args)
+    assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
 
 
 @pytest.mark.parametrize("call", ["compare_configs", "passk_curve", "plan", "allocate"])

@@ -140,7 +140,7 @@ def test_fit_and_curve_cli(tmp_path):
     assert res.exit_code == 0 and "sampler=bayespass-hmc, convergence: ok" in res.stdout, res.output
     res = runner.invoke(app, ["fit", "data/examples/counts_small.csv", "--method", "mcmc", "--sampler", "stan",
                               "--out", str(tmp_path / "x.nc")])
-    assert res.exit_code != 0 and "sampler='stan' is not supported" in res.output
+    assert res.exit_code != 0 and "--sampler 'stan' is not supported" in res.output
 
 
 def test_cli_prints_warnings_on_one_line_without_source(tmp_path, capsys):

@@ -163,7 +163,7 @@ def estimate(
             warnings.simplefilter("always")
             df = estimate_table(ds, k, method=method.split(","))
     except (ValueError, TypeError, FileNotFoundError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
     one = _one_sample_configs(ds)
@@ -251,7 +251,7 @@ def fit_cmd(
         ds = _read_counts_of(counts, correctness)
         idata = fit(ds, model, method, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     from .data.io import atomic_netcdf
 
     atomic_netcdf(idata, out)
@@ -319,7 +319,7 @@ def curve(
         idata = az.from_netcdf(str(fit_path))
         res = passk_curve(idata, k, ci_prob=ci_prob)
     except (ValueError, TypeError, OSError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     from .models.fit import stacking_table
 
     if (weights := stacking_table(idata)) is not None:
@@ -403,7 +403,7 @@ def compare_cmd(
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     joined = cmp.attrs["band_beyond_samples"]
     typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
                + (f"; bands past half the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
@@ -439,7 +439,7 @@ def allocate_cmd(
         pair_t = None if pair is None else split_pair(pair, configs, name="--pair")
         a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
     except (ValueError, TypeError, OSError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     df = a[["n_more", "gain"]].to_dataframe().reset_index()
     df.insert(2, "n", idata.constant_data["n"].transpose("config", "task").values.ravel())
     df.insert(3, "c", idata.observed_data["c"].transpose("config", "task").values.ravel())
@@ -595,7 +595,7 @@ def plan_cmd(
         idata, _ = _fit_or_counts(data)
         p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
     except (ValueError, TypeError, OSError) as err:
-        fail(str(err))
+        fail(_as_option(str(err), _STATS_OPTIONS))
     if plot is not None:
         typer.echo(f"wrote {_save_png(plot_plan(p), plot)}", err=True)
     if not p.attrs["simulated"] and format == "table":
@@ -931,6 +931,12 @@ def _run_left(out: Path) -> str:
 _RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
     "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
     "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
+
+
+#: parameters of bp.fit, bp.compare_configs, bp.plan and bp.allocate as the options of the commands that set them
+_STATS_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
+    "model", "method", "sampler", "draws", "tune", "chains", "seed", "correctness", "pairs", "budget", "step",
+    "pair")} | {"target_width": "--width", "n_sims": "--sims", "n_grid": "--n-grid"}
 
 
 def _as_option(msg: str, names: dict = _RUN_OPTIONS) -> str:

@@ -133,16 +133,15 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
         if method == "mcmc":
             _check_sampler_installed(sampler)
     if sampler == "hmc" and m is not None and not _has_hmc(m):
+        nuts = [x for x in SAMPLERS if x != "hmc"]
         raise ValueError(f"sampler='hmc' needs a model whose task-level parameters are integrated out; got "
-                         f"model={model!r}, whose task difficulties are latent (use one of {SAMPLERS[1:]}: "
+                         f"model={model!r}, whose task difficulties are latent (use one of {nuts}: "
                          "NUTS implementations, or model='shared')")
     sampler = sampler or ("hmc" if m is None or _has_hmc(m) else "pymc")
     seed = check_seed(rcParams["stats.seed"] if seed is None else seed)
     if target_accept is not None:
         target_accept = check_prob(target_accept, name="target_accept")
-    if chains is not None and check_positive_int(chains, name="chains") < 2:
-        # one chain has no R-hat: the gate failed every config (MCMC reran them 4x and 16x as long, in vain)
-        raise ValueError(f"chains must be at least 2: the convergence gate compares chains (R-hat); got {chains}")
+    _check_sampling(draws, tune, chains, cores)
     kw = dict(draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, sampler=sampler,
               target_accept=target_accept, progressbar=progressbar)
     candidates = _check_candidates(candidates, model)
@@ -159,6 +158,16 @@ def fit(counts: xr.Dataset, model: str | None = None, method: str | None = None,
     with _StageBar(None, f"model {model} by eb", kw["progressbar"] and method == "eb", delay=EB_BAR_DELAY) as bar:
         with bar.ticking():
             return _fit_model(counts, m, method, k, kw)
+
+
+def _check_sampling(draws, tune, chains, cores) -> None:
+    """Refuse sampler settings no fit can use, before any work (draws=0 failed after the candidates' fits)."""
+    for name, value in (("draws", draws), ("tune", tune), ("cores", cores)):
+        if value is not None:
+            check_positive_int(value, name=name)
+    if chains is not None and check_positive_int(chains, name="chains") < 2:
+        # one chain has no R-hat: the gate failed every config (MCMC reran them 4x and 16x as long, in vain)
+        raise ValueError(f"chains must be at least 2: the convergence gate compares chains (R-hat); got {chains}")
 
 
 def _warn_unobserved(counts) -> None:

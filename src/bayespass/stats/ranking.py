@@ -488,7 +488,7 @@ def _pairs(pairs, configs):
     for a, b in pairs:
         for x in (a, b):
             if x not in configs:
-                raise ValueError(f"pairs names config {x!r}, which is not among the configs {configs}")
+                raise ValueError(f"pairs=({a!r}, {b!r}) names config {x!r}, which is not among the configs {configs}")
         if a == b:
             raise ValueError(f"pairs must name two different configs; got ({a!r}, {b!r})")
     return list(dict.fromkeys(a for a, _ in pairs)), list(dict.fromkeys(b for _, b in pairs))
