@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -292,3 +293,23 @@ def test_replay_keeps_each_records_config_and_reads_several_files(tmp_path, suit
     assert read_samples(ReplayCoder(plain, model="other").generate(suite))["config"].unique().tolist() == ["other"]
     with pytest.raises(ValueError, match="model='x' would name the samples of 2 files one model"):
         ReplayCoder([named, plain], model="x")
+
+
+def test_a_second_generation_with_the_same_seed_repeats_draws_counted_once(coder, suite, tmp_path):
+    # generating again with the same seed, for more samples, draws the same samples: a file concatenated from
+    # both runs counted them as independent (n doubled per task, bands too narrow)
+    from bayespass.execution.samples_io import read_samples
+
+    tasks = list(suite.tasks)[5:7]
+    first = coder.generate(suite, 2, temperature=0.8, seed=3, tasks=tasks)
+    again = coder.generate(suite, 2, temperature=0.8, seed=3, tasks=tasks)
+    assert [r["raw"] for r in again] == [r["raw"] for r in first]  # the same draws again
+    path = write_samples(first + again, tmp_path / "both.jsonl")
+    with pytest.warns(UserWarning, match=r"4 of 8 records repeat the draw of an earlier record .*each draw is "
+                                         r"counted once"):
+        df = read_samples(path)
+    assert df.groupby("task").size().tolist() == [2, 2] and df["raw"].tolist() == [r["raw"] for r in first]
+    other = coder.generate(suite, 2, temperature=0.8, seed=4, tasks=tasks)  # another seed: new draws, all kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(read_samples(write_samples(first + other, tmp_path / "two_seeds.jsonl"))) == 8

@@ -177,9 +177,34 @@ def read_samples(samples, *, config: str | None = None, suite=None) -> pd.DataFr
         raise ValueError("no samples found" + (f" in {str(samples)!r} (an empty file, or a directory without "
                                                f"<task>/<i>.py programs)" if wheres is not None else
                                                " (an empty list or table)"))
-    df = pd.DataFrame(rows)
+    df = _drop_repeated_draws(pd.DataFrame(rows), "samples" if wheres is None else str(samples))
     df["sample"] = df.groupby(["config", "task"]).cumcount()
     return df
+
+
+def _drop_repeated_draws(df: pd.DataFrame, src: str) -> pd.DataFrame:
+    """Count once each draw that records name twice: the same config, task, ``seed`` and ``sample`` index.
+
+    bayespass's coders (and others) write a task's i-th sample with the run's seed, which fixes the draw: a file
+    concatenated with itself, or with a second generation of the same seed (run again for more samples),
+    repeats draws, and counted twice they would pass as independent samples (n doubled, bands too narrow).
+    """
+    if not {"seed", "sample"} <= set(df.columns):
+        return df
+    key = df[["config", "task", "seed", "sample"]]
+    named = key.notna().all(axis=1)
+    repeated = named & key.astype(str).duplicated()
+    if not repeated.any():
+        return df
+    import warnings
+
+    first = df[repeated].iloc[0]
+    warnings.warn(f"{src}: {int(repeated.sum())} of {len(df)} records repeat the draw of an earlier record (the "
+                  f"same config, task, seed and sample index, e.g. {first['config']!r}, {first['task']!r}, seed "
+                  f"{first['seed']}, sample {first['sample']}: a file concatenated with itself, or generated "
+                  "twice with one seed); each draw is counted once. Different draws need different seeds.",
+                  UserWarning, stacklevel=3)
+    return df[~repeated].reset_index(drop=True)
 
 
 def _read_path(path: Path, suite) -> tuple[list, list[str]]:
