@@ -627,6 +627,37 @@ def test_the_leaderboards_band_holds_the_unbiased_band_where_every_task_has_2k_s
     np.testing.assert_array_equal(cmp["passk"], before["passk"])
 
 
+def test_configs_of_benchmarks_that_share_task_names_are_warned_about():
+    """HumanEval and HumanEval+ name their tasks alike: a config on each was ranked against the other without a
+    word (the task-set warnings see one set of tasks), though HumanEval+'s version of a task is harder."""
+    import warnings
+
+    g = np.random.default_rng(4)
+    p = g.beta(0.6, 0.4, 60)
+    n = np.full((3, 60), 10)
+    c = g.binomial(n, np.stack([p, 0.9 * p, p]))
+    tasks = [f"HumanEval/{i}" for i in range(60)]
+    mixed = bp.make_counts(n, c, model=["a", "b", "c"], temperature=[0.8] * 3,
+                           benchmark=["humaneval", "humaneval+", "humaneval"], task=tasks)
+    with pytest.warns(UserWarning, match=r"the configs come from different benchmarks that name tasks alike \(configs "
+                                         r"per benchmark: humaneval: 2, humaneval\+: 1\).*bayespass compare "
+                                         r"--benchmark NAME"):
+        bp.compare_configs(mixed, k=1, model="bb", method="eb")
+    one = mixed.assign_coords(benchmark=("config", ["humaneval"] * 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bp.compare_configs(one, k=1, model="bb", method="eb")  # one benchmark: no warning
+    n2, c2 = np.zeros((3, 120), int), np.zeros((3, 120), int)
+    n2[[0, 2], :60], c2[[0, 2], :60] = n[[0, 2]], c[[0, 2]]
+    n2[1, 60:], c2[1, 60:] = n[1], c[1]  # the humaneval+ config on tasks of other names
+    apart = bp.make_counts(n2, c2, model=["a", "b", "c"], temperature=[0.8] * 3,
+                           benchmark=["humaneval", "humaneval+", "humaneval"], task=tasks + [f"U/{i}" for i in range(60)])
+    with pytest.warns(UserWarning) as caught:  # no task in common: the groups' warning says it, not this one
+        bp.compare_configs(apart, k=1, model="bb", method="eb")
+    said = [str(w.message) for w in caught]
+    assert any("groups with no task in common" in m for m in said) and not any("name tasks alike" in m for m in said)
+
+
 def test_configs_of_two_benchmarks_are_named_as_groups_and_compare_benchmark_keeps_one(tmp_path):
     """Configs with no task in common (two benchmarks in one counts file) get a warning that names the groups, and
     'compare --benchmark' compares one benchmark's configs on its tasks, as the API on those counts does."""

@@ -80,6 +80,7 @@ def _resolve(data, model, method, seed, check=None, progressbar=False):
         if check is not None:
             check(observed)
         counts = counts.sel(config=observed)  # fitted without the configs that have no observed task
+        _warn_benchmarks(counts)
         # default: the joint model, whose P(better) is the best calibrated on real data (benchmarks/RESULTS.md)
         return fit(counts, "shared" if model is None else model, method, seed=seed, progressbar=progressbar)
     raise TypeError(f"data must be an InferenceData fit, a counts Dataset, a counts file, a run directory or a run "
@@ -444,6 +445,32 @@ def _warn_task_sets(n: np.ndarray, configs: list) -> None:
         "its own tasks, so a difference mixes the configs with their task sets. To compare on the same tasks, "
         "keep the common ones: counts.isel(task=(counts.n > 0).all('config').values) (the command line: "
         "bayespass compare --common-tasks)", UserWarning, stacklevel=3)
+
+
+def _warn_benchmarks(counts: xr.Dataset) -> None:
+    """Warn when configs of different benchmarks ran tasks of one name (HumanEval and HumanEval+ share theirs).
+
+    Configs of benchmarks with no task in common are warned about by ``_warn_task_sets``; these share tasks, so
+    nothing else would say that a task of HumanEval+ is HumanEval's with more tests.
+    """
+    if "benchmark" not in counts.coords:
+        return
+    bench = np.asarray(counts["benchmark"].values).astype(str)
+    names = sorted(set(bench) - {""})
+    seen = (counts["n"] > 0).transpose("config", "task").values
+    if len(names) < 2 or not any((seen[bench == a].any(0) & seen[bench == b].any(0)).any()
+                                 for i, a in enumerate(names) for b in names[i + 1:]):
+        return
+    import warnings
+
+    sizes = ", ".join(f"{b}: {int((bench == b).sum())}" for b in names)
+    warnings.warn(
+        f"the configs come from different benchmarks that name tasks alike (configs per benchmark: {sizes}): "
+        "one name may be a harder task on one of them (HumanEval+ tests HumanEval's tasks more), so the ranks, "
+        "P(better) and difference of two configs of different benchmarks compare the benchmarks as well as the "
+        "models, and the joint model gives a task one difficulty on both. Compare one benchmark's configs: "
+        "counts.sel(config=counts.benchmark == NAME) (the command line: bayespass compare --benchmark NAME)",
+        UserWarning, stacklevel=4)
 
 
 def _task_groups(seen: np.ndarray) -> list[list[int]]:
