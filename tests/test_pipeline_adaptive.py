@@ -86,7 +86,7 @@ def test_a_larger_budget_resumes_the_rounds_without_redrawing(synthetic_run, tmp
         rounds[-1]["widest"], rel=1e-9)
 
 
-def test_replayed_samples_are_drawn_in_file_order_until_they_run_out(tmp_path):
+def test_replayed_samples_are_drawn_in_a_random_order_until_they_run_out(tmp_path):
     from bayespass.generate.hf import write_samples
     from bayespass.generate.synthetic import SyntheticCoder
 
@@ -102,9 +102,35 @@ def test_replayed_samples_are_drawn_in_file_order_until_they_run_out(tmp_path):
     rounds = json.loads((tmp_path / "r" / "rounds.json").read_text())["rounds"]
     assert "exhausted" in rounds[-1]["stop"] and len(rounds) >= 2
     assert len(recs) == len(pool) and set(have.values()) == {6}  # the target is out of reach: all are drawn
-    for task in tasks:  # a task's drawn samples are the first n of its pool, in file order
+    for task in tasks:  # all of a task's samples are drawn, each once
         drawn = [r["solution"] for r in recs if r["task_id"] == task]
-        assert drawn == [r["solution"] for r in pool if r["task_id"] == task][: len(drawn)]
+        assert sorted(drawn) == sorted(r["solution"] for r in pool if r["task_id"] == task)
+
+
+def test_replayed_samples_sorted_passes_first_are_drawn_at_random(tmp_path):
+    # taken in file order, a file that lists each task's passing samples first gave the first round nothing but
+    # passes wherever a task had K of them: pass@1 read 1.0 for a pool that passes half the time
+    from bayespass.generate.hf import write_samples
+    from bayespass.generate.synthetic import SyntheticCoder
+    from bayespass.pipeline.adaptive import _order
+
+    flags = [[_order(0, ("m|T=0.8", f"HumanEval/{t}"), 20)[j] < 10 for j in range(2)] for t in range(40)]
+    assert 0.35 < np.mean(flags) < 0.65  # 80 draws from pools of 10 passes listed before 10 failures
+    suite = bp.load_suite("humaneval")
+    tasks = list(suite.tasks)[:12]
+    coder = SyntheticCoder(suite, tasks=tasks, max_mutants=10)
+    pool = sorted(({"task_id": r["task_id"], "solution": r["solution"], "model": "m", "temperature": 0.8,
+                    "correct_true": r["correct_true"]} for r in coder.generate(k=6, temperature=0.8, seed=5)),
+                  key=lambda r: (r["task_id"], not r["correct_true"]))  # each task's passes first
+    path = write_samples(pool, tmp_path / "sorted.jsonl")
+    cfg = RunConfig(coder="samples", samples=str(path), k=2, until_width=0.01, max_samples=24, **FAST)
+    run(tmp_path / "r", cfg, echo=None)
+    recs, _ = _cells(tmp_path / "r" / "samples.jsonl")
+    assert len(recs) == 24
+    for task in tasks:  # the first round's two: the sorted pool's samples at the cell's random order
+        mine = [r for r in pool if r["task_id"] == task]
+        want = [mine[j]["solution"] for j in _order(cfg.seed, ("m|T=0.8", task), len(mine))[:2]]
+        assert [r["solution"] for r in recs if r["task_id"] == task] == want
 
 
 def test_bad_round_settings_are_refused_before_any_work(tmp_path):

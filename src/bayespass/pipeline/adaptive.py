@@ -4,7 +4,8 @@ Each round tops the samples up to the current targets (one count per config and 
 new ones (the verdict store makes earlier ones free), fits the main model by empirical Bayes and
 measures the width of the band of dataset pass@k at ``width_k``.  It stops when every config's band
 is at most ``until_width`` wide, when the samples drawn reach ``max_samples``, or when the coder has
-no more samples to give (replayed samples run out); otherwise :func:`bayespass.allocate` says which
+no more samples to give (replayed samples run out: each task's are drawn in a random order fixed by
+the run's seed); otherwise :func:`bayespass.allocate` says which
 tasks (and configs) get the next round's samples, where they shrink the band most.
 
 Resuming: the targets of the round in progress are in ``rounds.json`` before any of its samples are
@@ -59,7 +60,10 @@ class _Source:
 
             self.coder = ReplayCoder(cfg.samples, suite=ctx.suite)
             table = self.coder.table[self.coder.table["task"].isin(tasks)]
-            self.pool = {key: g.sort_values("sample") for key, g in table.groupby(["config", "task"])}
+            # each task's samples in a random order fixed by the run's seed and the cell: the j-th draw is any of
+            # them alike, as a new sample would be, also where the file lists them sorted (passes first)
+            self.pool = {key: g.sort_values("sample").iloc[_order(cfg.seed, key, len(g))]
+                         for key, g in table.groupby(["config", "task"])}
             self.cells = sorted(self.pool)
             self.temperature = {}
             return
@@ -102,6 +106,14 @@ class _Source:
         if self.coder.name == "synthetic":
             return self.coder.generate(k=more, temperature=T, seed=seed, tasks=[task])
         return self.coder.generate(self.suite, more, temperature=T, seed=seed, tasks=[task])
+
+
+def _order(seed: int, cell, size: int):
+    """Return the order in which a (config, task)'s replayed samples are drawn (a permutation fixed by the cell)."""
+    import numpy as np
+
+    key = hashlib.sha256(f"{seed}:{cell[0]}:{cell[1]}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(key[:8], "little")).permutation(size)
 
 
 def _read(path: Path) -> list[dict]:
