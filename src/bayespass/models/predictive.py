@@ -33,8 +33,8 @@ def model_of(idata) -> str:
     try:
         return idata.posterior.attrs["bayespass_model"]
     except (AttributeError, KeyError) as err:
-        raise ValueError("idata was not produced by bayespass.fit (posterior.attrs has no "
-                         "'bayespass_model'); fit it with bayespass.fit(counts, model=...)") from err
+        raise ValueError("idata was not produced by bayespass.fit (posterior.attrs has no 'bayespass_model'); "
+                         "fit its counts with bayespass.fit(counts) (or 'bayespass fit COUNTS')") from err
 
 
 def _model(idata):
