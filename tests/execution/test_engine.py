@@ -579,3 +579,24 @@ def test_samples_as_a_parquet_or_csv_table_read_as_their_jsonl(tmp_path, humanev
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="bad.parquet.*not a readable Parquet table"):
         read_samples(tmp_path / "bad.parquet")
+
+
+def test_a_config_whose_samples_repeat_one_program_per_task_is_warned_about(humaneval, tmp_path):
+    # an endpoint that ignored the temperature (or cached its answers) gave K copies of one program per task:
+    # executed and counted as K independent samples, every task all-pass or all-fail, without a word
+    import warnings
+
+    tasks = list(humaneval.tasks)[:12]
+    sol = {t: humaneval.tasks[t].canonical_solution for t in tasks}
+    copies = [{"task_id": t, "completion": sol[t], "config": "cached"} for t in tasks for _ in range(3)]
+    with pytest.warns(UserWarning, match=r"config\(s\) 'cached' \(100% of 12 tasks\): each of these tasks' samples is "
+                                         r"one program repeated, not independent draws"):
+        ds = engine.execute(copies, humaneval, out=tmp_path / "a", progress=False)
+    assert int(ds.exists.sum()) == 36  # warned, not dropped: greedy samples are what they are
+    varied = copies[:-6] + [{"task_id": t, "completion": sol[t] + "\n# another draw\n", "config": "cached"}
+                            for t in tasks[-2:] for _ in range(3)]  # 2 of 12 tasks with two programs: 83%
+    for r in varied[-6::3]:
+        r["completion"] = sol[r["task_id"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        engine.execute(varied, humaneval, out=tmp_path / "b", progress=False)

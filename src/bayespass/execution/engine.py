@@ -42,7 +42,38 @@ def _prepare(suite, table: pd.DataFrame) -> pd.DataFrame:
                            completion=r.get("completion") if isinstance(r.get("completion"), str) else None)
              for t, r in zip(table["task"], table.to_dict("records"), strict=True)]
     hashes = {c: code_hash(c) for c in set(codes)}  # once per exact text: real runs repeat programs verbatim
-    return table.assign(code=codes, code_hash=[hashes[c] for c in codes])
+    table = table.assign(code=codes, code_hash=[hashes[c] for c in codes])
+    _warn_one_program_per_task(table)
+    return table
+
+
+#: a config is warned about when at least this share of its tasks (with two or more samples) repeat one program
+ONE_PROGRAM_SHARE = 0.95
+
+
+def _warn_one_program_per_task(table: pd.DataFrame) -> None:
+    """Warn for configs whose samples of (nearly) every task are one program: they are not independent draws.
+
+    Greedy decoding, an endpoint that ignores the temperature or caches its answers, or one seed for every
+    sample gives K copies of one program per task; counted as K samples, every task is all-pass or all-fail
+    and pass@k is pass@1 at every k. Real code models sampled at T = 0.2 repeat one program on at most a third
+    of MBPP's tasks (the real set in shared/), so the rule does not fire on them.
+    """
+    g = table.groupby(["config", "task"])["code_hash"]
+    per = pd.DataFrame({"k": g.size(), "distinct": g.nunique()})
+    per = per[per["k"] >= 2]
+    if per.empty:
+        return
+    by = (per["distinct"] == 1).groupby(level="config")
+    share, tasks = by.mean(), by.size()
+    bad = [f"{str(c)!r} ({share[c]:.0%} of {tasks[c]} tasks)" for c in share.index
+           if share[c] >= ONE_PROGRAM_SHARE and tasks[c] >= 10]
+    if bad:
+        warnings.warn(f"config(s) {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}: each of these tasks' "
+                      "samples is one program repeated, not independent draws (greedy decoding, an endpoint that "
+                      "ignores the temperature or caches its answers, or one seed for every sample): each task is "
+                      "then all-pass or all-fail and pass@k equals pass@1 at every k. Sample at a temperature above "
+                      "0 with a seed per sample, or draw one sample per task", UserWarning, stacklevel=4)
 
 
 def _encoded_len(v) -> int:
