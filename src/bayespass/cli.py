@@ -983,7 +983,11 @@ def gate_cmd(
     signature: Annotated[str, typer.Option(help="verdict, digest or coarse.")] = "verdict",
     variant: Annotated[str, typer.Option(help="crc or conservative.")] = "crc",
     diversity_floor: Annotated[float, typer.Option(help="Min share of distinct programs to answer.")] = 0.0,
-    seed: Annotated[int | None, typer.Option(help="Split seed (default rcParams['stats.seed']).")] = None,
+    tie_break: Annotated[str, typer.Option(help="none or random: break ties between tasks' scores at random "
+                                                "(fixed by --seed), so that the gate can answer a share of the "
+                                                "tasks whose samples all agree instead of all or none.")] = "none",
+    seed: Annotated[int | None, typer.Option(help="Split (and tie-break) seed (default rcParams['stats.seed']).")]
+    = None,
     plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage figure here (PNG; .pdf, .svg, ...: "
                                                    "by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
@@ -996,11 +1000,11 @@ def gate_cmd(
     samples = _load(rundir)
     try:
         g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
-                 variant=variant, diversity_floor=diversity_floor, seed=seed)
+                 variant=variant, diversity_floor=diversity_floor, seed=seed, tie_break=tie_break)
     except (ValueError, TypeError) as err:
         fail(_as_option(str(err), {"alpha": "--alpha", "n_splits": "--splits", "calib_fraction": "--calib-fraction",
                                  "signature": "--signature", "variant": "--variant",
-                                 "diversity_floor": "--diversity-floor"}))
+                                 "diversity_floor": "--diversity-floor", "tie_break": "--tie-break"}))
     emit(gate_table(g), format)
     if format not in MACHINE:
         _print_table(gate_diagnostics(samples, signature=signature), format)

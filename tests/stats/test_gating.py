@@ -271,3 +271,52 @@ def test_risk_coverage_plot_joins_the_thresholds_points_by_straight_lines(make_s
     order = np.argsort(xy[:, 0])
     assert np.interp(0.4, xy[order, 0], xy[order, 1]) == pytest.approx(0.1)
     plt.close("all")
+
+
+def test_random_tie_break_answers_a_share_of_tied_tasks_and_keeps_the_guarantee():
+    """Known truth: 70% of tasks tie at score 1 (a quarter of them wrong), the rest at 0.5 (half wrong). Without a
+    tie-break no threshold qualifies at alpha = 0.1 and CRC abstains on everything; with one, it answers about
+    half of the tied tasks and the test risk over many calibration draws stays at most alpha."""
+    from bayespass.stats.gating import TIE_SCALE
+
+    rng = np.random.default_rng(5)
+    alpha, n, risks, answered, plain = 0.1, 100, [], [], []
+    for _ in range(3000):
+        s = np.where(rng.random(n + 1) < 0.7, 1.0, 0.5)
+        w = rng.random(n + 1) < np.where(s == 1.0, 0.25, 0.5)
+        plain.append(crc_threshold(s[:n], w[:n], alpha))
+        st = s + rng.random(n + 1) * TIE_SCALE  # the tie-breakers: iid per task, calibration and test alike
+        lam = crc_threshold(st[:n], w[:n], alpha)
+        risks.append((st[n] >= lam) & w[n])
+        answered.append(st[n] >= lam)
+    assert np.mean(np.isinf(plain)) > 0.97  # all or nothing: nothing (but draws with few wrong among the tied)
+    m = np.mean(risks)
+    assert m <= alpha + 3 * np.sqrt(alpha * (1 - alpha) / len(risks)), m
+    assert m >= 0.07 and 0.25 < np.mean(answered) < 0.45  # near alpha, about half of the tied 70% answered
+
+
+def test_gate_with_random_tie_break(make_samples):
+    from bayespass.stats.gating import TIE_SCALE, CRCGate, tie_breakers
+
+    t, k = 120, 5
+    v = np.full((1, t, k, 3), P)
+    v[0, ::4] = F  # every task's samples behave alike (f_max = 1); a quarter of them wrong all the same
+    ds = make_samples(v)
+    assert np.all(gate(ds, alpha=0.1, n_splits=20).sel(rule="behaviour-CRC").abstention.values == 1.0)
+    g = gate(ds, alpha=0.1, n_splits=200, tie_break="random")
+    crc = g.sel(rule="behaviour-CRC")
+    assert float(crc.abstention.mean()) < 0.9  # answers a share of the tied tasks
+    assert float(crc.silent.mean()) <= 0.1 + 3 * float(crc.silent.std()) / np.sqrt(200)
+    assert g.attrs["tie_break"] == "random"
+    note = gate_table(gate(ds, alpha=0.1, n_splits=5)).note
+    assert "tie_break='random' (--tie-break random)" in note
+    # the tie-breakers: below TIE_SCALE, fixed by the seed, the config and the task
+    tb = tie_breakers(["a", "b"], ["t0", "t1", "t2"], 3)
+    assert tb.shape == (2, 3) and (tb >= 0).all() and (tb < TIE_SCALE).all() and len(np.unique(tb)) == 6
+    np.testing.assert_array_equal(tb, tie_breakers(["a", "b"], ["t0", "t1", "t2"], 3))
+    assert not np.array_equal(tb, tie_breakers(["a", "b"], ["t0", "t1", "t2"], 4))
+    a = CRCGate(alpha=0.1, tie_break="random", seed=3).calibrate(ds, tasks=list(ds.task.values[:80]))
+    b = CRCGate(alpha=0.1, tie_break="random", seed=3).calibrate(ds, tasks=list(ds.task.values[:80]))
+    assert a.threshold_.equals(b.threshold_) and np.isfinite(a.threshold_.values).all()
+    with pytest.raises(ValueError, match="tie_break='coin' is not supported"):
+        CRCGate(tie_break="coin")

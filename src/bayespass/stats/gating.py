@@ -13,6 +13,14 @@ so that E[silent failure on a new task] <= alpha under exchangeability of
 tasks.  Scores: ``f_max`` (largest behaviour cluster / K) for the
 behavioural gate, sample 0's mean token log-probability for the logprob
 baseline.  Correctness is judged on the gold half of the test bank.
+
+Ties.  ``f_max`` takes K + 1 values, and on real runs most tasks tie at 1 (all
+samples behave alike), right or wrong; a threshold answers all of a tied group
+or none, so where that group holds more wrong answers than alpha the gate
+abstains on every task.  ``tie_break="random"`` adds to each task's score a
+tie-breaker below any gap between scores, a pseudo-random number fixed by the
+seed, the config and the task: the tasks stay exchangeable, so the guarantee
+holds as it is, and the threshold can answer a random share of a tied group.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import pandas as pd
 import xarray as xr
 
 from ..results import Table
-from ..validate import check_choice, check_prob
+from ..validate import check_choice, check_prob, check_seed
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
 
@@ -73,6 +81,22 @@ def crc_threshold(scores, wrong, alpha: float, *, variant: str = "crc") -> float
     return float(cands[hit[0]]) if hit.size else np.inf
 
 
+#: tie-breakers are below this (scores are shares of K samples or log-probabilities: gaps far larger)
+TIE_SCALE = 1e-9
+TIE_BREAKS = ("none", "random")
+
+
+def tie_breakers(configs, tasks, seed: int) -> np.ndarray:
+    """Return a number in [0, TIE_SCALE) per (config, task), fixed by the seed, the config and the task."""
+    import hashlib
+
+    out = np.empty((len(configs), len(tasks)))
+    for i, c in enumerate(configs):
+        for j, t in enumerate(tasks):
+            out[i, j] = int.from_bytes(hashlib.sha256(f"{seed}:{c}:{t}".encode()).digest()[:7], "little") / 2**56
+    return out * TIE_SCALE
+
+
 def _scores(beh: xr.Dataset, diversity_floor: float, cluster_penalty: float) -> np.ndarray:
     f_max = beh["f_max"].values
     n = beh["n"].values
@@ -109,6 +133,11 @@ class CRCGate:
         Passed to :func:`bayespass.stats.behaviour.behaviour`.
     diversity_floor, cluster_penalty : float
         See :func:`gate`.
+    tie_break : {"none", "random"}
+        ``"random"``: break ties between scores by a pseudo-random number per task (see the module docstring),
+        so that the gate can answer a share of the tasks tied at the threshold instead of all or none.
+    seed : int, optional
+        Seed of the tie-breakers (default ``rcParams["stats.seed"]``).
 
     Examples
     --------
@@ -118,7 +147,7 @@ class CRCGate:
 
     def __init__(self, *, alpha: float | None = None, score: str = "behaviour", variant: str = "crc",
                  signature: str = "verdict", probe_fraction: float | None = None, diversity_floor: float = 0.0,
-                 cluster_penalty: float = 0.0):
+                 cluster_penalty: float = 0.0, tie_break: str = "none", seed: int | None = None):
         from ..defaults import resolve
 
         self.alpha = check_prob(resolve(alpha, "gating.alpha"), name="alpha")
@@ -130,6 +159,8 @@ class CRCGate:
         if cluster_penalty < 0:
             raise ValueError(f"cluster_penalty must be >= 0; got {cluster_penalty!r}")
         self.diversity_floor, self.cluster_penalty = diversity_floor, cluster_penalty
+        self.tie_break = check_choice(tie_break, TIE_BREAKS, name="tie_break")
+        self.seed = check_seed(resolve(seed, "stats.seed"))
 
     def __repr__(self) -> str:
         fitted = f", threshold_={np.round(self.threshold_.values, 4).tolist()}" if hasattr(self, "threshold_") else ""
@@ -152,6 +183,8 @@ class CRCGate:
             sc, ok = np.where(beh["n"].values > 0, beh["first_mean_logprob"].values, -np.inf), \
                 beh["first_correct"].values
         coords = {"config": beh.config.values, "task": beh.task.values}
+        if self.tie_break == "random":
+            sc = sc + tie_breakers([str(c) for c in beh.config.values], [str(t) for t in beh.task.values], self.seed)
         return (xr.DataArray(sc, dims=("config", "task"), coords=coords),
                 xr.DataArray(ok, dims=("config", "task"), coords=coords))
 
@@ -194,8 +227,8 @@ class CRCGate:
 
 def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = None, n_splits: int | None = None,
          seed: int | None = None, signature: str = "verdict", probe_fraction: float | None = None, variant: str = "crc",
-         diversity_floor: float = 0.0, cluster_penalty: float = 0.0, extend_inferencedata: bool = False,
-         ) -> xr.Dataset:
+         diversity_floor: float = 0.0, cluster_penalty: float = 0.0, tie_break: str = "none",
+         extend_inferencedata: bool = False) -> xr.Dataset:
     """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
 
     Each split calibrates a :class:`CRCGate` per score on the calibration tasks and evaluates it on the
@@ -224,7 +257,10 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
         fewer than ``diversity_floor * K`` textually distinct programs.
     cluster_penalty : float
         Score = f_max - penalty * (clusters - 1) / (K - 1).
-
+    tie_break : {"none", "random"}
+        ``"random"``: the CRC gates break ties between scores by a pseudo-random number per task, fixed by
+        ``seed``, the config and the task (see the module docstring): where many tasks tie at f_max = 1 and
+        too many of them are wrong, the behavioural gate answers a random share of them rather than none.
     extend_inferencedata : bool
         Also attach the result as group ``gating`` of the input (an InferenceData or the run tree).
 
@@ -244,11 +280,12 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
         check_target(samples)
     calib_fraction = resolve(calib_fraction, "gating.calib_fraction")
     n_splits = resolve(n_splits, "gating.n_splits")
+    seed = rcParams["stats.seed"] if seed is None else seed
     gates = {s: CRCGate(alpha=alpha, score=s, variant=variant, signature=signature, probe_fraction=probe_fraction,
-                        diversity_floor=diversity_floor, cluster_penalty=cluster_penalty)
+                        diversity_floor=diversity_floor, cluster_penalty=cluster_penalty, tie_break=tie_break,
+                        seed=seed)
              for s in ("logprob", "behaviour")}
     beh = gates["behaviour"].behaviour(samples)
-    seed = rcParams["stats.seed"] if seed is None else seed
     cal, test = _split_masks(beh, calib_fraction, n_splits, np.random.default_rng(seed))
     out = {v: np.full((beh.sizes["config"], len(METHODS), n_splits), np.nan)
            for v in ("threshold", "abstention", "effective", "silent", "accuracy")}
@@ -272,7 +309,7 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
     g = gates["behaviour"]
     ds.attrs.update(alpha=g.alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, variant=variant,
                     signature=signature, probe_fraction=g.probe_fraction, diversity_floor=diversity_floor,
-                    cluster_penalty=cluster_penalty, has_logprob=int(has_lp))
+                    cluster_penalty=cluster_penalty, tie_break=tie_break, has_logprob=int(has_lp))
     if extend_inferencedata:
         attach(samples, "gating", ds)
     return ds
@@ -320,6 +357,9 @@ def gate_table(gated: xr.Dataset) -> Table:
     flag = (f" Behaviour-CRC abstains on {' and '.join(said)}: no threshold keeps the silent-failure bound below "
             "alpha on the calibration tasks (too few of them, or wrong answers even where all samples behave alike: "
             "stable_wrong in the diagnostics)." if mute else "")
+    if mute and a.get("tie_break", "none") == "none":
+        flag += (" Where many tasks tie at one score (all samples alike), tie_break='random' (--tie-break random) "
+                 "lets the gate answer a random share of them under the same guarantee.")
     never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
                    "config"].astype(str).tolist()
     flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
