@@ -164,7 +164,8 @@ class CRCGate:
 
     def __repr__(self) -> str:
         fitted = f", threshold_={np.round(self.threshold_.values, 4).tolist()}" if hasattr(self, "threshold_") else ""
-        return f"CRCGate(alpha={self.alpha}, score={self.score!r}, variant={self.variant!r}{fitted})"
+        ties = f", tie_break={self.tie_break!r}" if self.tie_break != "none" else ""
+        return f"CRCGate(alpha={self.alpha}, score={self.score!r}, variant={self.variant!r}{ties}{fitted})"
 
     def behaviour(self, samples) -> xr.Dataset:
         """Return the behaviour dataset the gate reads (executed samples, or a :func:`behaviour` result as is)."""
@@ -367,8 +368,9 @@ def gate_table(gated: xr.Dataset) -> Table:
     blank = df.loc[(df["rule"] == "logprob-CRC") & df["abstention"].isna(), "config"].astype(str).tolist()
     flag += (f" logprob-CRC is blank for {', '.join(blank)}: not every sample carries its log-probability "
              "(generations imported without them, or from an endpoint that returns none)." if blank else "")
+    ties = "; ties broken at random" if a.get("tie_break") == "random" else ""
     return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
-                    f"{a.get('n_splits', '?')} calibration/test splits)",
+                    f"{a.get('n_splits', '?')} calibration/test splits{ties})",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
                     "lambda of the K samples (lambda chosen by conformal risk control); silent = answered and "
                     "wrong, effective = answered and right; _sd = standard deviation over the splits." + flag)
