@@ -488,7 +488,9 @@ def _compare_input(data: list[Path], common_tasks: bool, benchmark: str | None =
 
 def _of_benchmark(counts, name: str, label: str) -> xr.Dataset:
     """Return the configs of one benchmark (``--benchmark``) on the tasks they ran, or exit naming those there are."""
-    named = _benchmarks_of(counts)
+    from .data.counts import benchmarks_of
+
+    named = benchmarks_of(counts)
     if name not in named:
         fail(f"--benchmark {name!r} is not a benchmark of {label!r}; "
              + (f"its configs come from {named}" if named else "its counts name no benchmark (a benchmark column "
@@ -497,16 +499,13 @@ def _of_benchmark(counts, name: str, label: str) -> xr.Dataset:
     return counts.isel(task=(counts.n > 0).any("config").values)
 
 
-def _benchmarks_of(counts) -> list[str]:
-    """Return the benchmarks the counts' configs name (sorted, the empty name left out)."""
-    return sorted({str(b) for b in counts.benchmark.values} - {""}) if "benchmark" in counts.coords else []
-
-
 def _common_tasks(counts, label: str) -> xr.Dataset:
     """Return the counts on the tasks every config ran (``--common-tasks``), or exit saying why."""
     keep = (counts.n > 0).all("config").values
     if not keep.any():
-        named = _benchmarks_of(counts)
+        from .data.counts import benchmarks_of
+
+        named = benchmarks_of(counts)
         fail(f"--common-tasks: no task of {label!r} was run by every config"
              + (f"; its configs come from the benchmarks {named}: compare one with --benchmark NAME"
                 if len(named) > 1 else ""))

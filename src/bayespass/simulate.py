@@ -10,12 +10,24 @@ from scipy.special import betaln, logsumexp
 from .data.counts import make_counts
 from .validate import as_k, check_positive_int, check_prob
 
-__all__ = ["rng", "draw_zoib", "simulate_counts", "true_passk", "oracle_passk"]
+__all__ = ["rng", "stable_seed", "draw_zoib", "simulate_counts", "true_passk", "oracle_passk"]
 
 
 def rng(seed: int | np.random.Generator | None = 0) -> np.random.Generator:
     """Return a NumPy Generator (passing a Generator through unchanged)."""
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def stable_seed(*parts, bits: int = 32) -> int:
+    """Return a ``bits``-bit integer fixed by ``parts`` (their ``str`` joined by ':'), the same in every process.
+
+    A seed per (run, config, task, ...) for draws that must not depend on which others were made with them;
+    Python's ``hash`` of a string changes between processes. ``bits`` is a multiple of 8, at most 256.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[: bits // 8], "little")
 
 
 def draw_zoib(size, a: float, b: float, pi0: float = 0.0, pi1: float = 0.0, *, seed=0) -> np.ndarray:

@@ -34,6 +34,13 @@ def config_label(model: Any, temperature: Any, benchmark: Any) -> str:
     return "|".join(parts)
 
 
+def benchmarks_of(counts: xr.Dataset) -> list[str]:
+    """Return the benchmarks the counts' configs name (sorted, the empty name left out)."""
+    if "benchmark" not in counts.coords:
+        return []
+    return sorted({str(b) for b in np.atleast_1d(counts["benchmark"].values)} - {""})
+
+
 def make_counts(
     n,
     c,

@@ -16,7 +16,6 @@ temperature)``, so a task's samples do not depend on which tasks ran before
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -109,8 +108,9 @@ def _dtype(dtype: str, device, torch):
 
 
 def _task_seed(seed: int, task_id: str, temperature: float) -> int:
-    h = hashlib.sha256(f"{seed}:{task_id}:{temperature!r}".encode()).digest()
-    return int.from_bytes(h[:4], "little")
+    from ..simulate import stable_seed
+
+    return stable_seed(seed, task_id, repr(temperature))
 
 
 def extract_program(task, text: str, style: str) -> str:

@@ -17,7 +17,6 @@ tasks' samples are independent whatever random streams the coder keeps).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..data.io import write_atomic
+from ..simulate import stable_seed
 from .config import GEN, make_coder, say, write_truth
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,8 +101,7 @@ class _Source:
         # the j-th sample of a (config, task): a seed fixed by the run's seed, the cell and j. Fixed by the run
         # and j alone, a coder with one random stream per call drew every task's j-th sample from the same
         # uniforms, and the tasks' samples passed or failed together
-        key = f"{self.seed}:{conf}:{task}:{have}".encode()
-        seed = int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+        seed = stable_seed(self.seed, conf, task, have)
         if self.coder.name == "synthetic":
             return self.coder.generate(k=more, temperature=T, seed=seed, tasks=[task])
         return self.coder.generate(self.suite, more, temperature=T, seed=seed, tasks=[task])
@@ -112,8 +111,7 @@ def _order(seed: int, cell, size: int):
     """Return the order in which a (config, task)'s replayed samples are drawn (a permutation fixed by the cell)."""
     import numpy as np
 
-    key = hashlib.sha256(f"{seed}:{cell[0]}:{cell[1]}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(key[:8], "little")).permutation(size)
+    return np.random.default_rng(stable_seed(seed, cell[0], cell[1], bits=64)).permutation(size)
 
 
 def _read(path: Path) -> list[dict]:

@@ -25,11 +25,14 @@ holds as it is, and the threshold can answer a random share of a tied group.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from ..results import Table
+from ..simulate import stable_seed
 from ..validate import check_choice, check_prob, check_seed
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
@@ -88,13 +91,16 @@ TIE_BREAKS = ("none", "random")
 
 def tie_breakers(configs, tasks, seed: int) -> np.ndarray:
     """Return a number in [0, TIE_SCALE) per (config, task), fixed by the seed, the config and the task."""
-    import hashlib
+    return _tie_breakers(tuple(map(str, configs)), tuple(map(str, tasks)), seed)
 
-    out = np.empty((len(configs), len(tasks)))
-    for i, c in enumerate(configs):
-        for j, t in enumerate(tasks):
-            out[i, j] = int.from_bytes(hashlib.sha256(f"{seed}:{c}:{t}".encode()).digest()[:7], "little") / 2**56
-    return out * TIE_SCALE
+
+@functools.lru_cache(maxsize=16)
+def _tie_breakers(configs: tuple, tasks: tuple, seed: int) -> np.ndarray:
+    # cached (read-only): gate() asks for the same ones in every split, three times (calibrate, evaluate's two)
+    out = np.array([[stable_seed(seed, c, t, bits=56) for t in tasks] for c in configs], float).reshape(
+        len(configs), len(tasks)) / 2**56 * TIE_SCALE
+    out.setflags(write=False)
+    return out
 
 
 def _scores(beh: xr.Dataset, diversity_floor: float, cluster_penalty: float) -> np.ndarray:
@@ -185,7 +191,7 @@ class CRCGate:
                 beh["first_correct"].values
         coords = {"config": beh.config.values, "task": beh.task.values}
         if self.tie_break == "random":
-            sc = sc + tie_breakers([str(c) for c in beh.config.values], [str(t) for t in beh.task.values], self.seed)
+            sc = sc + tie_breakers(beh.config.values, beh.task.values, self.seed)
         return (xr.DataArray(sc, dims=("config", "task"), coords=coords),
                 xr.DataArray(ok, dims=("config", "task"), coords=coords))
 

@@ -453,13 +453,14 @@ def _warn_benchmarks(counts: xr.Dataset) -> None:
     Configs of benchmarks with no task in common are warned about by ``_warn_task_sets``; these share tasks, so
     nothing else would say that a task of HumanEval+ is HumanEval's with more tests.
     """
-    if "benchmark" not in counts.coords:
+    from ..data.counts import benchmarks_of
+
+    names = benchmarks_of(counts)
+    if len(names) < 2:
         return
     bench = np.asarray(counts["benchmark"].values).astype(str)
-    names = sorted(set(bench) - {""})
     seen = (counts["n"] > 0).transpose("config", "task").values
-    if len(names) < 2 or not any((seen[bench == a].any(0) & seen[bench == b].any(0)).any()
-                                 for i, a in enumerate(names) for b in names[i + 1:]):
+    if (np.stack([seen[bench == b].any(0) for b in names]).sum(0) < 2).all():  # no task run on two benchmarks
         return
     import warnings
 
