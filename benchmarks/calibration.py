@@ -26,9 +26,12 @@ unbiased pass@k on all 50, k <= 50.  ``--real-set hard`` keeps the tasks those
 configs pass less than 90% of the time on average (a low pass rate benchmark),
 ``--real-set heldout`` takes the configs with 10-49 samples per task instead.
 
+``--levels 0.5,0.8,0.95,0.99`` scores every fitted model's band at those probabilities too (rows
+``model@level``, from the same fits; the interval score at each level's own alpha).
+
 Usage: python benchmarks/calibration.py [--reps 100] [--real-reps 50] [--models bb,zoibb,flex,auto]
        [--real-set tuning|hard|heldout] [--families ...] [--ms 1,2,5,10,20] [--no-sim] [--no-real]
-       [--json out.json] [--flex key=value,...]
+       [--levels 0.5,0.95] [--json out.json] [--flex key=value,...]
 """
 
 from __future__ import annotations
@@ -217,8 +220,11 @@ def real_cell(df, m: int, reps: int, seed: int, ks=REAL_KS):
     return bp.make_counts(np.stack(ns), np.stack(cs), config=names), np.stack(refs), len(groups)
 
 
-def evaluate(counts, truth, ks, models, flex_settings=None, family=None):
+def evaluate(counts, truth, ks, models, flex_settings=None, family=None, levels=()):
     """Per model: (mean, lo, hi) of shape (configs, K), and the fit time.
+
+    ``levels``: other band probabilities than the 90% one; each fitted model's band at level L is added as
+    ``"{name}@{L}"`` (the same fit, its ``passk_curve`` at ``ci_prob=L``).
 
     ``oracle`` (simulation only: ``family`` given) is the exact posterior under the true prior.
 
@@ -252,6 +258,8 @@ def evaluate(counts, truth, ks, models, flex_settings=None, family=None):
                 fits[name] = idata
                 fit_secs[name] = secs
             out[name] = (*_mean_band(idata, ks), secs)
+            for level in levels:
+                out[f"{name}@{level:g}"] = (*_mean_band(idata, ks, level), secs)
             if name == "auto":
                 for variant in (v for v in models if v in BAND_VARIANTS):
                     out[variant] = band_variant(idata, variant, ks, out["auto"])
@@ -262,9 +270,9 @@ def evaluate(counts, truth, ks, models, flex_settings=None, family=None):
     return out
 
 
-def _mean_band(idata, ks) -> tuple:
-    """(mean, lower, upper) of the 90% pass@k band of ``idata``, each (configs, K)."""
-    cur = bp.passk_curve(idata, list(ks), ci_prob=1 - ALPHA)
+def _mean_band(idata, ks, level: float = 1 - ALPHA) -> tuple:
+    """(mean, lower, upper) of the ``level`` (default 90%) pass@k band of ``idata``, each (configs, K)."""
+    cur = bp.passk_curve(idata, list(ks), ci_prob=level)
     eti = cur["eti"]
     return cur["mean"].values, eti.sel(ci_bound="lower").values, eti.sel(ci_bound="upper").values
 
@@ -308,11 +316,16 @@ def _fit(counts, name, ks, flex_settings):
     return idata, time.perf_counter() - t0
 
 
-def score(res, truth):
-    """Coverage, width, interval score, MAE and bias per k."""
+def level_of(name: str) -> float:
+    """The band probability of a model's row: ``L`` for ``"name@L"``, else 90%."""
+    return float(name.split("@", 1)[1]) if "@" in name else 1 - ALPHA
+
+
+def score(res, truth, level: float = 1 - ALPHA):
+    """Coverage, width, interval score (Winkler, at the band's ``level``), MAE and bias per k."""
     mean, lo, hi, secs = res
     covered = (lo <= truth) & (truth <= hi)
-    interval = (hi - lo) + 2 / ALPHA * (np.maximum(lo - truth, 0) + np.maximum(truth - hi, 0))
+    interval = (hi - lo) + 2 / (1 - level) * (np.maximum(lo - truth, 0) + np.maximum(truth - hi, 0))
     return {"coverage": np.nanmean(covered, 0).tolist() if np.isfinite(lo).all() else [None] * truth.shape[1],
             "width": np.mean(hi - lo, 0).tolist(), "interval_score": np.mean(interval, 0).tolist(),
             "mae": np.mean(np.abs(mean - truth), 0).tolist(), "bias": np.mean(mean - truth, 0).tolist(),
@@ -327,13 +340,15 @@ def run(args) -> list[dict]:
     if flex:
         flex = {k: eval(v) for k, v in flex.items()}  # noqa: S307 - benchmark option, trusted
     models = args.models.split(",")
+    levels = [float(x) for x in args.levels.split(",")] if args.levels else []
     if not args.no_sim:
         for fam in args.families.split(","):
             for m in map(int, args.ms.split(",")):
                 counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
-                for name, res in evaluate(counts, truth, KS, models, flex, family=fam).items():
+                for name, res in evaluate(counts, truth, KS, models, flex, family=fam, levels=levels).items():
                     rows.append({"data": "sim", "family": fam if T == TASKS else f"{fam} ({T} tasks)", "m": m,
-                                 "model": name, "k": list(KS), "reps": args.reps, "tasks": T, **score(res, truth)})
+                                 "model": name, "k": list(KS), "reps": args.reps, "tasks": T,
+                                 "level": level_of(name), **score(res, truth, level_of(name))})
                     _print(rows[-1])
                 _save(rows, args)
     df = None if args.no_real else real_counts(args.real_set)
@@ -346,14 +361,15 @@ def run(args) -> list[dict]:
             parts = {}
             for s in range(0, counts.sizes["config"], chunk):
                 sub = counts.isel(config=slice(s, s + chunk))
-                for name, res in evaluate(sub, ref[s:s + chunk], ks, models, flex).items():
+                for name, res in evaluate(sub, ref[s:s + chunk], ks, models, flex, levels=levels).items():
                     prev = parts.get(name)
                     parts[name] = res if prev is None else tuple(
                         np.concatenate([a, b]) if isinstance(a, np.ndarray) else a + b
                         for a, b in zip(prev, res, strict=True))
             for name, res in parts.items():
                 rows.append({"data": "real", "family": f"{label} ({n_cfg} configs x {df.task.nunique()} tasks)",
-                             "m": m, "model": name, "k": list(ks), "reps": args.real_reps, **score(res, ref)})
+                             "m": m, "model": name, "k": list(ks), "reps": args.real_reps,
+                             "level": level_of(name), **score(res, ref, level_of(name))})
                 _print(rows[-1])
             _save(rows, args)
     return rows
@@ -400,6 +416,9 @@ def main():
     ap.add_argument("--flex", default="", help="flex prior settings, e.g. 'ridge_sd=2.0;alpha=(3,0.5,0.5)'")
     ap.add_argument("--candidates", default=None, help="stacking candidates of auto (default rcParams)")
     ap.add_argument("--tasks", type=int, default=TASKS, help=f"tasks per simulated config (default {TASKS})")
+    ap.add_argument("--levels", default="",
+                    help="other band probabilities than 0.9, e.g. '0.5,0.8,0.95': every fitted model's band at "
+                    "each is scored too, as rows 'model@level' (same fits)")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "calibration.json"))
     ap.add_argument("--numpy", action="store_true",
                     help="the models' NumPy formulas instead of their compiled loops (the code before them)")

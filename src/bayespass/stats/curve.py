@@ -377,7 +377,8 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
     by = f" by {curve.attrs['method']}" if curve.attrs.get("method") else ""
     bands = f"{prob:.0%} equal-tailed interval" + (f" and {prob:.0%} HDI" if hdi else "")
     beyond = ("the band spans its candidates' bands (on ragged counts, their part from the tasks with fewer "
-              "than k samples), which fit the counts alike and differ in how p is shaped near 0 and 1"
+              "than k samples), which fit the counts alike and differ in how p is shaped near 0 and 1: there "
+              f"it covers more often than {prob:.0%} on most shapes measured, less on shapes none of them follows"
               if model == "auto" else f"the band holds if the tasks' p are shaped as model {model} "
               "assumes")
     return Table.of(df.reset_index(), f"pass@k of model {model}{by}: posterior mean and {bands}",
