@@ -376,3 +376,25 @@ def test_fit_and_estimate_merge_several_counts_inputs(tmp_path):
     assert list(fitted.config.values) == ["a", "b"] and int(fitted.n.sum()) == 5 * (50 + 40)
     res = runner.invoke(app, ["estimate", str(a), str(a)])
     assert res.exit_code == 2 and "both hold config 'a'" in res.output
+
+
+def test_quick_takes_the_sizes_given_beside_it(tmp_path, monkeypatch):
+    """'run --quick --tasks 5' ran quick's 30 tasks, silently; the sizes given on the command line now win."""
+    import bayespass.pipeline as pipeline
+    from bayespass import cli
+
+    seen = []
+    monkeypatch.setattr(pipeline, "run", lambda out, cfg, echo=print: seen.append(cfg) or {})
+    monkeypatch.setattr(cli, "_print_run", lambda *a: None)
+    for extra in ([], ["--tasks", "5"], ["--k", "3", "--temperatures", "0.2", "--fuzz-n", "0"], ["--tasks", "30"]):
+        monkeypatch.setattr(sys, "argv", ["bayespass", "run", "--quick", "--out", str(tmp_path / "r"), *extra])
+        with pytest.raises(SystemExit) as done:
+            cli.main()
+        assert done.value.code == 0
+    sizes = [(c.tasks, c.k, tuple(c.temperatures), c.fuzz_n, c.n_splits) for c in seen]
+    assert sizes == [(30, 5, (0.6, 1.2), 30, 50), (5, 5, (0.6, 1.2), 30, 50), (30, 3, (0.2,), 0, 50),
+                     (30, 5, (0.6, 1.2), 30, 50)]
+    monkeypatch.setattr(sys, "argv", ["bayespass", "run", "--out", str(tmp_path / "r"), "--tasks", "5"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert (seen[-1].tasks, seen[-1].k, seen[-1].n_splits) == (5, 10, pipeline.RunConfig().n_splits)

@@ -9,7 +9,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -860,7 +860,8 @@ def run_cmd(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 42,
     workers: Annotated[int | None, typer.Option(help="Sandbox slots (default: cores).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Small settings: 30 tasks, K=5, 2 temperatures, short "
-                                                       "MCMC (under 2 minutes).")] = False,
+                                                       "MCMC (under 2 minutes); --tasks, --k, --temperatures and "
+                                                       "--fuzz-n given beside it replace its own.")] = False,
     until_width: Annotated[float | None, typer.Option(help="Generate in rounds (K per task first, then where "
                                                            "the band shrinks most) until the band of "
                                                            "pass@WIDTH_K is at most this wide, e.g. 0.05.")] = None,
@@ -871,7 +872,7 @@ def run_cmd(
                                                         "per config and task).")] = None,
 ) -> None:
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
-    from .pipeline import RunConfig, run
+    from .pipeline import run
 
     samples, temps = _samples_and_extra(samples, ctx.args), _temperatures(temperatures)
     kw = dict(suite=suite, dataset=None if dataset is None else str(dataset), coder=_coder_of(model, samples, endpoint),
@@ -881,12 +882,28 @@ def run_cmd(
               until_width=until_width, max_samples=max_samples, width_k=width_k, round_size=round_size, device=device,
               dtype=dtype)
     try:
-        cfg = RunConfig.quick(**kw) if quick else RunConfig(k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n, **kw)
+        cfg = _run_config(ctx, quick, kw, k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n)
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(_as_option(str(err)))
     if out.exists() and not out.is_dir():
         fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
     _print_run(_run_or_fail(run, out, cfg), out)
+
+
+def _run_config(ctx: typer.Context, quick: bool, kw: dict, **sizes: Any) -> Any:
+    """Return the run's RunConfig of ``sizes`` (k, temperatures, tasks, fuzz_n) and ``kw``.
+
+    With ``--quick``: its small settings, replaced by those of ``sizes`` given on the command line
+    (``--quick --tasks 5``: 5 tasks).
+    """
+    from .pipeline import RunConfig
+
+    if not quick:
+        return RunConfig(**sizes, **kw)
+    # by name: typer may bring its own copy of click's ParameterSource
+    given = {name: value for name, value in sizes.items()
+             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+    return RunConfig.quick(**given, **kw)
 
 
 def _run_or_fail(run, out: Path, cfg) -> dict:
