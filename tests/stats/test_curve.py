@@ -121,3 +121,23 @@ def test_the_table_names_configs_none_of_whose_samples_passed(tmp_path):
     assert "No sample of 'never' passed (120 samples)" in " ".join(res.output.split())
     res = CliRunner().invoke(app, ["curve", str(tmp_path / "f.nc"), "--k", "1,100"])
     assert res.exit_code == 0 and "No sample of 'never' passed" in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
+def test_the_table_says_when_few_tasks_leave_the_mean_to_the_priors():
+    """On 10 tasks of a low pass rate model from 2 samples each the default's pass@10 mean was biased +0.09
+    (benchmarks/RESULTS.md, "Ten and twenty tasks per config"): the caption names configs with fewer than 40 tasks."""
+    from bayespass.stats.curve import FEW_TASKS, counts_notes, curve_table, few_tasks_note
+
+    g = np.random.default_rng(5)
+    n = np.full((2, 60), 2)
+    n[0, 12:] = 0  # 12 observed tasks; the other config 60
+    counts = bp.make_counts(n, g.binomial(n, 0.3), config=["smoke", "full"])
+    note = few_tasks_note(counts)
+    assert "'smoke' (12 tasks)" in note and "'full'" not in note and "read the band" in note
+    assert few_tasks_note(counts.isel(config=[1])) == "" and few_tasks_note(None) == ""
+    assert FEW_TASKS == 40 and few_tasks_note(counts.isel(task=slice(0, FEW_TASKS - 1), config=[1])) != ""
+    assert few_tasks_note(counts.isel(task=slice(0, FEW_TASKS), config=[1])) == ""
+    assert counts_notes(counts) == few_tasks_note(counts)  # every config passed some sample
+    cur = bp.passk_curve(bp.fit(counts.isel(config=[0]), "bb", "eb", progressbar=False), [1, 10])
+    assert "Few tasks: 'smoke' (12 tasks)" in curve_table(cur, counts=counts.isel(config=[0])).note

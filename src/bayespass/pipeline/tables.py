@@ -20,7 +20,7 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None,
     fit's posterior predictive check flags (``checked``: that check, if made already).
     """
     from ..defaults import rcParams
-    from ..stats.curve import none_passed_note, passk_curve
+    from ..stats.curve import counts_notes, passk_curve
     from ..stats.passk import passk
 
     k = np.asarray(k)
@@ -50,7 +50,7 @@ def passk_table(counts, idatas: dict, k, truth=None, *, main: str | None = None,
                     + (", " if known else " and ") + "the bounds that hold under any spread of p over the tasks, no "
                     "prior (no_prior_lo, no_prior_hi: bp.passk_bounds)"
                     + (", and the synthetic coder's truth (truth)." if known else ".")
-                    + (f" Main fit: {misfit}." if misfit else "") + none_passed_note(counts), brief=brief)
+                    + (f" Main fit: {misfit}." if misfit else "") + counts_notes(counts), brief=brief)
 
 
 def _ppc_table(checks: dict) -> pd.DataFrame:

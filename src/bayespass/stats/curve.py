@@ -357,6 +357,37 @@ def none_passed_note(counts: xr.Dataset | None) -> str:
             "the mean.")
 
 
+#: Fewer observed tasks than this in a config and its pass@k table's caption says the posterior mean leans on the
+#: priors (benchmarks/RESULTS.md, "Ten and twenty tasks per config": on 10-20 tasks the default's mean beyond the
+#: samples drawn was worse than the naive plug-in in a third of the cells; on 40, in 4 of 90)
+FEW_TASKS = 40
+
+
+def few_tasks_note(counts: xr.Dataset | None) -> str:
+    """Return a caption's sentence naming the configs with fewer than :data:`FEW_TASKS` observed tasks ('' if none).
+
+    On so few tasks the candidates' hyperparameters rest on the priors as much as on the counts, and the posterior
+    mean of pass@k with them: its band holds the truth (0.95 on average on 10 and 20 tasks), its mean can be far
+    from it (pass@10 of a low pass rate model from 2 samples per task on 10 tasks: +0.09).
+    """
+    if counts is None:
+        return ""
+    tasks = (counts["n"] > 0).sum("task")
+    few = [(str(cfg), int(t)) for cfg, t in zip(counts.config.values, tasks.values, strict=True) if 0 < t < FEW_TASKS]
+    if not few:
+        return ""
+    named = ", ".join(f"{cfg!r} ({t} tasks)" for cfg, t in few[:4]) + (" ..." if len(few) > 4 else "")
+    return (f" Few tasks: {named}. On so few the posterior mean leans on the models' priors (beyond the samples drawn "
+            "it was further from the truth than the plug-in 1 - (1 - c/n)^k in a third of the simulated cells on "
+            "10-20 tasks): "
+            "read the band, which held the truth there, not the mean.")
+
+
+def counts_notes(counts: xr.Dataset | None) -> str:
+    """Return the caption's sentences the counts call for: configs with no pass, configs with few tasks."""
+    return none_passed_note(counts) + few_tasks_note(counts)
+
+
 def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = False,
                 counts: xr.Dataset | None = None) -> Table:
     """One row per (config, k): posterior mean and interval bounds, the interval named by its probability.
@@ -364,7 +395,7 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
     Columns ``config, k, mean, "90% lower", "90% upper"`` (ETI; with ``hdi=True``
     also the HDI bounds), the percentage taken from ``curve.attrs["ci_prob"]``.  The caption says what the
     band beyond the samples per task rests on, (unless ``bounds_shown``) where the range under any
-    shape of p is, and, given the ``counts``, which configs had no sample pass (:func:`none_passed_note`).
+    shape of p is, and, given the ``counts``, which configs had no sample pass or few tasks (:func:`counts_notes`).
     """
     _check_curve(curve, what="curve_table")
     prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
@@ -385,7 +416,7 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
                     note="Any k, also k > samples per task: the posterior predictive of the dataset pass@k. Beyond "
                     f"the samples per task {beyond}" + ("." if bounds_shown else "; 'bayespass curve FIT --bounds' "
                                                        "(bp.passk_bounds) gives the range under any shape.")
-                    + none_passed_note(counts))
+                    + counts_notes(counts))
 
 
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
