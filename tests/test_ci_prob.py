@@ -84,8 +84,8 @@ def test_ppc_of_equal_n_ticks_whole_numbers_of_successes():
 @pytest.mark.filterwarnings("ignore::bayespass.models.eb.FitWarning")
 def test_the_defaults_band_covers_at_its_level_within_the_samples_and_at_least_it_beyond():
     """A 50% and a 95% band of the default, 40 replicates of 300 two-Beta tasks x 5 samples (benchmarks/RESULTS.md,
-    "Other band probabilities": within the samples drawn the default covers at its level, 0.50 / 0.80 / 0.91 /
-    0.96 / 0.99 at 50-99% over six truth families; beyond them, the hull of its candidates' bands, more often).
+    "Other band probabilities": within the samples drawn the default covers at its level, pass@1 0.50 / 0.80 /
+    0.91 / 0.96 / 0.99 at 50-99% over six truth families; beyond them, the hull of its candidates' bands, more often).
 
     A band that ignored ci_prob (the 90% band at every level) covers pass@1 in about 90% of these replicates.
     """
