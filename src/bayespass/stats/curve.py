@@ -378,8 +378,8 @@ def few_tasks_note(counts: xr.Dataset | None) -> str:
         return ""
     named = ", ".join(f"{cfg!r} ({t} tasks)" for cfg, t in few[:4]) + (" ..." if len(few) > 4 else "")
     return (f" Few tasks: {named}. On so few the posterior mean leans on the models' priors (beyond the samples drawn "
-            "it was further from the truth than the plug-in 1 - (1 - c/n)^k in a third of the simulated cells on "
-            "10-20 tasks): read the band, which held the truth there, not the mean.")
+            "it was further off than the plug-in 1 - (1 - c/n)^k in a third of the simulated cells on 10-20 tasks): "
+            "read the band, which covered there, not the mean.")
 
 
 def counts_notes(counts: xr.Dataset | None) -> str:
