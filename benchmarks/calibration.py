@@ -346,9 +346,10 @@ def run(args) -> list[dict]:
             for m in map(int, args.ms.split(",")):
                 counts, truth = sim_cell(fam, m, args.reps, seed=zlib.crc32(f"{fam}:{m}".encode()) + args.seed)
                 for name, res in evaluate(counts, truth, KS, models, flex, family=fam, levels=levels).items():
+                    level = level_of(name)
                     rows.append({"data": "sim", "family": fam if T == TASKS else f"{fam} ({T} tasks)", "m": m,
                                  "model": name, "k": list(KS), "reps": args.reps, "tasks": T,
-                                 "level": level_of(name), **score(res, truth, level_of(name))})
+                                 "level": level, **score(res, truth, level)})
                     _print(rows[-1])
                 _save(rows, args)
     df = None if args.no_real else real_counts(args.real_set)
@@ -367,9 +368,10 @@ def run(args) -> list[dict]:
                         np.concatenate([a, b]) if isinstance(a, np.ndarray) else a + b
                         for a, b in zip(prev, res, strict=True))
             for name, res in parts.items():
+                level = level_of(name)
                 rows.append({"data": "real", "family": f"{label} ({n_cfg} configs x {df.task.nunique()} tasks)",
                              "m": m, "model": name, "k": list(ks), "reps": args.real_reps,
-                             "level": level_of(name), **score(res, ref, level_of(name))})
+                             "level": level, **score(res, ref, level)})
                 _print(rows[-1])
             _save(rows, args)
     return rows

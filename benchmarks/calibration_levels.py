@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -63,18 +64,17 @@ def beyond_by_family(rows, base: str = "auto") -> None:
     print("\n| family | " + " | ".join(f"{level:g}" for level in LEVELS) + " |")
     print("|---|" + "---|" * len(LEVELS))
     for fam in dict.fromkeys(r["family"] for r in rows):
+        mine = [r for r in rows if r["family"] == fam]  # a family is of one data set, sim or real
         out = []
         for level in LEVELS:
-            v = [x[3] for x in _cells([r for r in rows if r["family"] == fam], "sim", base, level, lambda m: m >= 2)
-                 + _cells([r for r in rows if r["family"] == fam], "real", base, level, lambda m: m >= 2)
-                 if x[1] < x[2]]
+            v = [x[3] for x in _cells(mine, mine[0]["data"], base, level, lambda m: m >= 2) if x[1] < x[2]]
             out.append(f"{np.mean(v):.2f} / {min(v):.2f}" if v else "-")
         print(f"| {fam} | " + " | ".join(out) + " |")
 
 
 def main(paths: list[str]) -> None:
     """Print both tables for the calibration JSON files ``paths``."""
-    rows = [r for path in paths for r in json.loads(open(path).read())]
+    rows = [r for path in paths for r in json.loads(Path(path).read_text())]
     summary(rows)
     beyond_by_family(rows)
 
