@@ -494,3 +494,47 @@ def test_the_loo_table_says_when_shared_by_eb_is_compared():
     assert "shared by EB: its elpd is biased low" in with_shared["loo_eb"].title
     without = _loo_tables(SimpleNamespace(methods=("eb",), models=("bb", "zoibb")), fits)
     assert "shared" not in without["loo_eb"].title
+
+
+def test_a_run_at_another_band_probability(tmp_path):
+    """``ci_prob`` (``run --ci-prob``) sets every band of a run; a resumed run without it is back at 90%."""
+    import arviz as az
+
+    import bayespass as bp
+    from bayespass.generate.hf import write_samples
+    from bayespass.pipeline import RunConfig, run
+
+    suite = bp.load_suite("humaneval")
+    tasks = list(suite.tasks.values())[:8]
+    rows = [{"task_id": t.task_id, "solution": t.reference_program if j < i % 5 else
+             f"def {t.entry_point}(*a):\n    return None\n"} for i, t in enumerate(tasks) for j in range(4)]
+    path = write_samples(rows, tmp_path / "s.jsonl")
+    kw = dict(coder="samples", samples=str(path), models=("bb",), main_model="bb", methods=("eb",), fuzz_n=0,
+              n_splits=10)
+    bands = {}
+    for prob in (0.5, None):  # the second run resumes the first: only the tables are made again
+        tables = run(tmp_path / "r", RunConfig(**kw, ci_prob=prob), echo=None)
+        t = tables["passk"].set_index("k")
+        bands[prob] = t[["bb-eb_lo", "bb-eb_hi"]].to_numpy()
+        assert f"{prob or 0.9:.0%} equal-tailed interval" in tables["passk"].title
+    fit = az.from_netcdf(str(tmp_path / "r" / "fits" / "bb-eb.nc"))
+    ks = list(t.index)
+    for prob, band in bands.items():
+        eti = bp.passk_curve(fit, ks, ci_prob=prob or 0.9)["eti"].squeeze().transpose("k", "ci_bound").values
+        np.testing.assert_allclose(band, eti, rtol=1e-9)
+    narrower = (bands[0.5][:, 1] - bands[0.5][:, 0]) < 0.8 * (bands[None][:, 1] - bands[None][:, 0])
+    assert narrower.all(), (bands[0.5], bands[None])
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["config"]["ci_prob"] is None
+    # the rounds of --until-width stop on the band at ci_prob: a new probability goes on from the samples drawn
+    same = RunConfig(**kw).key("k"), RunConfig(**kw, ci_prob=0.8).key("k")
+    assert same[0] == same[1]
+    rounds = dict(kw, until_width=0.1)
+    assert RunConfig(**rounds).key("until_width") != RunConfig(**rounds, ci_prob=0.8).key("until_width")
+    with pytest.raises(ValueError, match=r"ci_prob must be in \(0, 1\); got 1.5"):
+        RunConfig(**kw, ci_prob=1.5)
+
+
+def test_cli_run_names_a_bad_band_probability_as_its_option(tmp_path):
+    res = CliRunner().invoke(app, ["run", "--ci-prob", "0", "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0 and "--ci-prob must be in (0, 1); got 0" in res.output
+    assert not (tmp_path / "r").exists()  # refused before any work

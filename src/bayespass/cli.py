@@ -870,6 +870,8 @@ def run_cmd(
     width_k: Annotated[int, typer.Option(help="With --until-width: the k whose band is narrowed.")] = 10,
     round_size: Annotated[int | None, typer.Option(help="With --until-width: samples per round (default: one "
                                                         "per config and task).")] = None,
+    ci_prob: Annotated[float | None, typer.Option(help="Probability of the bands in the tables, figures and report "
+                                                       "(and of --until-width's band; default 0.9).")] = None,
 ) -> None:
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import run
@@ -880,22 +882,24 @@ def run_cmd(
               top_p=top_p, max_new_tokens=max_new_tokens, alpha=alpha, seed=seed, workers=workers, endpoint=endpoint,
               api=api, concurrency=concurrency, api_key_env=api_key_env, max_retries=max_retries, timeout=timeout,
               until_width=until_width, max_samples=max_samples, width_k=width_k, round_size=round_size, device=device,
-              dtype=dtype)
-    try:
-        cfg = _run_config(ctx, quick, kw, k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        fail(_as_option(str(err)))
-    if out.exists() and not out.is_dir():
-        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
+              dtype=dtype, ci_prob=ci_prob)
+    cfg = _run_config(ctx, quick, kw, k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n)
     _print_run(_run_or_fail(run, out, cfg), out)
 
 
 def _run_config(ctx: typer.Context, quick: bool, kw: dict, **sizes: Any) -> Any:
-    """Return the run's RunConfig of ``sizes`` (k, temperatures, tasks, fuzz_n) and ``kw``.
+    """Return the run's RunConfig of ``sizes`` (k, temperatures, tasks, fuzz_n) and ``kw`` (bad values: fail).
 
     With ``--quick``: its small settings, replaced by those of ``sizes`` given on the command line
     (``--quick --tasks 5``: 5 tasks).
     """
+    try:
+        return _quick_or_not(ctx, quick, kw, sizes)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        fail(_as_option(str(err)))
+
+
+def _quick_or_not(ctx: typer.Context, quick: bool, kw: dict, sizes: dict) -> Any:
     from .pipeline import RunConfig
 
     if not quick:
@@ -911,6 +915,8 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
     from .execution.sandbox import SandboxError
     from .generate.endpoint import EndpointError
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
     try:
         return run(out, cfg, echo=lambda m: typer.echo(m, err=True))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
@@ -946,7 +952,7 @@ def _run_left(out: Path) -> str:
 #: RunConfig fields as the options of 'bayespass run' that set them
 _RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
     "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
-    "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
+    "ci_prob", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
 
 
 #: parameters of bp.fit, bp.compare_configs, bp.plan and bp.allocate as the options of the commands that set them

@@ -74,9 +74,18 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
 
 
 def _drive(out, cfg, echo) -> dict:
-    from ..defaults import rcParams
+    from ..defaults import rc_context
 
     cfg = cfg or RunConfig()
+    if cfg.ci_prob is None:
+        return _drive_stages(out, cfg, echo)
+    with rc_context({"stats.ci_prob": cfg.ci_prob}):  # every band of the run, its rounds' widths included
+        return _drive_stages(out, cfg, echo)
+
+
+def _drive_stages(out, cfg: RunConfig, echo) -> dict:
+    from ..defaults import rcParams
+
     out = Path(out)
     for sub in ("", "fits", "tables", "figures", "fuzz"):
         (out / sub).mkdir(parents=True, exist_ok=True)

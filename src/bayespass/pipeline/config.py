@@ -49,6 +49,7 @@ class RunConfig:
     seed: int = 42
     workers: int | None = None
     passk_k: tuple = (1, 5, 10, 50, 100)
+    ci_prob: float | None = None  # probability of the bands in tables, figures and report; None: rcParams
     until_width: float | None = None  # generate in rounds until the band of pass@width_k is this wide
     max_samples: int | None = None  # with until_width: samples in all (default 10x the first round)
     width_k: int = 10  # with until_width: the k whose band is narrowed
@@ -66,6 +67,8 @@ class RunConfig:
         if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
             raise ValueError(f"fuzz_n must be a non-negative integer (0: skip incoherence); got {self.fuzz_n!r}")
         check_prob(self.alpha, name="alpha")
+        if self.ci_prob is not None:
+            check_prob(self.ci_prob, name="ci_prob")
         if self.endpoint is not None:
             from ..validate import check_choice
 
@@ -138,9 +141,13 @@ class RunConfig:
     def key(self, *fields_) -> str:
         """Hash of the settings a stage depends on."""
         d = asdict(self)
-        return hashlib.sha256(json.dumps([d[f] for f in fields_], default=str).encode()).hexdigest()[:16]
+        values = [d[f] for f in fields_]
+        if "until_width" in fields_ and self.until_width is not None and self.ci_prob is not None:
+            values.append({"ci_prob": self.ci_prob})  # the rounds stop on the band at this probability
+        return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()[:16]
 
 
+#: settings of the samples (with ``until_width``, also ``ci_prob``: the band the rounds narrow; see ``RunConfig.key``)
 GEN = ("suite", "dataset", "coder", "samples", "k", "temperatures", "top_p", "max_new_tokens", "tasks", "seed",
        "max_mutants", "api", "until_width", "max_samples", "width_k", "round_size")
 
