@@ -57,6 +57,24 @@ def test_rounds_stop_when_the_band_is_narrow_enough(synthetic_run):
     assert list(tables["rounds"]["samples"]) == [r["samples"] for r in rounds]
 
 
+def test_a_resumed_run_at_another_band_probability_measures_that_band(synthetic_run, tmp_path):
+    import dataclasses
+    import shutil
+
+    out, cfg, _ = synthetic_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    before = json.loads((copy / "rounds.json").read_text())["rounds"]
+    tables = run(copy, dataclasses.replace(cfg, ci_prob=0.5), echo=None)
+    after = json.loads((copy / "rounds.json").read_text())["rounds"]
+    assert after[:-1] == before and all(r["ci_prob"] == 0.9 for r in before)
+    last = after[-1]  # the same samples measured at 50%: narrower, so the rounds stop there
+    assert last["ci_prob"] == 0.5 and last["samples"] == before[-1]["samples"] and last["stop"] == "reached"
+    assert last["widest"] < 0.8 * before[-1]["widest"]
+    assert max(_band(copy, cfg.width_k).values()) > last["widest"]  # the helper measures at rcParams' 90%
+    assert list(tables["rounds"]["ci_prob"]) == [0.9] * len(before) + [0.5]
+
+
 def test_the_extra_samples_go_where_the_band_is_decided(synthetic_run):
     out, cfg, _ = synthetic_run
     counts = bp.read_counts(out / "counts.nc")

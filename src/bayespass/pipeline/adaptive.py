@@ -178,6 +178,7 @@ def _save_rounds(out: Path, state: dict) -> None:
 def generate_until_width(ctx) -> None:
     """Generate, execute and fit in rounds until the band of pass@k at ``width_k`` is ``until_width`` wide."""
     from ..data.io import samples_to_counts
+    from ..defaults import rcParams
     from ..execution.engine import execute
     from ..models.fit import fit
 
@@ -200,8 +201,8 @@ def generate_until_width(ctx) -> None:
         nxt = None if stop else _next_targets(idata, state["targets"], source, cfg, max_samples - len(recs))
         if nxt is None and not stop:
             stop = "the samples on disk are exhausted"
-        state["rounds"].append({"round": r, "samples": len(recs), "width": width,
-                                "widest": max(width.values()), "stop": stop})
+        state["rounds"].append({"round": r, "samples": len(recs), "width": width, "widest": max(width.values()),
+                                "ci_prob": rcParams["stats.ci_prob"], "stop": stop})
         say(ctx.echo, f"  round {r}: widest band of pass@{cfg.width_k} {max(width.values()):.4f} "
                       f"(target {cfg.until_width:g}){'; stopping: ' + stop if stop else ''}")
         if stop:
@@ -262,9 +263,9 @@ def rounds_table(out: Path) -> Table | None:
     from ..results import Table
 
     rows = json.loads(path.read_text())["rounds"]
-    return Table.of(pd.DataFrame([{k: v for k, v in r.items() if k != "width"} for r in rows]),
-                    "Rounds of generation (--until-width; widest band of pass@k per round)",
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "width"} for r in rows])  # older rounds: no ci_prob
+    return Table.of(df, "Rounds of generation (--until-width; widest band of pass@k per round)",
                     note="Samples drawn in rounds: K per task first, then each round's samples go to the tasks (and "
                     "configs) where they shrink the band of pass@k most (bayespass.allocate); the widest band after "
-                    "each round, and why the rounds stopped.")
+                    "each round (ci_prob: its probability, the run's --ci-prob), and why the rounds stopped.")
 
