@@ -183,6 +183,23 @@ def test_reliability_by_hand(make_samples):
     assert float(r.level[0]) == pytest.approx(12 / 21)
 
 
+def test_the_reliability_table_says_when_sequential_stopping_cannot_stop(make_samples):
+    from bayespass.stats.reliability import reliability_table
+
+    assert hoeffding_stop(["a"] * 18, 0.1) == 18 and hoeffding_stop(["a"] * 40, 0.1) == 19  # its soonest stop
+    for k, saved in ((10, False), (30, True)):  # every task's samples alike: from 19 of them on it stops
+        v = np.full((1, 20, k, 2), P)
+        v[0, ::5] = F
+        r = reliability(make_samples(v), alpha=0.3, n_splits=5)
+        note = " ".join(reliability_table(r).note.split())
+        assert (float(r.saved[0]) > 0) is saved
+        said = "saved nothing: at delta = 0.1 it cannot stop a task before 19 of its samples (all alike), and no " \
+               f"task has more than {k}"
+        assert (said in note) is not saved, note
+    r = reliability(make_samples(np.full((1, 20, 10, 2), P)), alpha=0.3, n_splits=5, delta=0.5)
+    assert "at delta = 0.5 it cannot stop a task before 15 of" in " ".join(reliability_table(r).note.split())
+
+
 def test_conformal_reliability_estimator_by_hand(make_samples):
     from bayespass.stats.reliability import ConformalReliability, conformal_qhat
 

@@ -330,7 +330,8 @@ def reliability_table(rel: xr.Dataset) -> Table:
                     note=f"Level = share of calibration tasks whose most frequent behaviour class is correct, over "
                     f"n+1 (Wilson {ci}% bounds level_lo, level_hi); coverage (share of test tasks whose set holds a "
                     "correct class) and set size of the conformal sets, qhat their median size rank over the splits; "
-                    "samples saved by Hoeffding sequential stopping." + _unreachable(rows, alpha),
+                    "samples saved by Hoeffding sequential stopping." + _unreachable(rows, alpha)
+                    + _cannot_stop(rel, rows),
                     brief=("config", "n_tasks", "level", "level_lo", "level_hi", "qhat", "coverage", "set_size",
                            "saved"))
 
@@ -345,6 +346,21 @@ def _unreachable(rows: list, alpha: float) -> str:
             f"alpha of them have no correct sample (share without one: {shown}); the set is every class, and its "
             "coverage is the share with a correct sample. Raise alpha above that share or draw more samples per "
             "task.")
+
+
+def _cannot_stop(rel: xr.Dataset, rows: list) -> str:
+    """Say why sequential stopping saved nothing where no task had enough samples for it to stop (else "")."""
+    if "n_used" not in rel or any(r["saved"] > 0 for r in rows) or "delta" not in rel.attrs:
+        return ""
+    delta = float(rel.attrs["delta"])
+    earliest = hoeffding_stop(np.zeros(1000), delta)  # the soonest it can stop: every sample alike
+    most = int(rel["n_used"].max())  # it stopped nowhere: the samples each task has
+    if most >= earliest:
+        return ""
+    return (f" Sequential stopping saved nothing: at delta = {delta:g} it cannot stop a task before {earliest} of "
+            f"its samples (all alike), and no task has more than {most}; it saves samples from about "
+            f"{earliest} per task on (a larger delta stops sooner: bp.reliability(delta=...), 'bayespass reliability "
+            "RUN --delta').")
 
 
 def plot_set_size(rel: xr.Dataset, *, ax=None):
