@@ -17,7 +17,8 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     t = Table.of(df, "pass@k <toy>", note="A & B.", brief=("config", "mean", "absent"))
     text = str(t)
     assert text.splitlines()[0] == "== pass@k <toy> =="
-    assert "mean" in text and "detail" not in text and "0.2500" in text
+    columns = t.to_text(note=False)
+    assert "mean" in columns and "detail" not in columns and "0.2500" in columns
     assert list(t.to_dataframe().columns) == ["config", "k", "mean", "detail"]
     assert type(t.to_dataframe()) is pd.DataFrame
     sub = t[t["mean"] > 0.3]  # pandas operations keep the title and caption
@@ -25,7 +26,12 @@ def test_a_table_prints_its_title_and_brief_columns_and_keeps_every_column():
     html = t.to_html_section()
     assert "<h2>pass@k &lt;toy&gt;</h2>" in html and "A &amp; B." in html and "detail" in html
     assert "==" not in Table.of(df, "").to_text()  # no title line without a title
-    assert "A & B." not in text  # print shows no caption; the CLI's text does, wrapped
+    assert text.splitlines()[-2:] == ["note: A & B.", "      not shown here: k, detail (every column: "
+                                      "t.to_dataframe())"]  # print shows the caption, as the CLI does
+    assert "A & B." not in t.to_text()
+    view = t._repr_html_()  # a notebook shows the title and the caption around pandas' own table
+    assert view.startswith("<p><b>pass@k &lt;toy&gt;</b></p>") and view.endswith("<p class=note>A &amp; B.</p>")
+    assert pd.DataFrame(t)._repr_html_() in view
     long = Table.of(df, "t", note="word " * 60)
     lines = long.to_text(note=True, width=50).splitlines()
     assert lines[-1].startswith("      ") and any(x.startswith("note: word") for x in lines)
@@ -138,6 +144,7 @@ def test_the_passk_table_prints_the_main_fit_and_keeps_every_fit(fitted):
     got = t.to_dataframe().set_index(["config", "k"])
     for cfg in counts.config.values:
         assert got.loc[(cfg, 10), "no_prior_hi"] == pytest.approx(float(free.sel(config=cfg, k=10)[1]), abs=1e-12)
-    assert "no_prior" not in str(t)
-    assert "other_lo" not in str(t) and "bb-eb_lo" in str(t)
+    shown = t.to_text(note=False)  # the columns print shows; its caption names the others
+    assert "no_prior" not in shown
+    assert "other_lo" not in shown and "bb-eb_lo" in shown
     assert t.attrs["main"] == "bb-eb" and t.attrs["ci_prob"] == 0.9

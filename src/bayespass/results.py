@@ -4,8 +4,8 @@ Every table function of bayespass (:func:`~bayespass.stats.curve.curve_table`,
 :func:`~bayespass.stats.gating.gate_table`, the leaderboard, the tables of a
 run, ...) returns a :class:`Table`: a :class:`pandas.DataFrame` that also
 carries its title, a caption and the columns a terminal shows. ``print(table)``
-shows the title and those columns (the CLI adds the caption:
-``to_text(note=True)``); :meth:`Table.to_dataframe` is the whole
+shows the title, those columns and the caption, as the CLI does
+(``to_text(note=True)``); :meth:`Table.to_dataframe` is the whole
 frame (what ``--format csv/json`` writes); :meth:`Table.to_html_section` is the
 report's section. The CLI and the HTML report only call these, so a table reads
 the same everywhere and its wording (the interval's probability, say) is set
@@ -18,6 +18,7 @@ where the numbers are made.
  k   mean
  1 0.5000
 10 0.7500
+note: A toy.
 """
 
 from __future__ import annotations
@@ -123,8 +124,17 @@ class Table(pd.DataFrame):
                           " & ".join(_latex(str(c)) for c in shown.columns) + r" \\", r"\midrule", *rows,
                           r"\bottomrule", r"\end{tabular}", r"\end{table}"])
 
+    def _repr_html_(self) -> str | None:
+        """Return Jupyter's view: pandas' own (long tables cut short) between the title and the caption."""
+        body = super()._repr_html_()
+        if body is None:
+            return None
+        head = f"<p><b>{html.escape(self.title)}</b></p>" if self.title else ""
+        return head + body + (f"<p class=note>{html.escape(self.note)}</p>" if self.note else "")
+
     def __str__(self) -> str:
-        return self.to_text()
+        """Return the title, the columns a terminal shows and the caption (its caveats are part of the numbers)."""
+        return self.to_text(note=True, where="t.to_dataframe()")
 
 
 def _cell(v, floatfmt: str) -> str:
