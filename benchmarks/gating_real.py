@@ -27,23 +27,10 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from real_mbpp import FIFTY, MBPP_PLUS, REAL, parse_name, read_config  # noqa: E402
+from incoherence_real import samples  # noqa: E402  (the first K samples per task of the first N configs)
+from real_mbpp import FIFTY, MBPP_PLUS, REAL  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def samples(names: list[str], tasks: set, k: int) -> list[dict]:
-    """The first ``k`` samples of each task of the configs ``names``."""
-    recs = []
-    for name in names:
-        path = REAL / f"MBPP__{name}.jsonl.gz"
-        model, temp = parse_name(path)
-        seen: dict[str, int] = {}
-        for r in read_config(path, tasks)[0]:
-            if seen.get(r["task_id"], 0) < k:
-                seen[r["task_id"]] = seen.get(r["task_id"], 0) + 1
-                recs.append({"task_id": r["task_id"], "solution": r["solution"], "config": f"{model}|T={temp:g}"})
-    return recs
 
 
 def measure(ds, alphas: list[float], n_splits: int, seed: int) -> list[dict]:
@@ -115,11 +102,13 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "runs" / "gating-real"))
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
+    if not REAL.exists():
+        raise SystemExit(f"the real MBPP generations are not at {REAL} (see ../shared/data/real/README)")
     import bayespass as bp
 
     t0 = time.perf_counter()
     suite = bp.load_suite("mbpp+", MBPP_PLUS, workers=args.workers)
-    recs = samples(FIFTY[: args.configs], set(suite.tasks), args.samples)
+    recs = samples(args.configs, list(suite.tasks), args.samples)
     ds = bp.execute(recs, suite, out=args.out, workers=args.workers)
     t1 = time.perf_counter()
     print(f"{len(recs)} samples executed (or read back) in {t1 - t0:.0f} s")
