@@ -512,11 +512,12 @@ def test_a_run_at_another_band_probability(tmp_path):
     kw = dict(coder="samples", samples=str(path), models=("bb",), main_model="bb", methods=("eb",), fuzz_n=0,
               n_splits=10)
     bands = {}
-    for prob in (0.5, None):  # the second run resumes the first: only the tables are made again
-        tables = run(tmp_path / "r", RunConfig(**kw, ci_prob=prob), echo=None)
+    for prob, tie in ((0.5, "none"), (None, "random")):  # the second run resumes the first: only the tables are new
+        tables = run(tmp_path / "r", RunConfig(**kw, ci_prob=prob, tie_break=tie), echo=None)
         t = tables["passk"].set_index("k")
         bands[prob] = t[["bb-eb_lo", "bb-eb_hi"]].to_numpy()
         assert f"{prob or 0.9:.0%} equal-tailed interval" in tables["passk"].title
+        assert ("ties broken at random" in tables["gating"].title) is (tie == "random")  # run --tie-break
     fit = az.from_netcdf(str(tmp_path / "r" / "fits" / "bb-eb.nc"))
     ks = list(t.index)
     for prob, band in bands.items():
@@ -532,9 +533,13 @@ def test_a_run_at_another_band_probability(tmp_path):
     assert RunConfig(**rounds).key("until_width") != RunConfig(**rounds, ci_prob=0.8).key("until_width")
     with pytest.raises(ValueError, match=r"ci_prob must be in \(0, 1\); got 1.5"):
         RunConfig(**kw, ci_prob=1.5)
+    with pytest.raises(ValueError, match="tie_break must be 'none' or 'random'; got 'coin'"):
+        RunConfig(**kw, tie_break="coin")
 
 
-def test_cli_run_names_a_bad_band_probability_as_its_option(tmp_path):
-    res = CliRunner().invoke(app, ["run", "--ci-prob", "0", "--out", str(tmp_path / "r")])
-    assert res.exit_code != 0 and "--ci-prob must be in (0, 1); got 0" in res.output
-    assert not (tmp_path / "r").exists()  # refused before any work
+def test_cli_run_names_a_bad_band_probability_or_tie_break_as_its_option(tmp_path):
+    for args, said in ((["--ci-prob", "0"], "--ci-prob must be in (0, 1); got 0"),
+                       (["--tie-break", "coin"], "--tie-break must be 'none' or 'random'; got 'coin'")):
+        res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path / "r")])
+        assert res.exit_code != 0 and said in res.output, res.output
+        assert not (tmp_path / "r").exists()  # refused before any work

@@ -872,6 +872,8 @@ def run_cmd(
                                                         "per config and task).")] = None,
     ci_prob: Annotated[float | None, typer.Option(help="Probability of the bands in the tables, figures and report "
                                                        "(and of --until-width's band; default 0.9).")] = None,
+    tie_break: Annotated[str, typer.Option(help="Gating: none or random (answer a share of the tasks tied at one "
+                                                "score, as 'bayespass gate --tie-break').")] = "none",
 ) -> None:
     """Run the main job: generate, execute, fit, post-process; tables on screen, report in the run directory."""
     from .pipeline import run
@@ -882,7 +884,7 @@ def run_cmd(
               top_p=top_p, max_new_tokens=max_new_tokens, alpha=alpha, seed=seed, workers=workers, endpoint=endpoint,
               api=api, concurrency=concurrency, api_key_env=api_key_env, max_retries=max_retries, timeout=timeout,
               until_width=until_width, max_samples=max_samples, width_k=width_k, round_size=round_size, device=device,
-              dtype=dtype, ci_prob=ci_prob)
+              dtype=dtype, ci_prob=ci_prob, tie_break=tie_break)
     cfg = _run_config(ctx, quick, kw, k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n)
     _print_run(_run_or_fail(run, out, cfg), out)
 
@@ -952,7 +954,7 @@ def _run_left(out: Path) -> str:
 #: RunConfig fields as the options of 'bayespass run' that set them
 _RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
     "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
-    "ci_prob", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
+    "ci_prob", "tie_break", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
 
 
 #: parameters of bp.fit, bp.compare_configs, bp.plan and bp.allocate as the options of the commands that set them

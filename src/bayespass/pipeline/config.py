@@ -43,6 +43,7 @@ class RunConfig:
     chains: int | None = None
     fuzz_n: int = 100
     alpha: float = 0.1
+    tie_break: str = "none"  # gating: "random" breaks ties between tasks' scores (bp.gate's tie_break)
     n_splits: int = 100
     tasks: int | None = None  # first N tasks only
     max_mutants: int = 20  # synthetic coder: AST mutants tried per task
@@ -69,6 +70,8 @@ class RunConfig:
         check_prob(self.alpha, name="alpha")
         if self.ci_prob is not None:
             check_prob(self.ci_prob, name="ci_prob")
+        if self.tie_break not in ("none", "random"):
+            raise ValueError(f"tie_break must be 'none' or 'random'; got {self.tie_break!r}")
         if self.endpoint is not None:
             from ..validate import check_choice
 

@@ -111,7 +111,7 @@ def all_tables(ctx, truth_passk) -> tuple[dict, dict]:
             tables["stacking"] = weights
     tables["ppc"] = _ppc_table(checks)
     tables |= _loo_tables(cfg, ctx.idatas)
-    post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed),
+    post = {"gated": gate(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed, tie_break=cfg.tie_break),
             "rel": reliability(samples, alpha=cfg.alpha, n_splits=cfg.n_splits, seed=cfg.seed)}
     tables["gating"] = gate_table(post["gated"])
     tables["gating_diagnostics"] = gate_diagnostics(samples)

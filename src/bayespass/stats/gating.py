@@ -366,7 +366,8 @@ def gate_table(gated: xr.Dataset) -> Table:
             "stable_wrong in the diagnostics)." if mute else "")
     if mute and a.get("tie_break", "none") == "none":
         flag += (" Where many tasks tie at one score (all samples alike), tie_break='random' ('bayespass gate RUN "
-                 "--tie-break random') lets the gate answer a random share of them under the same guarantee.")
+                 "--tie-break random', or 'bayespass run --tie-break random') lets the gate answer a random share of "
+                 "them under the same guarantee.")
     never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
                    "config"].astype(str).tolist()
     flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
