@@ -895,21 +895,15 @@ def _run_config(ctx: typer.Context, quick: bool, kw: dict, **sizes: Any) -> Any:
     With ``--quick``: its small settings, replaced by those of ``sizes`` given on the command line
     (``--quick --tasks 5``: 5 tasks).
     """
-    try:
-        return _quick_or_not(ctx, quick, kw, sizes)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        fail(_as_option(str(err)))
-
-
-def _quick_or_not(ctx: typer.Context, quick: bool, kw: dict, sizes: dict) -> Any:
     from .pipeline import RunConfig
 
-    if not quick:
-        return RunConfig(**sizes, **kw)
-    # by name: typer may bring its own copy of click's ParameterSource
-    given = {name: value for name, value in sizes.items()
-             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
-    return RunConfig.quick(**given, **kw)
+    if quick:  # by name: typer may bring its own copy of click's ParameterSource
+        sizes = {name: value for name, value in sizes.items()
+                 if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+    try:
+        return RunConfig.quick(**sizes, **kw) if quick else RunConfig(**sizes, **kw)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        fail(_as_option(str(err)))
 
 
 def _run_or_fail(run, out: Path, cfg) -> dict:

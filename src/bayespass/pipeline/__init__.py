@@ -77,9 +77,7 @@ def _drive(out, cfg, echo) -> dict:
     from ..defaults import rc_context
 
     cfg = cfg or RunConfig()
-    if cfg.ci_prob is None:
-        return _drive_stages(out, cfg, echo)
-    with rc_context({"stats.ci_prob": cfg.ci_prob}):  # every band of the run, its rounds' widths included
+    with rc_context({} if cfg.ci_prob is None else {"stats.ci_prob": cfg.ci_prob}):  # every band of the run
         return _drive_stages(out, cfg, echo)
 
 
