@@ -299,13 +299,24 @@ def test_plan_cli(tmp_path, monkeypatch):
     same = runner.invoke(app, ["plan", str(fit_path), "--target-width", "0.05", "--n-grid", "4,16", "--n-sims", "2",
                                "--format", "csv"])
     assert same.exit_code == 0 and same.stdout == res.stdout, same.output
+    # --ci-prob plans another band (bp.plan's ci_prob): the 50% band is narrower, as bp.plan forecasts it
+    half = runner.invoke(app, ["plan", str(fit_path), "--width", "0.05", "--n-grid", "4,16", "--sims", "2",
+                               "--ci-prob", "0.5", "--seed", "3", "--format", "csv"])
+    assert half.exit_code == 0, half.output
+    h4 = float(half.stdout.strip().splitlines()[1].split(",")[2])
+    ref = bp.plan(bp.fit(counts, "bb", "eb", progressbar=False), k=10, target_width=0.05, n_grid=[4, 16], n_sims=2,
+                  ci_prob=0.5, seed=3)
+    assert np.isclose(h4, ref.expected_width.sel(config="m", n=4).item(), rtol=1e-3) and h4 < 0.8 * w4
+    assert ref.attrs["ci_prob"] == 0.5
     import bayespass.models.fit as fit_module
 
     monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
     for bad, word in ((["--width", "0"], "--width"), (["--width", "0.05", "--sims", "0"], "--sims"),
                       (["--width", "0.05", "--k", "0"], "k must"),
                       (["--width", "0.05", "--n-grid", "10,ten"], "--n-grid must be comma-separated"),
-                      (["--width", "0.05", "--n-grid", "10,0"], "--n-grid must be a positive integer; got 0")):
+                      (["--width", "0.05", "--n-grid", "10,0"], "--n-grid must be a positive integer; got 0"),
+                      (["--width", "0.05", "--ci-prob", "1.5"], "--ci-prob"),
+                      (["--width", "0.05", "--seed", "-1"], "--seed must be a non-negative integer; got -1")):
         res = runner.invoke(app, ["plan", str(fit_path.with_suffix(".csv")), *bad])
         assert res.exit_code == 2 and word in res.output and "Traceback" not in res.output, res.output
 

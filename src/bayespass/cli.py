@@ -569,20 +569,24 @@ def plan_cmd(
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
                                                     "2, 3, 5, 8 times today's).")] = None,
     sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
+    ci_prob: Annotated[float | None, typer.Option(help="Probability of the band whose width is planned (default "
+                                                       "rcParams['stats.ci_prob']).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the simulated futures.")] = 0,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     plot: Annotated[Path | None, typer.Option(help="Write the expected width against samples per task, with the "
                                                    "target: a PNG, or PDF, SVG, ... by the file's suffix.")] = None,
 ) -> None:
     """How many samples per task for the pass@k band to reach a width (simulated futures, refitted)."""
     from .stats.plan import plan, plot_plan
-    from .validate import check_positive_int
+    from .validate import check_positive_int, check_seed
 
     _check_format(format)
-    _check_k(k)
+    _check_k(k, ci_prob)
     _check_exists(data, "FIT_OR_COUNTS")
     _check_plot(plot, example="plan.png")
     try:
         check_positive_int(sims, name="--sims")  # before a fit
+        check_seed(seed, name="--seed")
         if not 0 < width < 1:
             fail(f"--width must be a band width in (0, 1), e.g. 0.05; got {width}")
         try:
@@ -592,7 +596,7 @@ def plan_cmd(
         for x in grid or ():
             check_positive_int(x, name="--n-grid")
         idata, _ = _fit_or_counts(data)
-        p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims)
+        p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims, ci_prob=ci_prob, seed=seed)
     except (ValueError, TypeError, OSError) as err:
         fail(_as_option(str(err), _STATS_OPTIONS))
     if plot is not None:

@@ -51,6 +51,8 @@ def test_plan_refuses_bad_input():
         bp.plan(fit, k=[1, 10], target_width=0.1)
     with pytest.raises(ValueError, match="n_sims"):
         bp.plan(fit, k=10, target_width=0.1, n_sims=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer; got -1"):  # before any refit
+        bp.plan(fit, k=10, target_width=0.1, seed=-1)
     for bad in (True, float("nan"), "0.1"):
         with pytest.raises(ValueError, match="target_width must be in"):
             bp.plan(fit, k=10, target_width=bad)
@@ -339,6 +341,8 @@ def test_allocate_pair_and_errors():
         bp.allocate(fit, k=5, budget=10, pair=("a", "nope"))
     with pytest.raises(ValueError, match="budget"):
         bp.allocate(fit, k=5, budget=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer; got 1.5"):
+        bp.allocate(fit, k=5, budget=10, seed=1.5)
     with pytest.raises(ValueError, match="k must be one value"):
         bp.allocate(fit, k=[1, 5], budget=10)
 

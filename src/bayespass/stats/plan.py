@@ -19,7 +19,7 @@ import xarray as xr
 from ..data.counts import samples_to_identify
 from ..defaults import rcParams
 from ..models.stack import theta_of
-from ..validate import as_fit, as_k, check_positive_int, check_prob, split_pair
+from ..validate import as_fit, as_k, check_positive_int, check_prob, check_seed, split_pair
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -158,7 +158,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     model, candidates = _refit_spec(fitted)
     method = post.get("bayespass_method", "eb").split("+")[0]
     configs, tasks = fit.observed_data.config.values, fit.observed_data.task.values
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
 
     def width(idata):
         band = passk_curve(idata, kk, ci_prob=prob)["eti"].sel(k=kk[0])
@@ -447,6 +447,7 @@ def allocate(fit, *, k, budget: int, step: int = 1, pair=None, max_n=None, n_dra
     if kk.size != 1:
         raise ValueError(f"k must be one value for allocate(); got {k!r}")
     budget, step = check_positive_int(budget, name="budget"), check_positive_int(step, name="step")
+    check_seed(seed)
     model = _plannable_model(fit, what="allocate")
     configs = [str(x) for x in fit.observed_data.config.values]
     chosen = _check_pair(pair, configs)
