@@ -79,3 +79,15 @@ def test_bad_input_is_named(kwargs, match):
     args = {"prior": PRIOR, "n": [3], "c": [1], "k": [1]} | kwargs
     with pytest.raises(ValueError, match=match):
         oracle_passk(args.pop("prior"), args.pop("n"), args.pop("c"), args.pop("k"), **args)
+
+
+def test_simulators_name_a_bad_seed_and_take_generators_and_none():
+    from bayespass.simulate import rng, simulate_counts
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=f"seed must be a non-negative integer; got {bad!r}"):
+            simulate_counts(np.full(5, 0.4), 3, seed=bad)
+    g = np.random.default_rng(4)
+    assert rng(g) is g and isinstance(rng(None), np.random.Generator)
+    assert rng(np.int64(7)).integers(1 << 30) == np.random.default_rng(7).integers(1 << 30)
+    assert rng([1, 2]).integers(1 << 30) == np.random.default_rng([1, 2]).integers(1 << 30)

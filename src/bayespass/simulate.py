@@ -8,14 +8,22 @@ from scipy import stats
 from scipy.special import betaln, logsumexp
 
 from .data.counts import make_counts
-from .validate import as_k, check_positive_int, check_prob
+from .validate import as_k, check_positive_int, check_prob, check_seed
 
 __all__ = ["rng", "stable_seed", "draw_zoib", "simulate_counts", "true_passk", "oracle_passk"]
 
 
 def rng(seed: int | np.random.Generator | None = 0) -> np.random.Generator:
-    """Return a NumPy Generator (passing a Generator through unchanged)."""
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    """Return a NumPy Generator, passing a Generator through unchanged.
+
+    A negative, fractional or boolean seed is refused by name: numpy's own message does not say which argument
+    it was.
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is not None and not isinstance(seed, np.random.SeedSequence | list | tuple | np.ndarray):
+        check_seed(seed)
+    return np.random.default_rng(seed)
 
 
 def stable_seed(*parts, bits: int = 32) -> int:
