@@ -398,7 +398,7 @@ def compare_cmd(
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
         idata = _resolve(_compare_input(data, common_tasks, benchmark), model, method, 0,
                          check=lambda cfgs: _pairs(raw, cfgs), progressbar=True)
-        band = default_band_fit(idata, k)  # once, for the tables and the difference curve
+        band = default_band_fit(idata, k, progressbar=True)  # once, for the tables and the difference curve
         cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]

@@ -584,11 +584,17 @@ def test_cli_compare_fits_the_band_partner_once_and_says_so(tmp_path, monkeypatc
     bp.write_counts(bp.make_counts(np.full((2, 120), 3), g.binomial(3, p), config=["a", "b"]), path)
     made = []
     real = ranking.default_band_fit
-    monkeypatch.setattr(ranking, "default_band_fit", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    bars = []  # the fit shows its bar (after 2 s; on 34 real configs it takes half a minute)
+    import bayespass.models.fit as fit_mod
+
+    monkeypatch.setattr(fit_mod, "EB_BAR_DELAY", 0.0)
+    monkeypatch.setattr(ranking, "default_band_fit",
+                        lambda *a, **kw: bars.append(kw.get("progressbar")) or made.append(real(*a, **kw)) or made[-1])
     res = CliRunner().invoke(app, ["compare", str(path), "--k", "1,30", "--plot", str(tmp_path / "cmp.png")])
     assert res.exit_code == 0, res.output
     assert len(made) == 1 and made[0] is not None  # made once, for the tables and the difference curve alike
     assert "bands past half the samples drawn also hold the auto fit's (EB)" in res.output
+    assert bars == [True] and "model auto by eb" in res.output  # shown as a slow fit's is (no 2 s delay here)
     said = " ".join(res.output.split())
     assert "Beyond the samples drawn (and past half of them, k >= 2) a band also holds the per" in said
     assert "fit's (auto)" in said

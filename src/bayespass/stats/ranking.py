@@ -174,7 +174,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     extend_inferencedata : bool
         Also store the result in ``data`` (an InferenceData fit) as the group ``config_comparison``.
     progressbar : bool
-        Show the sampler's progress when ``data`` are counts fitted here (``bayespass compare`` does).
+        Show the progress of the fits made here: of ``data`` when they are counts (``bayespass compare`` does),
+        and of the per-config fit whose band is joined beyond the samples drawn when ``band_fit`` is not given.
     band_fit : arviz.InferenceData, optional
         With a joint model (``shared``, ``hier``): a per-config fit of the same counts whose band is joined to
         each config's beyond the samples drawn (see Returns); default: the counts fitted here by EB with
@@ -234,7 +235,7 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     base = _baselines(n, c, k, full.shape[0], rng)
     cc, pp, kk_ = ("config", "k"), ("config", "config_b", "k"), ("ci_bound",)
     eti = _unbiased_join(_single_sample_band(passk_bands(dr, prob, hdi=False)[0], n, c, prob), n, c, prob)
-    eti, widened = _beyond_samples_band(eti, idata, configs, prob, seed, band_fit)
+    eti, widened = _beyond_samples_band(eti, idata, configs, prob, seed, band_fit, progressbar)
     eti = eti.values
     ds = xr.Dataset(
         {"passk": (cc, mean), "passk_eti": (cc + kk_, eti),
@@ -303,7 +304,7 @@ def _unbiased_join(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: float)
 
 
 def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, seed: int,
-                         band_fit=None) -> tuple[xr.DataArray, str]:
+                         band_fit=None, progressbar: bool = False) -> tuple[xr.DataArray, str]:
     """Join a joint model's band (config, k, ci_bound) with the default per-config fit's beyond the samples drawn.
 
     Also past half of them (``_beyond``: 2k above a config's identified n, k >= 2), where no unbiased variance
@@ -332,7 +333,7 @@ def _beyond_samples_band(eti: xr.DataArray, idata, configs: list, prob: float, s
     if band_fit is None:
         if is_joint(rcParams["stats.model"]):  # a joint default: nothing per-config to join
             return eti, ""
-        band_fit = _fit_default(counts, seed)
+        band_fit = _fit_default(counts, seed, progressbar)
     else:
         _check_band_fit(band_fit, counts)
     other = passk_curve(band_fit, k=eti["k"].values, ci_prob=prob)["eti"].sel(config=configs)
@@ -357,24 +358,24 @@ def _beyond(counts: xr.Dataset, k) -> np.ndarray:
     return (2 * k > identified_k(counts.n.transpose("config", "task").values)[:, None]) & (k >= 2)
 
 
-def _fit_default(counts: xr.Dataset, seed: int):
-    """Fit ``counts`` by EB with the default per-config model (``rcParams["stats.model"]``), quietly."""
+def _fit_default(counts: xr.Dataset, seed: int, progressbar: bool = False):
+    """Fit ``counts`` by EB with the default per-config model (``rcParams["stats.model"]``), without warnings."""
     import warnings
 
     from ..models.fit import fit
 
     with warnings.catch_warnings():  # the joint fit said what there is to say about these counts
         warnings.simplefilter("ignore")
-        return fit(counts, rcParams["stats.model"], "eb", seed=seed, progressbar=False)
+        return fit(counts, rcParams["stats.model"], "eb", seed=seed, progressbar=progressbar)
 
 
-def default_band_fit(idata, k, *, seed: int = 0):
+def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False):
     """Return the fit whose band a joint model's comparison joins beyond the samples drawn, or None if none is.
 
     The counts of ``idata`` (its configs with an observed task) fitted by EB with ``rcParams["stats.model"]``,
     where ``idata`` is a joint model's fit and some k is beyond a config's samples drawn; None otherwise (also
     where the default model is itself a joint one). ``bayespass compare`` makes it once for its tables and
-    its plots.
+    its plots, with ``progressbar`` (the fit's bar: 34 configs x 378 tasks take about half a minute).
     """
     from ..data.counts import counts_of_fit
     from ..models.base import is_joint
@@ -384,7 +385,7 @@ def default_band_fit(idata, k, *, seed: int = 0):
         return None
     counts = counts_of_fit(idata)
     counts = counts.sel(config=(counts.n > 0).any("task").values)
-    return _fit_default(counts, seed) if _beyond(counts, as_k(k)).any() else None
+    return _fit_default(counts, seed, progressbar) if _beyond(counts, as_k(k)).any() else None
 
 
 def _check_band_fit(band_fit, counts: xr.Dataset) -> None:
