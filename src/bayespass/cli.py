@@ -420,12 +420,15 @@ def allocate_cmd(
     budget: Annotated[int, typer.Option(help="Samples to give out.")] = 100,
     step: Annotated[int, typer.Option(help="Samples per unit (a task gets a multiple of it).")] = 1,
     pair: Annotated[str | None, typer.Option(help="'A:B': shrink the uncertainty of pass@k[A] - pass@k[B].")] = None,
+    max_n: Annotated[int | None, typer.Option(help="Most samples a task may have in all (e.g. those on disk); "
+                                                   "fewer than --budget may then be given out.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the candidate draws.")] = 0,
     out: Annotated[Path | None, typer.Option(help="CSV of (config, task, n, c, n_more, gain) for every task.")]
     = None,
 ) -> None:
     """Say which tasks (and configs) to sample next so the pass@k band shrinks fastest."""
     from .stats.plan import _check_pair, allocate
-    from .validate import check_positive_int, split_pair
+    from .validate import check_positive_int, check_seed, split_pair
 
     if out is not None:
         _check_out(out)
@@ -433,11 +436,14 @@ def allocate_cmd(
     _check_exists(data, "FIT_OR_COUNTS")
     try:
         check_positive_int(budget, name="--budget"), check_positive_int(step, name="--step")  # before a fit
+        check_seed(seed, name="--seed")
+        if max_n is not None and max_n < 0:
+            fail(f"--max-n must be a non-negative integer; got {max_n}")
         if pair is not None and ":" not in pair:
             fail(f"--pair must look like 'A:B'; got {pair!r}")
         idata, configs = _fit_or_counts(data, check=lambda cfgs: _check_pair(pair, cfgs))
         pair_t = None if pair is None else split_pair(pair, configs, name="--pair")
-        a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t)
+        a = allocate(idata, k=k, budget=budget, step=step, pair=pair_t, max_n=max_n, seed=seed)
     except (ValueError, TypeError, OSError) as err:
         fail(_as_option(str(err), _STATS_OPTIONS))
     df = a[["n_more", "gain"]].to_dataframe().reset_index()

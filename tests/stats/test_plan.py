@@ -372,6 +372,17 @@ def test_allocate_cli(tmp_path):
     assert (df.n_more.values == expected).all()
     bad = CliRunner().invoke(app, ["allocate", str(tmp_path / "counts.csv"), "--pair", "A:Q"])
     assert bad.exit_code == 2 and "pair must be two different configs" in bad.output
+    # --max-n (bp.allocate's max_n): no task beyond 6 samples in all, so at most 2 more each; --seed its draws
+    res = CliRunner().invoke(app, ["allocate", str(tmp_path / "fit.nc"), "--k", "10", "--budget", "500",
+                                   "--max-n", "6", "--seed", "3", "--out", str(tmp_path / "capped.csv")])
+    assert res.exit_code == 0, res.output
+    capped = pd.read_csv(tmp_path / "capped.csv")
+    want = bp.allocate(fit, k=10, budget=500, max_n=6, seed=3).n_more.values.ravel()
+    assert (capped.n_more.values == want).all() and capped.n_more.max() == 2 and capped.n_more.sum() < 500
+    for args, said in ((["--max-n", "-1"], "--max-n must be a non-negative integer; got -1"),
+                       (["--seed", "-2"], "--seed must be a non-negative integer; got -2")):
+        bad = CliRunner().invoke(app, ["allocate", str(tmp_path / "counts.csv"), *args])
+        assert bad.exit_code == 2 and said in bad.output and "Traceback" not in bad.output, bad.output
 
 
 def test_binomial_pmf_of_the_preposterior_is_scipys_and_survives_tiny_p():
