@@ -276,6 +276,8 @@ def test_plots(three):
     _, cmp = three
     ax = bp.plot_forest(cmp)
     assert len(ax.get_yticks()) == 9
+    lo, hi = ax.get_ylim()  # rows from the first to the last, a short margin each end (not 5% of all of them)
+    assert -1 < lo < 0 and ax.get_yticks().max() < hi < ax.get_yticks().max() + 1
     ax2 = bp.plot_prob_better(cmp, k=5)
     assert ax2.images[0].get_array().shape == (3, 3)
     ax3 = bp.plot_diff_curve(cmp, "strong", "weak")

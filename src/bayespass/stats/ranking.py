@@ -689,6 +689,7 @@ def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
         y += 0.6
     ax.set_yticks(ys)
     ax.set_yticklabels(labels)
+    ax.set_ylim(-0.8, ys[-1] + 0.8)  # matplotlib's 5% margins left five empty rows at each end of 34 configs x 3 k
     ax.set_xlabel(f"pass@k (posterior mean, {cmp.attrs.get('ci_prob', 0.9):.0%} band)")
     ax.set_title("pass@k by config")
     ax.grid(axis="x", alpha=0.3)
