@@ -325,6 +325,12 @@ def test_results_judged_elsewhere_one_row_per_sample_are_counted(tmp_path):
         xr.testing.assert_equal(bp.read_counts(path)[["n", "c"]], got[["n", "c"]])
     with pytest.raises(ValueError, match=r"row 3: column 'passed' must say whether the sample passed.*got 2"):
         bp.to_counts(df.assign(passed=[True, False, 2] + [True] * (len(df) - 3)))
+    # counts under other names ('total', 'correct'): the per-sample reading's error says what counts are called
+    with pytest.raises(ValueError, match=r"got 3; a table of counts, a row per task, names its columns n \(samples "
+                                         r"drawn\) and c \(samples passed\)"):
+        bp.to_counts(pd.DataFrame({"task_id": ["a", "b"], "total": [10, 10], "correct": [3, 10]}))
+    with pytest.raises(ValueError, match=r"got 0.5$"):  # not a count: no such hint
+        bp.to_counts(df.assign(passed=[0.5] * len(df)))
     # written-out booleans count as such (a string 'True' is not a failure); an unknown word is an error
     words = df.assign(passed=df.passed.map({True: "True", False: "timeout"}))
     xr.testing.assert_equal(bp.to_counts(words)[["n", "c"]], got[["n", "c"]])

@@ -394,8 +394,12 @@ def _passes(col: pd.Series, name: str, where: str) -> pd.Series:
     bad = ~vals.isin([0, 1])
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
+        v = vals.iloc[row]
+        count = not pd.isna(v) and v > 1 and float(v).is_integer()
         raise ValueError(f"{where}, row {row + 1}: column {name!r} must say whether the sample passed (True/False, "
-                         f"1/0 or a status: {', '.join(_PASS_WORDS)}); got {_shown(col.iloc[row])}")
+                         f"1/0 or a status: {', '.join(_PASS_WORDS)}); got {_shown(col.iloc[row])}"
+                         + ("; a table of counts, a row per task, names its columns n (samples drawn) and c "
+                            "(samples passed)" if count else ""))
     return vals.astype("int64")
 
 
