@@ -268,6 +268,9 @@ def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):
     both = json.loads(res.stdout)  # one document (it was two arrays one after the other)
     assert [r["config"] for r in both["leaderboard"]] == ["llama3:70b|T=0.2", "llama3:8b|T=0.2"]
     assert len(both["prob_better"]) == 2 and {"prob_better", "diff"} <= set(both["prob_better"][0])
+    assert (both["ci_prob"], both["model"], both["method"]) == (0.9, "bb", "eb")  # what the titles say, in JSON
+    res = runner.invoke(app, ["compare", str(f), "--k", "1", "--model", "bb", "--format", "json", "--ci-prob", "0.5"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["ci_prob"] == 0.5, res.output
     res = runner.invoke(app, ["allocate", str(f), "--pair", pair, "--budget", "10"])
     assert res.exit_code == 0, res.output
     assert "pass@10 of llama3:70b|T=0.2 - llama3:8b|T=0.2" in res.output

@@ -371,8 +371,8 @@ def compare_cmd(
                                                    "largest --k); "
                                                    "PREFIX.pdf (.svg, ...) writes PDFs (SVGs, ...).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex (json: one object, "
-                                        "'leaderboard' and 'prob_better'; csv: the two tables, a blank line "
-                                        "between).")] = "table",
+                                        "'leaderboard', 'prob_better' and the bands' 'ci_prob'; csv: the two "
+                                        "tables, a blank line between).")] = "table",
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="List P(better) for every ordered pair. Default: "
                                             "every pair up to 4 configs; above, in --format table, each config "
                                             "against the next one down the ranking (json and csv list every pair).")]
@@ -789,8 +789,11 @@ def _print_comparison(cmp, fmt: str, pair_list, all_pairs: bool) -> None:
 
     pb = prob_better_table(cmp, pairs="all" if all_pairs or fmt in MACHINE or pair_list else "auto")
     if fmt == "json" and pair_list is None:  # one JSON document (two arrays one after the other were not)
-        typer.echo(json.dumps({name: json.loads(t.to_dataframe().to_json(orient="records"))
-                               for name, t in (("leaderboard", leaderboard(cmp)), ("prob_better", pb))}, indent=2))
+        doc = {name: json.loads(t.to_dataframe().to_json(orient="records"))
+               for name, t in (("leaderboard", leaderboard(cmp)), ("prob_better", pb))}
+        # what the tables' titles say: the bands' probability and the model behind them
+        doc.update(ci_prob=cmp.attrs["ci_prob"], model=cmp.attrs["model"], method=cmp.attrs["method"])
+        typer.echo(json.dumps(doc, indent=2))
         return
     if pair_list is None:
         _print_table(leaderboard(cmp), fmt)
