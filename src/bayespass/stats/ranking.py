@@ -662,7 +662,7 @@ def _single_sample_note(cmp: xr.Dataset, ks) -> str:
            "about how p spreads over the tasks, which one sample cannot check.")
     if cmp.attrs.get("model") == "shared":  # measured with the joint model, compare_configs' default
         out += (" On real MBPP the joint model's erred towards 0.5 (at pass@10, pairs given about 0.84 were better "
-                "in 92% and 96% of cases, on 12 and 16 configs; benchmarks/RESULTS.md).")
+                "in 90% and 98% of cases, on 12 and 16 configs; benchmarks/RESULTS.md, \"The ranking target again\").")
     return out + " A second sample per task identifies the spread."
 
 
