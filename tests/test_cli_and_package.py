@@ -412,3 +412,31 @@ def test_quick_takes_the_sizes_given_beside_it(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main()
     assert (seen[-1].tasks, seen[-1].k, seen[-1].n_splits) == (5, 10, pipeline.RunConfig().n_splits)
+
+
+def test_compare_cli_seed_is_bp_compare_configs_seed(tmp_path, monkeypatch):
+    """--seed: the same seed, the same tables; another seed, other posterior draws (P(better) of two alike configs
+    moves in its Monte Carlo digits); a bad one is refused before any fit."""
+    g = np.random.default_rng(5)
+    p = g.beta(2, 2, 80)
+    counts = bp.make_counts(np.full((2, 80), 4), g.binomial(4, np.stack([p, p])), config=["a", "b"])
+    path = tmp_path / "counts.csv"
+    bp.write_counts(counts, path)
+    out = {}
+    for seed in ("1", "1", "2"):
+        res = runner.invoke(app, ["compare", str(path), "--k", "1,3", "--model", "bb", "--seed", seed,
+                                  "--format", "json"])
+        assert res.exit_code == 0, res.output
+        out.setdefault(seed, []).append(json.loads(res.stdout))
+    assert out["1"][0] == out["1"][1]
+    pb = {s: [r["prob_better"] for r in out[s][0]["prob_better"]] for s in ("1", "2")}
+    assert pb["1"] != pb["2"]
+    ref = bp.compare_configs(bp.fit(counts, "bb", "eb", seed=2, progressbar=False), k=[1, 3], seed=2)
+    want = float(ref.prob_better.sel(config="a", config_b="b", k=3))
+    got = [r for r in out["2"][0]["prob_better"] if (r["config"], r["config_b"], r["k"]) == ("a", "b", 3)]
+    assert np.isclose(got[0]["prob_better"], want), (got, want)
+    import bayespass.models.fit as fit_module
+
+    monkeypatch.setattr(fit_module, "fit", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
+    res = runner.invoke(app, ["compare", str(path), "--seed", "-3"])
+    assert res.exit_code == 2 and "--seed must be a non-negative integer; got -3" in res.output, res.output

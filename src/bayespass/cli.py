@@ -381,25 +381,23 @@ def compare_cmd(
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
     benchmark: Annotated[str | None, typer.Option(help="Compare only the configs of this benchmark (the counts' "
                                                   "benchmark column), on its tasks.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the fit, the posterior draws and the ranks' tie-breaks "
+                                           "(bp.compare_configs' seed).")] = 0,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
     from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit
     from .validate import split_pair
 
-    _check_format(format)
-    _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
-    _check_k(k, ci_prob)
-    for path in data:
-        _check_exists(path, "RUN_OR_COUNTS")
+    _compare_checks(data, format, plot, k, ci_prob, seed)
     try:
         raw = None if pairs is None else pairs.split(",")
         if raw is not None and any(":" not in p for p in raw):
             fail(f"--pairs must look like 'A:B,C:D'; got {pairs!r}")
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
-        idata = _resolve(_compare_input(data, common_tasks, benchmark), model, method, 0,
+        idata = _resolve(_compare_input(data, common_tasks, benchmark), model, method, seed,
                          check=lambda cfgs: _pairs(raw, cfgs), progressbar=True)
-        band = default_band_fit(idata, k, progressbar=True)  # once, for the tables and the difference curve
-        cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band)
+        band = default_band_fit(idata, k, seed=seed, progressbar=True)  # once, for the tables and the plots
+        cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band, seed=seed)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
@@ -409,7 +407,23 @@ def compare_cmd(
                + (f"; bands past half the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
     _print_comparison(cmp, format, pair_list, all_pairs)
     if plot is not None:
-        _compare_plots(cmp, plot, pair_list, idata, band)
+        _compare_plots(cmp, plot, pair_list, idata, band, seed)
+
+
+def _compare_checks(data: list[Path], format: str, plot: Path | None, k: str, ci_prob: float | None,
+                    seed: int) -> None:
+    """Refuse compare's bad options and missing inputs before any fit."""
+    from .validate import check_seed
+
+    _check_format(format)
+    _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
+    _check_k(k, ci_prob)
+    try:
+        check_seed(seed, name="--seed")
+    except ValueError as err:
+        fail(str(err))
+    for path in data:
+        _check_exists(path, "RUN_OR_COUNTS")
 
 
 @app.command("allocate")
@@ -685,7 +699,7 @@ def _save_png(ax, path: Path, dpi: int = 120) -> Path:
     return path
 
 
-def _compare_plots(cmp, prefix: Path, pair_list, idata, band_fit=None) -> None:
+def _compare_plots(cmp, prefix: Path, pair_list, idata, band_fit=None, seed: int = 0) -> None:
     import numpy as np
 
     from .stats.ranking import compare_configs, plot_diff_curve, plot_forest, plot_prob_better, ranking_order
@@ -702,7 +716,7 @@ def _compare_plots(cmp, prefix: Path, pair_list, idata, band_fit=None) -> None:
     kmax = max(int(cmp.k.max()), 10)
     grid = np.union1d(cmp.k.values, np.unique(np.round(np.geomspace(1, kmax, 12))).astype(int))
     curve = compare_configs(idata, k=grid, pairs=[(a, b)], ci_prob=cmp.attrs["ci_prob"],  # a curve, not 2 points
-                            band_fit=band_fit)
+                            band_fit=band_fit, seed=seed)
     written.append(_save_png(plot_diff_curve(curve, a, b), prefix.parent / f"{prefix.name}-diff{ext}"))
     typer.echo("wrote " + ", ".join(map(str, written)), err=True)
 
