@@ -56,3 +56,11 @@ def test_split_pair_finds_the_colon_between_two_configs():
         split_pair("ab", configs)
     with pytest.raises(ValueError, match="in 2 ways"):
         split_pair("x:y:z", ["x", "y:z", "x:y", "z"])
+
+
+def test_first_of_shows_a_few_and_counts_the_rest():
+    from bayespass.validate import first_of
+
+    assert first_of(["a", "b"]) == "['a', 'b']"
+    assert first_of([f"t{i}" for i in range(8)], most=3) == "['t0', 't1', 't2'] and 5 more"
+    assert first_of(range(5)) == "[0, 1, 2, 3, 4]"  # exactly `most`: nothing more to say

@@ -12,6 +12,12 @@ __all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "check_to
            "parse_list", "split_pair"]
 
 
+def first_of(items: Sequence, most: int = 5) -> str:
+    """Show at most ``most`` of ``items`` as a list, saying how many more there are: "['a', 'b'] and 7 more"."""
+    items = list(items)
+    return f"{items[:most]}" + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
 def parse_list(value: Any, *, name: str, cast=str) -> list:
     """Accept ``"1,10,100"``, a scalar or an iterable and return a list of ``cast`` values."""
     if isinstance(value, str):

@@ -472,3 +472,10 @@ def test_a_config_with_no_observed_task_is_named_and_gets_nan():
     assert np.isnan(cur["mean"].sel(config="empty")).all() and np.isnan(cur["eti"].sel(config="empty")).all()
     alone = bp.passk_curve(bp.fit(counts.sel(config=["seen"]), "bb", "eb", progressbar=False), [1, 10])
     assert_allclose(cur["mean"].sel(config="seen"), alone["mean"].sel(config="seen"), atol=0.01)
+    # seven empty configs: five named and "2 more", and the code it suggests drops all seven (it dropped five)
+    many = bp.make_counts(np.vstack([n[:1]] + [n[1:]] * 7), np.vstack([rng.binomial(5, 0.4, (1, 40))] + [n[1:]] * 7),
+                          config=["seen", *(f"e{i}" for i in range(7))])
+    with pytest.warns(bp.FitWarning, match=r"\['e0', 'e1', 'e2', 'e3', 'e4'\] and 2 more have no observed task") as rec:
+        bp.fit(many, "bb", "eb", progressbar=False)
+    code = str(rec[0].message).split("drop them with ")[1]
+    assert list(eval(code, {"counts": many}).config.values) == ["seen"]  # noqa: S307 (the warning's own snippet)

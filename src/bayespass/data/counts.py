@@ -175,7 +175,9 @@ def validate_counts(ds: xr.Dataset | pd.DataFrame) -> xr.Dataset:
         labels = ds.indexes[dim]  # pandas caches is_unique on the index object: checked once per dataset
         if labels.has_duplicates:
             dup = labels[labels.duplicated()].unique().tolist()
-            raise ValueError(f"duplicate {dim} labels in counts: {dup[:5]}")
+            from ..validate import first_of
+
+            raise ValueError(f"duplicate {dim} labels in counts: {first_of(dup)}")
         blank = np.flatnonzero(labels.astype(str).str.strip() == "")
         if blank.size:
             raise ValueError(f"{dim} labels in counts must be non-empty names; got {str(labels[blank[0]])!r} "

@@ -26,6 +26,7 @@ import xarray as xr
 from scipy.special import expit, logit
 
 from ..simulate import draw_zoib
+from ..validate import first_of
 from .base import Coder
 from .mutants import mutants, variants
 
@@ -136,7 +137,7 @@ class SyntheticCoder(Coder):
         if tasks is not None:
             unknown = sorted(set(tasks) - set(suite.tasks))
             if unknown:
-                raise ValueError(f"tasks not in suite {suite.name!r}: {unknown[:5]}")
+                raise ValueError(f"tasks not in suite {suite.name!r}: {first_of(unknown)}")
             tasks = sorted(set(tasks))
         self.pools = build_pools(suite, max_mutants=max_mutants, seed=seed, workers=workers, progress=progress,
                                  tasks=tasks)

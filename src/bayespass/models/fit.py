@@ -16,7 +16,7 @@ from .._threads import thread_map
 from .._version import __version__
 from ..data.counts import validate_counts
 from ..defaults import rcParams
-from ..validate import check_choice, check_positive_int, check_prob, check_seed, is_run_with_fits, parse_list
+from ..validate import check_choice, check_positive_int, check_prob, check_seed, first_of, is_run_with_fits, parse_list
 from . import hmc
 from .base import MODELS, NP, PairData, get_model
 from .eb import FitWarning
@@ -176,9 +176,9 @@ def _warn_unobserved(counts) -> None:
     if empty:
         from .eb import FitWarning
 
-        warnings.warn(f"config(s) {empty[:5]}{' ...' if len(empty) > 5 else ''} have no observed task (every n "
-                      "is 0): their posterior is the prior and their pass@k is NaN; drop them with "
-                      f"counts.drop_sel(config={empty[:5]!r})", FitWarning, stacklevel=3)
+        drop = f"drop_sel(config={empty!r})" if len(empty) <= 5 else "sel(config=(counts.n > 0).any('task'))"
+        warnings.warn(f"config(s) {first_of(empty)} have no observed task (every n is 0): their posterior is the "
+                      f"prior and their pass@k is NaN; drop them with counts.{drop}", FitWarning, stacklevel=3)
 
 
 def _warn_single_sample(counts, model: str) -> None:

@@ -18,7 +18,7 @@ import xarray as xr
 
 from ..data.suites import split_indices
 from ..defaults import resolve
-from ..validate import check_choice
+from ..validate import check_choice, first_of
 
 __all__ = ["as_samples", "behaviour", "task_mask", "SIGNATURES", "probe_gold_masks"]
 
@@ -70,7 +70,7 @@ def task_mask(sc: xr.DataArray, tasks, observed: np.ndarray) -> np.ndarray:
     tasks = [str(t) for t in tasks]
     unknown = sorted(set(tasks) - set(map(str, sc.task.values)))
     if unknown:
-        raise ValueError(f"tasks not in the samples: {unknown[:5]}")
+        raise ValueError(f"tasks not in the samples: {first_of(unknown)}")
     return np.isin(sc.task.values.astype(str), tasks)[None, :] & observed
 
 
