@@ -381,14 +381,16 @@ def compare_cmd(
                                                "(counts or a run directory; fitted here on those tasks).")] = False,
     benchmark: Annotated[str | None, typer.Option(help="Compare only the configs of this benchmark (the counts' "
                                                   "benchmark column), on its tasks.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the fit, the posterior draws and the ranks' tie-breaks "
-                                           "(bp.compare_configs' seed).")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the fit, the posterior draws and the ranks' tie-breaks "
+                                                  "(bp.compare_configs' seed; default: a run's own, which gives "
+                                                  "its leaderboard again, else 0).")] = None,
 ) -> None:
     """Which config is better, and how sure: leaderboard with rank probabilities and P(better) for every pair."""
     from .stats.ranking import _pairs, _resolve, compare_configs, default_band_fit
     from .validate import split_pair
 
     _compare_checks(data, format, plot, k, ci_prob, seed)
+    seed = _run_seed(data) if seed is None else seed
     try:
         raw = None if pairs is None else pairs.split(",")
         if raw is not None and any(":" not in p for p in raw):
@@ -396,22 +398,46 @@ def compare_cmd(
         # the fit once: the tables' k and, with --plot, the difference curve's denser k come from it
         idata = _resolve(_compare_input(data, common_tasks, benchmark), model, method, seed,
                          check=lambda cfgs: _pairs(raw, cfgs), progressbar=True)
-        band = default_band_fit(idata, k, seed=seed, progressbar=True)  # once, for the tables and the plots
+        saved = None if common_tasks or benchmark else _run_default_fit(data)  # a run's own: not fitted again
+        band = default_band_fit(idata, k, seed=seed, progressbar=True, saved=saved)  # once, for tables and plots
         cmp = compare_configs(idata, k=k, pairs=raw, ci_prob=ci_prob, band_fit=band, seed=seed)
         names = {str(x) for x in (*cmp.config.values, *cmp.config_b.values)}
         pair_list = None if raw is None else [split_pair(p, names, name="--pairs") for p in raw]
     except (ValueError, TypeError, OSError) as err:
         fail(_as_option(str(err), _STATS_OPTIONS))
-    joined = cmp.attrs["band_beyond_samples"]
-    typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
-               + (f"; bands past half the samples drawn also hold the {joined} fit's (EB)" if joined else ""), err=True)
+    _say_compared(cmp, reused=band is not None and band is saved)
     _print_comparison(cmp, format, pair_list, all_pairs)
     if plot is not None:
         _compare_plots(cmp, plot, pair_list, idata, band, seed)
 
 
+def _say_compared(cmp, reused: bool) -> None:
+    """Say on stderr which model compared the configs, from how many draws, and whose band was joined."""
+    joined = cmp.attrs["band_beyond_samples"]
+    whose = f"EB, the run's fits/{joined}-eb.nc" if reused else "EB"
+    typer.echo(f"model {cmp.attrs['model']} by {cmp.attrs['method']}; {cmp.attrs['n_draws']} posterior draws"
+               + (f"; bands past half the samples drawn also hold the {joined} fit's ({whose})" if joined else ""),
+               err=True)
+
+
+def _run_seed(data: list[Path]) -> int:
+    """Return the seed of a run directory (its run.json), the one its own leaderboard was drawn with; else 0."""
+    try:
+        return int(json.loads((data[0] / "run.json").read_text())["config"]["seed"]) if len(data) == 1 else 0
+    except (OSError, ValueError, KeyError, TypeError):  # not a run directory (counts, a fit, execute's directory)
+        return 0
+
+
+def _run_default_fit(data: list[Path]):
+    """Return the default model's EB fit saved in a run directory (``fits/auto-eb.nc``), or None."""
+    from .defaults import rcParams
+
+    path = data[0] / "fits" / f"{rcParams['stats.model']}-eb.nc"
+    return _saved_fit(path) if len(data) == 1 and data[0].is_dir() and path.is_file() else None
+
+
 def _compare_checks(data: list[Path], format: str, plot: Path | None, k: str, ci_prob: float | None,
-                    seed: int) -> None:
+                    seed: int | None) -> None:
     """Refuse compare's bad options and missing inputs before any fit."""
     from .validate import check_seed
 
@@ -419,7 +445,8 @@ def _compare_checks(data: list[Path], format: str, plot: Path | None, k: str, ci
     _check_plot(plot, example="compare", prefix=True)  # a prefix: compare-forest.png, ...
     _check_k(k, ci_prob)
     try:
-        check_seed(seed, name="--seed")
+        if seed is not None:
+            check_seed(seed, name="--seed")
     except ValueError as err:
         fail(str(err))
     for path in data:

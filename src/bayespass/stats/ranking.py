@@ -369,13 +369,15 @@ def _fit_default(counts: xr.Dataset, seed: int, progressbar: bool = False):
         return fit(counts, rcParams["stats.model"], "eb", seed=seed, progressbar=progressbar)
 
 
-def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False):
+def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False, saved=None):
     """Return the fit whose band a joint model's comparison joins beyond the samples drawn, or None if none is.
 
     The counts of ``idata`` (its configs with an observed task) fitted by EB with ``rcParams["stats.model"]``,
     where ``idata`` is a joint model's fit and some k is beyond a config's samples drawn; None otherwise (also
     where the default model is itself a joint one). ``bayespass compare`` makes it once for its tables and
-    its plots, with ``progressbar`` (the fit's bar: 34 configs x 378 tasks take about half a minute).
+    its plots, with ``progressbar`` (the fit's bar: 34 configs x 378 tasks take about half a minute).  ``saved``:
+    a fit made before (a run's ``fits/auto-eb.nc``) returned instead of fitting where it is that fit: the default
+    model by EB on the same counts.
     """
     from ..data.counts import counts_of_fit
     from ..models.base import is_joint
@@ -385,7 +387,20 @@ def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False):
         return None
     counts = counts_of_fit(idata)
     counts = counts.sel(config=(counts.n > 0).any("task").values)
-    return _fit_default(counts, seed, progressbar) if _beyond(counts, as_k(k)).any() else None
+    if not _beyond(counts, as_k(k)).any():
+        return None
+    if saved is not None and model_of(saved) == rcParams["stats.model"] and _method_of(saved) == "eb":
+        try:
+            _check_band_fit(saved, counts)
+            return saved
+        except ValueError:  # other counts (a run given more samples since): fitted again
+            pass
+    return _fit_default(counts, seed, progressbar)
+
+
+def _method_of(idata) -> str:
+    """``eb`` or ``mcmc``: how ``idata`` was fitted (its recorded method, without the sampler's suffix)."""
+    return str(idata.posterior.attrs.get("bayespass_method", "")).split("+")[0]
 
 
 def _check_band_fit(band_fit, counts: xr.Dataset) -> None:
