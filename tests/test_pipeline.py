@@ -216,6 +216,49 @@ def test_cli_compare_of_a_run_directory_gives_its_leaderboard_again(rundir, monk
     assert other.exit_code == 0 and other.stdout != res.stdout, other.output
 
 
+@pytest.mark.parametrize(("cmd", "table", "said", "other"), [
+    ("gate", "gating", "--alpha 0.1, --splits 50, --seed 42, --tie-break none", ["--splits", "20"]),
+    ("reliability", "reliability", "--alpha 0.1, --splits 50, --seed 42", ["--seed", "1"]),
+    ("incoherence", "incoherence", "--seed 42", None),  # its table is exact: the seed moves the Monte Carlo's only
+])
+def test_post_processors_of_a_run_directory_take_its_own_settings(rundir, cmd, table, said, other):
+    """'bayespass gate RUN' (reliability, incoherence) with no option prints the run's own table, digit for digit:
+    the run's seed, alpha, splits and tie-break (a quick run's 50 splits, not rcParams' 100), and says so; an option
+    given changes it."""
+    import pandas as pd
+
+    out, _, _ = rundir
+    res = CliRunner().invoke(app, [cmd, str(out), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert f"the run's own {said} (give the option to change it)" in res.output
+    got = pd.read_csv(io.StringIO(res.stdout))
+    pd.testing.assert_frame_equal(got, pd.read_csv(out / "tables" / f"{table}.csv"))
+    if other is None:
+        return
+    changed = CliRunner().invoke(app, [cmd, str(out), "--format", "csv", *other])
+    assert changed.exit_code == 0 and changed.stdout != res.stdout, changed.output
+    assert other[0] not in changed.output.split("(give the option")[0].split("the run's own")[-1]
+
+
+def test_curve_and_plan_of_a_run_at_another_band_probability_use_it(rundir, tmp_path):
+    """A run made with --ci-prob 0.5: 'bayespass curve RUN' prints its 50% band (its table's), as the run's
+    report does, unless --ci-prob says otherwise; 'plan' plans that band's width."""
+    out, _, _ = rundir
+    run = tmp_path / "half"
+    run.mkdir()
+    state = json.loads((out / "run.json").read_text())
+    state["config"]["ci_prob"] = 0.5
+    (run / "run.json").write_text(json.dumps(state))
+    (run / "fits").symlink_to(out / "fits")
+    res = CliRunner().invoke(app, ["curve", str(run), "--k", "1,10", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert "the run's own --ci-prob 0.5" in res.output and "50% lower" in res.stdout.splitlines()[0]
+    res = CliRunner().invoke(app, ["curve", str(run), "--k", "1,10", "--format", "csv", "--ci-prob", "0.8"])
+    assert res.exit_code == 0 and "80% lower" in res.stdout and "the run's own" not in res.output, res.output
+    res = CliRunner().invoke(app, ["plan", str(run), "--width", "0.9", "--k", "1"])
+    assert res.exit_code == 0 and "The 50% band of pass@1 is already at most 0.9 wide" in res.output, res.output
+
+
 def test_interrupted_run_resumes(rundir):
     out, _, resumed = rundir
     assert "execute" in resumed["stages"] and "report" not in resumed["stages"]

@@ -295,7 +295,7 @@ def curve(
                                              "fit', or a run directory (its main fit, or --fit).")],
     k: Annotated[str, typer.Option(help="Comma-separated k values (any k, also > n).")] = "1,10,100",
     ci_prob: Annotated[float | None, typer.Option(
-        help="Credible interval probability (default rcParams['stats.ci_prob']).")] = None,
+        help="Credible interval probability (default: a run's own, else rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the curves with bands: a PNG, or PDF, SVG, ... by the "
                                                    "file's suffix.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
@@ -314,6 +314,7 @@ def curve(
     _check_format(format)
     _check_plot(plot)
     _check_k(k, ci_prob)
+    ci_prob = _run_own(fit_path, ci_prob=ci_prob)["ci_prob"]  # a run's own: its table again
     fit_path = _fit_file(fit_path, fit)
     try:
         idata = az.from_netcdf(str(fit_path))
@@ -363,8 +364,8 @@ def compare_cmd(
     model: Annotated[str | None, typer.Option(help="Model when fitting counts (default: the joint model "
                                                    "'shared').")] = None,
     method: Annotated[str | None, typer.Option(help="eb or mcmc when fitting counts.")] = None,
-    ci_prob: Annotated[float | None, typer.Option(help="Band probability (default rcParams['stats.ci_prob']).")]
-    = None,
+    ci_prob: Annotated[float | None, typer.Option(help="Band probability (default: a run's own, else "
+                                                       "rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Path prefix: writes PREFIX-forest.png, "
                                                    "PREFIX-prob_better.png and PREFIX-diff.png (the top two at "
                                                    "the first --k, or the first of --pairs, over k up to the "
@@ -390,7 +391,8 @@ def compare_cmd(
     from .validate import split_pair
 
     _compare_checks(data, format, plot, k, ci_prob, seed)
-    seed = _run_seed(data) if seed is None else seed
+    own = _run_own(data, seed=seed, ci_prob=ci_prob)  # a run's own: its leaderboard again
+    seed, ci_prob = 0 if own["seed"] is None else own["seed"], own["ci_prob"]
     try:
         raw = None if pairs is None else pairs.split(",")
         if raw is not None and any(":" not in p for p in raw):
@@ -420,12 +422,29 @@ def _say_compared(cmp, reused: bool) -> None:
                err=True)
 
 
-def _run_seed(data: list[Path]) -> int:
-    """Return the seed of a run directory (its run.json), the one its own leaderboard was drawn with; else 0."""
+#: options a run directory's own settings (run.json's config) give by default: option -> RunConfig field
+_RUN_OWN = {"alpha": "alpha", "splits": "n_splits", "seed": "seed", "tie_break": "tie_break", "ci_prob": "ci_prob"}
+
+
+def _run_own(path: Path | list[Path], **given) -> dict:
+    """Return the options as given, those not given (None) taken from a run directory's own settings.
+
+    A run's tables, figures and report were made with its seed, alpha, splits, tie-break and band probability;
+    'gate', 'reliability', 'incoherence', 'curve', 'compare' and 'plan' of its directory use them unless told
+    otherwise, so that they print the run's tables again. Says on stderr which it took. Anything else (counts,
+    a fit, 'execute''s directory): the options as given.
+    """
+    paths = path if isinstance(path, list) else [path]
     try:
-        return int(json.loads((data[0] / "run.json").read_text())["config"]["seed"]) if len(data) == 1 else 0
-    except (OSError, ValueError, KeyError, TypeError):  # not a run directory (counts, a fit, execute's directory)
-        return 0
+        own = json.loads((paths[0] / "run.json").read_text())["config"] if len(paths) == 1 else {}
+    except (OSError, ValueError, KeyError, TypeError):  # not a run directory
+        own = {}
+    taken = {name: own[_RUN_OWN[name]] for name, v in given.items()
+             if v is None and own.get(_RUN_OWN[name]) is not None}
+    if taken:
+        said = ", ".join(f"--{name.replace('_', '-')} {v}" for name, v in taken.items())
+        typer.echo(f"{paths[0]}: the run's own {said} (give the option to change it)", err=True)
+    return given | taken
 
 
 def _run_default_fit(data: list[Path]):
@@ -616,8 +635,8 @@ def plan_cmd(
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
                                                     "2, 3, 5, 8 times today's).")] = None,
     sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
-    ci_prob: Annotated[float | None, typer.Option(help="Probability of the band whose width is planned (default "
-                                                       "rcParams['stats.ci_prob']).")] = None,
+    ci_prob: Annotated[float | None, typer.Option(help="Probability of the band whose width is planned (default: a "
+                                                       "run's own, else rcParams['stats.ci_prob']).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the simulated futures.")] = 0,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     plot: Annotated[Path | None, typer.Option(help="Write the expected width against samples per task, with the "
@@ -643,7 +662,8 @@ def plan_cmd(
         for x in grid or ():
             check_positive_int(x, name="--n-grid")
         idata, _ = _fit_or_counts(data)
-        p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims, ci_prob=ci_prob, seed=seed)
+        p = plan(idata, k=k, target_width=width, n_grid=grid, n_sims=sims, seed=seed,
+                 ci_prob=_run_own(data, ci_prob=ci_prob)["ci_prob"])  # a run's own: the band --until-width narrowed
     except (ValueError, TypeError, OSError) as err:
         fail(_as_option(str(err), _STATS_OPTIONS))
     if plot is not None:
@@ -1045,21 +1065,22 @@ def _load(rundir: Path):
 @app.command("gate")
 def gate_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory (from 'run' or 'execute').")],
-    alpha: Annotated[float | None, typer.Option(help="Target silent-failure rate (default rcParams['gating.alpha']).")]
-    = None,
+    alpha: Annotated[float | None, typer.Option(help="Target silent-failure rate (default: a run's own, else "
+                                                     "rcParams['gating.alpha']).")] = None,
     splits: Annotated[int | None, typer.Option(
-        "--splits", "--n-splits", help="Random calibration/test splits (default rcParams['gating.n_splits']).")]
-    = None,
+        "--splits", "--n-splits", help="Random calibration/test splits (default: a run's own, else "
+                                       "rcParams['gating.n_splits']).")] = None,
     calib_fraction: Annotated[float | None, typer.Option(
         help="Calibration share of the tasks (default rcParams['gating.calib_fraction']).")] = None,
     signature: Annotated[str, typer.Option(help="verdict, digest or coarse.")] = "verdict",
     variant: Annotated[str, typer.Option(help="crc or conservative.")] = "crc",
     diversity_floor: Annotated[float, typer.Option(help="Min share of distinct programs to answer.")] = 0.0,
-    tie_break: Annotated[str, typer.Option(help="none or random: break ties between tasks' scores at random "
-                                                "(fixed by --seed), so that the gate can answer a share of the "
-                                                "tasks whose samples all agree instead of all or none.")] = "none",
-    seed: Annotated[int | None, typer.Option(help="Split (and tie-break) seed (default rcParams['stats.seed']).")]
-    = None,
+    tie_break: Annotated[str | None, typer.Option(help="none or random: break ties between tasks' scores at random "
+                                                       "(fixed by --seed), so that the gate can answer a share of "
+                                                       "the tasks whose samples all agree instead of all or none "
+                                                       "(default: a run's own, else none).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Split (and tie-break) seed (default: a run's own, else "
+                                                  "rcParams['stats.seed']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the risk-coverage figure here (PNG; .pdf, .svg, ...: "
                                                    "by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
@@ -1070,9 +1091,11 @@ def gate_cmd(
     _check_format(format)
     _check_plot(plot)
     samples = _load(rundir)
+    own = _run_own(rundir, alpha=alpha, splits=splits, seed=seed, tie_break=tie_break)
     try:
-        g = gate(samples, alpha=alpha, n_splits=splits, calib_fraction=calib_fraction, signature=signature,
-                 variant=variant, diversity_floor=diversity_floor, seed=seed, tie_break=tie_break)
+        g = gate(samples, alpha=own["alpha"], n_splits=own["splits"], calib_fraction=calib_fraction,
+                 signature=signature, variant=variant, diversity_floor=diversity_floor, seed=own["seed"],
+                 tie_break=own["tie_break"] or "none")
     except (ValueError, TypeError) as err:
         fail(_as_option(str(err), {"alpha": "--alpha", "n_splits": "--splits", "calib_fraction": "--calib-fraction",
                                  "signature": "--signature", "variant": "--variant",
@@ -1089,23 +1112,31 @@ def gate_cmd(
 def reliability_cmd(
     rundir: Annotated[Path, typer.Argument(help="Run directory.")],
     alpha: Annotated[float | None, typer.Option(
-        help="Miscoverage of the conformal sets (default rcParams['reliability.alpha']).")] = None,
-    splits: Annotated[int, typer.Option("--splits", "--n-splits", help="Random splits.")] = 100,
+        help="Miscoverage of the conformal sets (default: a run's own, else rcParams['reliability.alpha']).")] = None,
+    splits: Annotated[int | None, typer.Option("--splits", "--n-splits", help="Random splits (default: a run's "
+                                               "own, else rcParams['reliability.n_splits']).")] = None,
     delta: Annotated[float | None, typer.Option(
         help="Failure probability of Hoeffding stopping (default rcParams['reliability.delta']).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default: a run's own, else rcParams['stats.seed']).")]
+    = None,
+    ci_prob: Annotated[float | None, typer.Option(help="Probability of the level's Wilson bounds (default: a run's "
+                                                       "own, else rcParams['stats.ci_prob']).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the set-size vs entropy figure here (PNG; .pdf, "
                                                    ".svg, ...: by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
 ) -> None:
     """Conformal reliability level, prediction-set coverage and sequential-stopping savings."""
+    from .defaults import rc_context
     from .stats.reliability import plot_set_size, reliability, reliability_table
 
     _check_format(format)
     _check_plot(plot)
+    _check_k("1", ci_prob)
     samples = _load(rundir)
+    own = _run_own(rundir, alpha=alpha, splits=splits, seed=seed, ci_prob=ci_prob)
     try:
-        r = reliability(samples, alpha=alpha, n_splits=splits, delta=delta, seed=seed)
+        with rc_context({} if own["ci_prob"] is None else {"stats.ci_prob": own["ci_prob"]}):
+            r = reliability(samples, alpha=own["alpha"], n_splits=own["splits"], delta=delta, seed=own["seed"])
     except (ValueError, TypeError) as err:
         fail(_as_option(str(err), {"alpha": "--alpha", "n_splits": "--splits", "delta": "--delta"}))
     emit(reliability_table(r), format)
@@ -1121,7 +1152,8 @@ def incoherence_cmd(
         help="Monte-Carlo (pair, input) draws per task (default rcParams['incoherence.n_mc']).")] = None,
     delta: Annotated[float | None, typer.Option(
         help="Confidence parameter of the PAC half-width (default rcParams['incoherence.delta']).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed (default rcParams['stats.seed']).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default: a run's own, else rcParams['stats.seed']).")]
+    = None,
     plot: Annotated[Path | None, typer.Option(help="Write the incoherence vs error figure here (PNG; .pdf, "
                                                    ".svg, ...: by the suffix).")] = None,
     format: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
@@ -1136,7 +1168,7 @@ def incoherence_cmd(
     if fuzz is None:
         fail(f"{str(rundir)!r} has no fuzz/samples.nc; run 'bayespass run' with --fuzz-n > 0")
     try:
-        inc = incoherence(fuzz, samples=samples, n_mc=n_mc, delta=delta, seed=seed)
+        inc = incoherence(fuzz, samples=samples, n_mc=n_mc, delta=delta, seed=_run_own(rundir, seed=seed)["seed"])
     except (ValueError, TypeError) as err:
         fail(_as_option(str(err), {"n_mc": "--n-mc", "delta": "--delta"}))
     df = incoherence_summary(inc)
