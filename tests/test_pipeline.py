@@ -168,6 +168,7 @@ def test_cli_post_processors_over_run_directory(rundir, tmp_path, cmd):
     (["gate", "--splits", "0"], "--splits must be a positive integer; got 0"),
     (["gate", "--calib-fraction", "1.5"], "--calib-fraction must be a probability in (0, 1); got 1.5"),
     (["reliability", "--delta", "0"], "--delta must be a probability in (0, 1)"),
+    (["reliability", "--ci-prob", "1.5"], "--ci-prob must be in (0, 1); got 1.5"),
     (["incoherence", "--n-mc", "-1"], "--n-mc must be a positive integer; got -1"),
 ])
 def test_cli_post_processor_options_are_checked_before_work_and_named_as_options(rundir, tmp_path, args, needle):

@@ -70,10 +70,20 @@ def _check_format(format: str) -> None:
 
 def _check_k(k: str, ci_prob: float | None = None) -> None:
     """Refuse a bad --k or --ci-prob, named as the options, before a fit is read or made."""
-    from .validate import as_k, check_prob
+    from .validate import as_k
 
     try:
         as_k(k, name="--k")
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    _check_ci_prob(ci_prob)
+
+
+def _check_ci_prob(ci_prob: float | None) -> None:
+    """Refuse a bad --ci-prob, named as the option, before any work."""
+    from .validate import check_prob
+
+    try:
         if ci_prob is not None:
             check_prob(ci_prob, name="--ci-prob")
     except (ValueError, TypeError) as err:
@@ -1131,7 +1141,7 @@ def reliability_cmd(
 
     _check_format(format)
     _check_plot(plot)
-    _check_k("1", ci_prob)
+    _check_ci_prob(ci_prob)
     samples = _load(rundir)
     own = _run_own(rundir, alpha=alpha, splits=splits, seed=seed, ci_prob=ci_prob)
     try:

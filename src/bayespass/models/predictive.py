@@ -17,7 +17,8 @@ from ..validate import as_fit, as_k, is_run_with_fits
 from .base import BLOCK_CELLS, PairData, fitted_model
 from .stack import theta_of
 
-__all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "pair_data", "thin"]
+__all__ = ["default_k_grid", "passk_draws", "passk_mean_draws", "replicate_counts", "model_of", "method_of",
+           "pair_data", "thin"]
 
 
 def default_k_grid(n_max: int) -> np.ndarray:
@@ -35,6 +36,14 @@ def model_of(idata) -> str:
     except (AttributeError, KeyError) as err:
         raise ValueError("idata was not produced by bayespass.fit (posterior.attrs has no 'bayespass_model'); "
                          "fit its counts with bayespass.fit(counts) (or 'bayespass fit COUNTS')") from err
+
+
+def method_of(idata) -> str:
+    """Return how :func:`bayespass.fit` fitted ``idata``: ``"eb"`` or ``"mcmc"``.
+
+    Its recorded method without the sampler's suffix (``"mcmc+pymc"``); ``""`` where none is recorded.
+    """
+    return str(idata.posterior.attrs.get("bayespass_method", "")).split("+")[0]
 
 
 def _model(idata):

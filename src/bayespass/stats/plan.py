@@ -142,6 +142,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
 
     from ..data.counts import make_counts
     from ..models.fit import fit as fit_model
+    from ..models.predictive import method_of
     from .curve import passk_curve
 
     fit = as_fit(fit, what="plan")
@@ -156,7 +157,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     n_grid = np.asarray(sorted(int(check_positive_int(int(x), name="n_grid")) for x in n_grid))
     post = fit.posterior.attrs
     model, candidates = _refit_spec(fitted)
-    method = post.get("bayespass_method", "eb").split("+")[0]
+    method = method_of(fit) or "eb"
     configs, tasks = fit.observed_data.config.values, fit.observed_data.task.values
     rng = np.random.default_rng(check_seed(seed))
 

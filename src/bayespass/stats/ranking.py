@@ -381,7 +381,7 @@ def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False, save
     """
     from ..data.counts import counts_of_fit
     from ..models.base import is_joint
-    from ..models.predictive import model_of
+    from ..models.predictive import method_of, model_of
 
     if not is_joint(model_of(idata)) or is_joint(rcParams["stats.model"]):
         return None
@@ -389,7 +389,7 @@ def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False, save
     counts = counts.sel(config=(counts.n > 0).any("task").values)
     if not _beyond(counts, as_k(k)).any():
         return None
-    if saved is not None and model_of(saved) == rcParams["stats.model"] and _method_of(saved) == "eb":
+    if saved is not None and model_of(saved) == rcParams["stats.model"] and method_of(saved) == "eb":
         try:
             _check_band_fit(saved, counts)
             return saved
@@ -397,10 +397,6 @@ def default_band_fit(idata, k, *, seed: int = 0, progressbar: bool = False, save
             pass
     return _fit_default(counts, seed, progressbar)
 
-
-def _method_of(idata) -> str:
-    """``eb`` or ``mcmc``: how ``idata`` was fitted (its recorded method, without the sampler's suffix)."""
-    return str(idata.posterior.attrs.get("bayespass_method", "")).split("+")[0]
 
 
 def _check_band_fit(band_fit, counts: xr.Dataset) -> None:
