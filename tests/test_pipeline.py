@@ -241,6 +241,50 @@ def test_post_processors_of_a_run_directory_take_its_own_settings(rundir, cmd, t
     assert other[0] not in changed.output.split("(give the option")[0].split("the run's own")[-1]
 
 
+def test_python_post_processors_of_a_run_take_its_own_settings(rundir, monkeypatch):
+    """bp.gate(run) (reliability, incoherence, compare_configs, passk_curve) of bp.load_run's tree or of the run
+    directory gives the run's own table again: its seed, alpha, splits (a quick run's 50, not rcParams' 100) and
+    band probability, and its own default fit beyond the samples; an argument given replaces the run's."""
+    import pandas as pd
+
+    import bayespass as bp
+    import bayespass.stats.ranking as ranking
+    from bayespass.stats.gating import gate_table
+    from bayespass.stats.incoherence import incoherence_summary
+    from bayespass.stats.reliability import reliability_table
+
+    def same(table, name):
+        got = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+        pd.testing.assert_frame_equal(got, pd.read_csv(out / "tables" / f"{name}.csv"))
+
+    out, _, _ = rundir
+    tree = bp.load_run(out)
+    g = bp.gate(tree)
+    assert (g.attrs["n_splits"], g.attrs["seed"], g.attrs["tie_break"]) == (50, 42, "none")
+    same(gate_table(g), "gating")
+    assert bp.gate(tree, n_splits=20, tie_break="random").attrs["n_splits"] == 20
+    r = bp.reliability(tree)
+    assert (r.attrs["n_splits"], r.attrs["seed"]) == (50, 42)
+    same(reliability_table(r), "reliability")
+    assert bp.reliability(tree, seed=1, ci_prob=0.5).attrs["seed"] == 1
+    inc = bp.incoherence(tree)
+    same(incoherence_summary(inc), "incoherence")
+    assert inc["I_mc"].equals(bp.incoherence(tree, seed=42)["I_mc"])  # the Monte Carlo's draws: the run's seed
+    assert not inc["I_mc"].equals(bp.incoherence(tree, seed=1)["I_mc"])
+    ks = json.loads((out / "run.json").read_text())["config"]["passk_k"]
+    monkeypatch.setattr(ranking, "_fit_default", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("fitted")))
+    for run in (tree, out):  # the tree or the directory: the run's seed and its fits/auto-eb, not fitted again
+        cmp = bp.compare_configs(run, k=ks)
+        same(bp.leaderboard(cmp), "leaderboard")
+        same(bp.prob_better_table(cmp, pairs="all"), "prob_better_all")
+    assert not bp.compare_configs(tree, k=ks, seed=1)["prob_better"].equals(cmp["prob_better"])
+    tree.attrs["config"] = json.dumps(json.loads(tree.attrs["config"]) | {"ci_prob": 0.5})
+    assert bp.passk_curve(tree, k=[1, 10]).attrs["ci_prob"] == 0.5
+    assert bp.passk_curve(tree, k=[1, 10], ci_prob=0.8).attrs["ci_prob"] == 0.8
+    assert bp.compare_configs(tree, k=ks).attrs["ci_prob"] == 0.5
+    assert bp.passk_curve(bp.pipeline.fits_of(tree)["auto-eb"], k=[1, 10]).attrs["ci_prob"] == 0.9  # a fit: rcParams
+
+
 def test_curve_and_plan_of_a_run_at_another_band_probability_use_it(rundir, tmp_path):
     """A run made with --ci-prob 0.5: 'bayespass curve RUN' prints its 50% band (its table's), as the run's
     report does, unless --ci-prob says otherwise; 'plan' plans that band's width."""

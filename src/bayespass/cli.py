@@ -444,11 +444,10 @@ def _run_own(path: Path | list[Path], **given) -> dict:
     otherwise, so that they print the run's tables again. Says on stderr which it took. Anything else (counts,
     a fit, 'execute''s directory): the options as given.
     """
+    from ._run import settings_of
+
     paths = path if isinstance(path, list) else [path]
-    try:
-        own = json.loads((paths[0] / "run.json").read_text())["config"] if len(paths) == 1 else {}
-    except (OSError, ValueError, KeyError, TypeError):  # not a run directory
-        own = {}
+    own = settings_of(paths[0]) if len(paths) == 1 else {}
     taken = {name: own[_RUN_OWN[name]] for name, v in given.items()
              if v is None and own.get(_RUN_OWN[name]) is not None}
     if taken:
@@ -459,10 +458,9 @@ def _run_own(path: Path | list[Path], **given) -> dict:
 
 def _run_default_fit(data: list[Path]):
     """Return the default model's EB fit saved in a run directory (``fits/auto-eb.nc``), or None."""
-    from .defaults import rcParams
+    from ._run import default_fit_of
 
-    path = data[0] / "fits" / f"{rcParams['stats.model']}-eb.nc"
-    return _saved_fit(path) if len(data) == 1 and data[0].is_dir() and path.is_file() else None
+    return default_fit_of(data[0]) if len(data) == 1 else None
 
 
 def _compare_checks(data: list[Path], format: str, plot: Path | None, k: str, ci_prob: float | None,
@@ -746,13 +744,15 @@ def _is_fit(path: Path) -> bool:
 
 
 def _save_png(ax, path: Path, dpi: int = 120) -> Path:
-    """Write the figure of ``ax`` (a PNG, or the format of the path's suffix: .pdf, .svg, ...) and close it."""
+    """Write the figure of ``ax``, an Axes or an array of them, and close it (PNG, or the path's suffix: .pdf, ...)."""
     import matplotlib.pyplot as plt
+    import numpy as np
 
     if not path.suffix:  # matplotlib writes PATH.png
         path = path.with_name(path.name + ".png")
-    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
-    plt.close(ax.figure)
+    fig = np.ravel(ax)[0].figure
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
     return path
 
 

@@ -46,7 +46,7 @@ def test_figures_keep_their_labels_on_the_canvas(counts):
     cmp = bp.compare_configs(counts, k=(1, 10), model="bb", method="eb")
     figures = {
         "plot_ppc": bp.plot_ppc(fit)[0].figure,  # its x label ('c / n') fell below the canvas
-        "plot_forest": bp.plot_forest(cmp).figure,  # long config names fell off its left edge
+        "plot_forest": bp.plot_forest(cmp)[0].figure,  # long config names fell off its left edge
         "plot_prob_better": bp.plot_prob_better(cmp, k=10).figure,
         "plot_passk_curve": bp.plot_passk_curve(bp.passk_curve(fit, k=[1, 10, 100])).figure,
     }

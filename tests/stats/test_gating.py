@@ -110,6 +110,7 @@ def test_collapse_guard_and_risk_coverage(make_samples):
     assert cov[0] == 1.0 and cov[-1] == 0.0 and np.all(np.diff(cov) <= 0)
     tab = gate_table(g)
     assert set(tab.rule) == {"pass@1", "best-of-K", "logprob-CRC", "behaviour-CRC"}
+    assert (tab.to_dataframe()["alpha"] == 0.2).all() and "alpha" not in tab.to_text().splitlines()[1].split()
 
 
 def test_crc_gate_estimator_calibrates_on_some_tasks_and_evaluates_on_others(make_samples):
@@ -196,6 +197,7 @@ def test_the_reliability_table_says_when_sequential_stopping_cannot_stop(make_sa
         said = "saved nothing: at delta = 0.1 it cannot stop a task before 19 of its samples (all alike), and no " \
                f"task has more than {k}"
         assert (said in note) is not saved, note
+    assert list(reliability_table(r).to_dataframe()["alpha"]) == [0.3]  # a row says its target (the title: the text)
     r = reliability(make_samples(np.full((1, 20, 10, 2), P)), alpha=0.3, n_splits=5, delta=0.5)
     assert "at delta = 0.5 it cannot stop a task before 15 of" in " ".join(reliability_table(r).note.split())
 

@@ -234,8 +234,8 @@ def test_tables_and_plots_order_configs_by_posterior_mean_not_expected_rank(thre
     assert list(tab[tab.k == 1].config) == ["strong", "mid"] and list(tab[tab.k == 1].config_b) == ["mid", "weak"]
     ax = bp.plot_prob_better(flipped, k=1)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["strong", "mid", "weak"]
-    ax = bp.plot_forest(flipped, k=1)
-    assert [t.get_text() for t in ax.get_yticklabels()][-1].startswith("strong")  # best on top
+    (ax,) = bp.plot_forest(flipped, k=1)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["weak", "mid", "strong"]  # best on top
     plt.close("all")
     tied = cmp.copy()
     tied["passk"] = xr.zeros_like(cmp["passk"])  # all means equal: the expected rank breaks the tie
@@ -274,10 +274,25 @@ def test_plots(three):
     import matplotlib.pyplot as plt
 
     _, cmp = three
-    ax = bp.plot_forest(cmp)
-    assert len(ax.get_yticks()) == 9
-    lo, hi = ax.get_ylim()  # rows from the first to the last, a short margin each end (not 5% of all of them)
-    assert -1 < lo < 0 and ax.get_yticks().max() < hi < ax.get_yticks().max() + 1
+    axes = bp.plot_forest(cmp)
+    assert len(axes) == cmp.sizes["k"] and len({a.figure for a in axes}) == 1  # a panel per k, one figure
+    first = cmp.isel(k=0)
+    best_first = [str(x) for x in first.config.values[np.argsort(first["passk"].values)]]  # bottom to top
+    assert [t.get_text() for t in axes[0].get_yticklabels()] == best_first
+    for kk, ax in zip(cmp.k.values, axes, strict=True):
+        assert list(ax.get_yticks()) == [0, 1, 2]
+        lo, hi = ax.get_ylim()  # rows from the first to the last, a short margin each end (not 5% of all of them)
+        assert -1 < lo < 0 and 2 < hi < 3
+        c = cmp.sel(k=kk)  # each k on its own x axis: the bands fill the panel
+        band_lo, band_hi = float(c["passk_eti"].min()), float(c["passk_eti"].max())
+        x0, x1 = ax.get_xlim()
+        assert x0 <= band_lo and band_hi <= x1 and x1 - x0 < 1.2 * (band_hi - band_lo)
+        rows = {round(float(y)): (seg[0][0], seg[1][0]) for seg in ax.collections[0].get_segments()
+                for y in [seg[0][1]]}  # each row's band is its config's at this k
+        for y, name in enumerate(best_first):
+            assert rows[y] == pytest.approx(tuple(c["passk_eti"].sel(config=name).values))
+    with pytest.raises(ValueError, match="one Axes per k"):
+        bp.plot_forest(cmp, ax=axes[0])
     ax2 = bp.plot_prob_better(cmp, k=5)
     assert ax2.images[0].get_array().shape == (3, 3)
     ax3 = bp.plot_diff_curve(cmp, "strong", "weak")

@@ -62,7 +62,7 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
     if cmp is not None:
         from ..stats.ranking import plot_forest, plot_prob_better
 
-        figs["forest"] = _save(plot_forest(cmp).figure, folder / "forest.png")
+        figs["forest"] = _save(plot_forest(cmp)[0].figure, folder / "forest.png")
         k_mid = int(cmp.k.values[min(1, cmp.sizes["k"] - 1)])
         figs["prob_better"] = _save(plot_prob_better(cmp, k=k_mid).figure, folder / "prob_better.png")
     fig, ax = plt.subplots(figsize=(6.5, 4.5))

@@ -11,6 +11,7 @@ import xarray as xr
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
+from .._run import own
 from ..defaults import rcParams
 from ..results import Table
 from ..validate import as_fit, as_k, check_prob
@@ -25,7 +26,8 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     Parameters
     ----------
     idata : arviz.InferenceData or xarray.DataTree
-        From :func:`bayespass.fit` (any model and method), or a run (``bp.load_run``: its main fit).
+        From :func:`bayespass.fit` (any model and method), or a run (``bp.load_run``: its main fit, and its own
+        ci_prob if not given).
     k : int or sequence of int, optional
         Defaults to the k grid stored in the ``passk`` group (a fit without one: the grid a fit stores); any
         other k is computed from the posterior (Rao-Blackwellised, also k > n).
@@ -50,6 +52,7 @@ def passk_curve(idata, k=None, *, ci_prob: float | None = None, extend_inference
     from ..models.predictive import passk_draws
 
     target, idata = idata, as_fit(idata, what="passk_curve")  # a run: its main fit
+    ci_prob = own(target, ci_prob=ci_prob)["ci_prob"]  # a run's own
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     group = idata.passk if "passk" in idata.groups() else None
     if k is None and group is not None:

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._run import own
 from ..results import Table
 from ..simulate import stable_seed
 from ..validate import check_choice, check_prob, check_seed
@@ -234,7 +235,7 @@ class CRCGate:
 
 def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = None, n_splits: int | None = None,
          seed: int | None = None, signature: str = "verdict", probe_fraction: float | None = None, variant: str = "crc",
-         diversity_floor: float = 0.0, cluster_penalty: float = 0.0, tie_break: str = "none",
+         diversity_floor: float = 0.0, cluster_penalty: float = 0.0, tie_break: str | None = None,
          extend_inferencedata: bool = False) -> xr.Dataset:
     """Behavioural CRC gating against pass@1, best-of-K and logprob-CRC over repeated random splits.
 
@@ -243,8 +244,10 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
 
     Parameters
     ----------
-    samples : xarray.Dataset or arviz.InferenceData
-        Executed samples (or an InferenceData with a ``samples`` group).
+    samples : xarray.Dataset, arviz.InferenceData or xarray.DataTree
+        Executed samples (or an InferenceData with a ``samples`` group), or a run (``bp.load_run``): its
+        samples, and its own alpha, n_splits, seed and tie_break for those not given, which give the run's
+        gating table again.
     alpha : float, optional
         Target silent-failure rate (default ``rcParams["gating.alpha"]`` = 0.1).
     calib_fraction : float, optional
@@ -264,10 +267,11 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
         fewer than ``diversity_floor * K`` textually distinct programs.
     cluster_penalty : float
         Score = f_max - penalty * (clusters - 1) / (K - 1).
-    tie_break : {"none", "random"}
-        ``"random"``: the CRC gates break ties between scores by a pseudo-random number per task, fixed by
-        ``seed``, the config and the task (see the module docstring): where many tasks tie at f_max = 1 and
-        too many of them are wrong, the behavioural gate answers a random share of them rather than none.
+    tie_break : {"none", "random"}, optional
+        Default ``"none"``. ``"random"``: the CRC gates break ties between scores by a pseudo-random number
+        per task, fixed by ``seed``, the config and the task (see the module docstring): where many tasks tie
+        at f_max = 1 and too many of them are wrong, the behavioural gate answers a random share of them
+        rather than none.
     extend_inferencedata : bool
         Also attach the result as group ``gating`` of the input (an InferenceData or the run tree).
 
@@ -285,6 +289,8 @@ def gate(samples, *, alpha: float | None = None, calib_fraction: float | None = 
 
     if extend_inferencedata:
         check_target(samples)
+    given = own(samples, alpha=alpha, n_splits=n_splits, seed=seed, tie_break=tie_break)  # a run's own
+    alpha, n_splits, seed, tie_break = given["alpha"], given["n_splits"], given["seed"], given["tie_break"] or "none"
     calib_fraction = resolve(calib_fraction, "gating.calib_fraction")
     n_splits = resolve(n_splits, "gating.n_splits")
     seed = rcParams["stats.seed"] if seed is None else seed
@@ -344,7 +350,7 @@ def gate_table(gated: xr.Dataset) -> Table:
     for cfg in gated.config.values:
         for m in gated.rule.values:
             cell = gated.sel({"config": cfg, "rule": m})
-            row = {"config": cfg, "rule": m}
+            row = {"config": cfg, "rule": m, "alpha": float(gated.attrs.get("alpha", np.nan))}  # a row says its target
             for v in ("abstention", "effective", "silent", "accuracy"):
                 x = cell[v].values
                 row[v] = np.nanmean(x) if np.isfinite(x).any() else np.nan
@@ -380,7 +386,8 @@ def gate_table(gated: xr.Dataset) -> Table:
                     f"{a.get('n_splits', '?')} calibration/test splits{ties})",
                     note="Behaviour-CRC answers a task iff its largest behaviour cluster holds at least a share "
                     "lambda of the K samples (lambda chosen by conformal risk control); silent = answered and "
-                    "wrong, effective = answered and right; _sd = standard deviation over the splits." + flag)
+                    "wrong, effective = answered and right; _sd = standard deviation over the splits." + flag,
+                    brief=[c for c in df.columns if c != "alpha"])  # the title says it; CSV and JSON rows too
 
 
 def gate_diagnostics(samples, *, signature: str = "verdict", probe_fraction: float | None = None) -> Table:

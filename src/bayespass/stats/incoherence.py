@@ -28,6 +28,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from .._run import own
 from ..results import Table
 from ..validate import check_positive_int, check_prob
 from .attach import attach, check_target
@@ -102,7 +103,8 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int | None = None, delta: f
         Confidence parameter of the reported Hoeffding half-width (default
         ``rcParams["incoherence.delta"]`` = 0.05).
     seed : int, optional
-        Seed of the Monte-Carlo draws.
+        Seed of the Monte-Carlo draws (default: a run's own, given a run (``bp.load_run``), which gives its
+        table again; else ``rcParams["stats.seed"]``).
     n_repeats : int
         Independent Monte-Carlo repeats (``repeat`` dim) to check the PAC bound.
 
@@ -132,6 +134,7 @@ def incoherence(fuzz_samples, *, samples=None, n_mc: int | None = None, delta: f
     if "reference_digest" not in fz:
         raise ValueError("fuzz_samples lacks 'reference_digest'; execute the samples with bayespass.execute "
                          "against bayespass.execution.fuzz.fuzzed_suite(...)")
+    seed = own(fuzz_samples, seed=seed)["seed"]  # a run's own
     rng = np.random.default_rng(rcParams["stats.seed"] if seed is None else seed)
     dig, exists, ref = fz["digest"].values, fz["exists"].values, fz["reference_digest"].values
     n_inputs = (fz["is_plus"].values >= 0).sum(-1)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from .._run import own
 from ..data.counts import samples_to_identify
 from ..defaults import rcParams
 from ..models.stack import theta_of
@@ -106,9 +107,10 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     ----------
     fit : arviz.InferenceData or xarray.DataTree
         A fit of a per-config model, ``"auto"`` or ``"shared"`` (:func:`bayespass.fit`), or a run
-        (``bp.load_run``: its main fit); it is refitted, with the same model and method, once per simulation
-        and candidate n.  A ``shared`` future draws each task's difficulty from its posterior given every
-        config's counts, then each config's p given it and its own counts.
+        (``bp.load_run``: its main fit, and its own ci_prob if not given); it is refitted, with the same
+        model and method, once per simulation and candidate n.  A ``shared`` future draws each task's
+        difficulty from its posterior given every config's counts, then each config's p given it and its
+        own counts.
     k : int
         The pass@k whose band is planned.
     target_width : float
@@ -145,6 +147,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     from ..models.predictive import method_of
     from .curve import passk_curve
 
+    ci_prob = own(fit, ci_prob=ci_prob)["ci_prob"]  # a run's own: the band its tables have
     fit = as_fit(fit, what="plan")
     fitted = _plannable_model(fit, what="plan")  # before the bar and the refits
     kk, target_width, n_sims = _plan_args(k, target_width, n_sims)

@@ -31,6 +31,7 @@ import pandas as pd
 import xarray as xr
 from scipy.special import ndtr, ndtri
 
+from .._run import default_fit_of, own
 from ..defaults import rcParams
 from ..results import Table
 from ..validate import as_k, check_prob, split_pair
@@ -148,7 +149,7 @@ def _baselines(n: np.ndarray, c: np.ndarray, k: np.ndarray, n_draws: int, rng) -
 
 
 def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None = None, model: str | None = None,
-                    method: str | None = None, max_draws: int | None = 1000, seed: int = 0,
+                    method: str | None = None, max_draws: int | None = 1000, seed: int | None = None,
                     extend_inferencedata: bool = False, progressbar: bool = False, band_fit=None) -> xr.Dataset:
     """Compare the pass@k of configs evaluated on the same tasks.
 
@@ -157,7 +158,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     data : arviz.InferenceData, xarray.Dataset, or path
         A fit of several configs (:func:`bayespass.fit`), counts (fitted here with ``model``/``method``,
         default the joint model ``"shared"`` by EB: the best-calibrated P(better) on real data), a counts
-        file, or a run directory or run (``bp.load_run``; its counts).
+        file, or a run directory or run (``bp.load_run``; its counts, and its own seed and ci_prob for those
+        not given and its default fit as ``band_fit``, which give the run's leaderboard again).
     k : int or sequence of int
         Any positive k, also beyond the samples drawn.
     pairs : sequence of (str, str), optional
@@ -169,8 +171,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         The fit to make when ``data`` are counts.
     max_draws : int, optional
         Posterior draws per chain used (thinned evenly).
-    seed : int
-        Seed of the task-spread noise, of rank tie-breaking and of the Beta baseline.
+    seed : int, optional
+        Seed of the fit, the task-spread noise, rank tie-breaking and the Beta baseline (default 0).
     extend_inferencedata : bool
         Also store the result in ``data`` (an InferenceData fit) as the group ``config_comparison``.
     progressbar : bool
@@ -209,11 +211,15 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     from .attach import attach, check_target
     from .curve import passk_bands
 
+    given = own(data, ci_prob=ci_prob, seed=seed)  # a run's own
+    ci_prob, seed = given["ci_prob"], 0 if given["seed"] is None else given["seed"]
     prob = check_prob(rcParams["stats.ci_prob"] if ci_prob is None else ci_prob, name="ci_prob")
     k = as_k(k)
     if extend_inferencedata:
         check_target(data)
     idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs), progressbar=progressbar)
+    if band_fit is None and (saved := default_fit_of(data)) is not None:  # a run's own: not fitted again
+        band_fit = default_band_fit(idata, k, seed=seed, progressbar=progressbar, saved=saved)
     configs = _observed_configs(idata.constant_data["n"])  # a config with no observed task has no pass@k
     if len(configs) < 2:
         raise ValueError(f"compare_configs needs at least two configs with observed tasks; the fit has {configs}")
@@ -247,19 +253,25 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
                                                  "beta_prob_better")}},
         coords={"config": configs, "config_b": configs, "k": k, "rank": np.arange(1, J + 1),
                 "ci_bound": ["lower", "upper"]})
-    post = idata.posterior.attrs
-    ds.attrs.update(ci_prob=prob, model=str(post.get("bayespass_model", "")),
-                    method=str(post.get("bayespass_method", "")), n_draws=int(full.shape[0]))
-    if "slopes_weight" in post:  # shared: the posterior probability that the configs differ in slope
-        ds.attrs["slopes_weight"] = float(post["slopes_weight"])
-    if "sibling_sd_median" in post:  # shared: siblings' abilities pooled, their spread learnt
-        ds.attrs["sibling_sd"] = float(post["sibling_sd_median"])
-    ds.attrs["single_sample_configs"] = len(ones)  # prob_better_table says what that means for P(better)
-    ds.attrs["band_beyond_samples"] = widened  # the per-config model whose band is joined beyond the samples
+    ds.attrs.update(_comparison_attrs(idata, prob, int(full.shape[0]), len(ones), widened))
     ds = ds if pairs is None else ds.sel(config=first, config_b=second)
     if extend_inferencedata:
         attach(data, "config_comparison", ds)
     return ds
+
+
+def _comparison_attrs(idata, prob: float, n_draws: int, n_single: int, widened: str) -> dict:
+    """Return the attrs of a comparison: its band probability, the fit's model, method and draws, and more."""
+    post = idata.posterior.attrs
+    attrs = {"ci_prob": prob, "model": str(post.get("bayespass_model", "")),
+             "method": str(post.get("bayespass_method", "")), "n_draws": n_draws}
+    if "slopes_weight" in post:  # shared: the posterior probability that the configs differ in slope
+        attrs["slopes_weight"] = float(post["slopes_weight"])
+    if "sibling_sd_median" in post:  # shared: siblings' abilities pooled, their spread learnt
+        attrs["sibling_sd"] = float(post["sibling_sd_median"])
+    attrs["single_sample_configs"] = n_single  # prob_better_table says what that means for P(better)
+    attrs["band_beyond_samples"] = widened  # the per-config model whose band is joined beyond the samples
+    return attrs
 
 
 def _single_sample_band(eti: xr.DataArray, n: np.ndarray, c: np.ndarray, prob: float) -> xr.DataArray:
@@ -677,34 +689,57 @@ def _single_sample_note(cmp: xr.Dataset, ks) -> str:
     return out + " A second sample per task identifies the spread."
 
 
-def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:
-    """Forest plot: pass@k of every config with its band, a block per k, best on top."""
+def plot_forest(cmp: xr.Dataset, k=None, *, ax=None) -> np.ndarray:
+    """Forest plot: pass@k of every config with its band, a panel per k, configs by the first k's ranking.
+
+    Each k has its own panel and x axis (pass@1 and pass@100 differ by more than their bands are wide: on one
+    axis the bands of 34 real configs were dots); the rows are the configs, best at the first k on top, the
+    same in every panel, so a config's place at the other k reads across.
+
+    Parameters
+    ----------
+    cmp : xarray.Dataset
+        From :func:`compare_configs`.
+    k : int or sequence of int, optional
+        The k's to draw (default: all of the comparison's).
+    ax : matplotlib Axes or sequence of Axes, optional
+        One Axes per k (one Axes for one k); default: a new figure.
+
+    Returns
+    -------
+    numpy.ndarray of matplotlib Axes
+        One per k, as ArviZ's ``plot_forest`` returns them.
+    """
     import matplotlib.pyplot as plt
 
     ks = _comparison_ks(cmp, k, what="plot_forest")
+    order = ranking_order(cmp.sel(k=int(ks[0])))[::-1]  # the best at the first k on top
+    names = [str(x) for x in cmp.config.values[order]]
     if ax is None:
-        longest = max(len(str(x)) for x in cmp.config.values) + 9  # "  (k=100)"
-        _, ax = plt.subplots(figsize=(max(6.5, 4 + 0.07 * longest), 0.35 * cmp.sizes["config"] * len(ks) + 1.2),
-                             layout="constrained")
+        longest = max(map(len, names))
+        _, ax = plt.subplots(1, len(ks), sharey=True, squeeze=False, layout="constrained",
+                             figsize=(0.5 + 0.07 * longest + 2.4 * len(ks), 0.3 * len(names) + 1.3))
+    axes = np.ravel(np.asarray(ax, dtype=object))
+    if axes.size != len(ks):
+        raise ValueError(f"ax must hold one Axes per k ({len(ks)}: k = {[int(x) for x in ks]}); got {axes.size}")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    y, ys, labels = 0.0, [], []
-    for i, kk in reversed(list(enumerate(ks))):  # the first k on top
-        c = cmp.sel(k=kk)
-        for j in ranking_order(c)[::-1]:  # the best at the top of its block
-            lo, hi = c["passk_eti"].values[j]
-            ax.plot([lo, hi], [y, y], color=colors[i % len(colors)], lw=2)
-            ax.plot(c["passk"].values[j], y, "o", color=colors[i % len(colors)])
-            ys.append(y)
-            labels.append(f"{c.config.values[j]}  (k={int(kk)})")
-            y += 1
-        y += 0.6
-    ax.set_yticks(ys)
-    ax.set_yticklabels(labels)
-    ax.set_ylim(-0.8, ys[-1] + 0.8)  # matplotlib's 5% margins left five empty rows at each end of 34 configs x 3 k
-    ax.set_xlabel(f"pass@k (posterior mean, {cmp.attrs.get('ci_prob', 0.9):.0%} band)")
-    ax.set_title("pass@k by config")
-    ax.grid(axis="x", alpha=0.3)
-    return ax
+    for i, (kk, a) in enumerate(zip(ks, axes, strict=True)):
+        c = cmp.sel(k=int(kk)).isel(config=order)
+        lo, hi = c["passk_eti"].transpose("config", ...).values.T
+        rows = np.arange(len(names))
+        a.hlines(rows, lo, hi, color=colors[i % len(colors)], lw=2)
+        a.plot(c["passk"].values, rows, "o", color=colors[i % len(colors)])
+        if i == 0:
+            a.set_yticks(rows, names)
+        else:  # shared rows: the names once, at the left
+            a.set_yticks(rows)
+            a.tick_params(labelleft=False)
+        a.set_ylim(-0.8, len(names) - 0.2)  # matplotlib's 5% margins left empty rows at each end of 34 configs
+        a.set_title(f"pass@{int(kk)}")
+        a.grid(axis="x", alpha=0.3)
+    axes[0].figure.supxlabel(f"posterior mean and {cmp.attrs.get('ci_prob', 0.9):.0%} band; "
+                             f"configs by pass@{int(ks[0])}, best on top", fontsize=9)
+    return axes
 
 
 def plot_prob_better(cmp: xr.Dataset, k=None, *, ax=None) -> Axes:

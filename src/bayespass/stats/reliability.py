@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._run import own
 from ..defaults import rcParams
 from ..results import Table
 from ..validate import check_prob
@@ -233,14 +234,15 @@ def _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, 
 
 def reliability(samples, *, alpha: float | None = None, calib_fraction: float | None = None,
                 n_splits: int | None = None, seed: int | None = None, delta: float | None = None,
-                signature: str = "verdict", probe_fraction: float | None = None,
+                signature: str = "verdict", probe_fraction: float | None = None, ci_prob: float | None = None,
                 extend_inferencedata: bool = False) -> xr.Dataset:
     """Conformal prediction sets over behaviour classes, the reliability level and sequential stopping.
 
     Parameters
     ----------
-    samples : xarray.Dataset or arviz.InferenceData
-        Executed samples.
+    samples : xarray.Dataset, arviz.InferenceData or xarray.DataTree
+        Executed samples, or a run (``bp.load_run``): its samples, and its own alpha, n_splits, seed and
+        ci_prob for those not given, which give the run's reliability table again.
     alpha : float, optional
         Miscoverage level of the prediction sets (default ``rcParams["reliability.alpha"]`` = 0.1).
     calib_fraction : float, optional
@@ -254,7 +256,8 @@ def reliability(samples, *, alpha: float | None = None, calib_fraction: float | 
         Failure probability of the Hoeffding stopping rule (default ``rcParams["reliability.delta"]`` = 0.1).
     signature, probe_fraction
         Passed to :func:`bayespass.stats.behaviour.behaviour`.
-
+    ci_prob : float, optional
+        Probability of the level's Wilson bounds (default ``rcParams["stats.ci_prob"]``).
     extend_inferencedata : bool
         Also attach the result as group ``reliability`` of the input (an InferenceData or the run tree).
 
@@ -271,10 +274,13 @@ def reliability(samples, *, alpha: float | None = None, calib_fraction: float | 
         (reliability level with all tasks as calibration) with its Wilson interval at ``ci_prob``
         bounds ``level_lower``/``level_upper``, ``n_tasks``.
     """
-    from ..defaults import rcParams, resolve
+    from ..defaults import rc_context, rcParams, resolve
 
     if extend_inferencedata:
         check_target(samples)
+    given = own(samples, alpha=alpha, n_splits=n_splits, seed=seed, ci_prob=ci_prob)  # a run's own
+    alpha, n_splits, seed = given["alpha"], given["n_splits"], given["seed"]
+    prob = check_prob(rcParams["stats.ci_prob"] if given["ci_prob"] is None else given["ci_prob"], name="ci_prob")
     alpha = resolve(alpha, "reliability.alpha")
     calib_fraction = resolve(calib_fraction, "reliability.calib_fraction")
     n_splits, delta = resolve(n_splits, "reliability.n_splits"), resolve(delta, "reliability.delta")
@@ -284,7 +290,8 @@ def reliability(samples, *, alpha: float | None = None, calib_fraction: float | 
     rng = np.random.default_rng(seed)
     lab, corr, n = beh["cluster"].values, beh["gold_correct"].values, beh["n"].values
     score, score_seq, n_cls, ent, used = _all_task_scores(lab, corr, rng, delta)
-    out, level = _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, rng)
+    with rc_context({"stats.ci_prob": prob}):  # the level's Wilson bounds
+        out, level = _split_metrics(score, score_seq, n_cls, n, alpha, calib_fraction, n_splits, rng)
     d2, d1 = ("config", "split"), ("config", "task")
     tot = np.maximum(n.sum(1), 1)
     ds = xr.Dataset({**{k: (d2, v) for k, v in out.items()},
@@ -294,9 +301,7 @@ def reliability(samples, *, alpha: float | None = None, calib_fraction: float | 
                      "level_lower": ("config", level[1]), "level_upper": ("config", level[2]),
                      "n_tasks": ("config", (n > 0).sum(1))},
                     coords={"config": beh.config.values, "task": beh.task.values, "split": np.arange(n_splits)})
-    from ..defaults import rcParams
-
-    ds.attrs.update(ci_prob=rcParams["stats.ci_prob"])
+    ds.attrs.update(ci_prob=prob)
     ds.attrs.update(alpha=alpha, calib_fraction=calib_fraction, n_splits=n_splits, seed=seed, delta=delta,
                     signature=signature)
     if extend_inferencedata:
@@ -316,7 +321,8 @@ def reliability_table(rel: xr.Dataset) -> Table:
     for cfg in rel.config.values:
         r = rel.sel(config=cfg)
         m = lambda v, r=r: _mean(r[v].values)  # noqa: E731
-        rows.append({"config": cfg, "n_tasks": int(r["n_tasks"]), "level": float(r["level"]),
+        rows.append({"config": cfg, "alpha": float(rel.attrs.get("alpha", np.nan)), "n_tasks": int(r["n_tasks"]),
+                     "level": float(r["level"]),
                      "level_lo": float(r["level_lower"]), "level_hi": float(r["level_upper"]),
                      "coverage": m("coverage"), "coverage_sd": float(np.nanstd(r["coverage"].values)),
                      "set_size": m("set_size"), "cond_coverage": m("cond_coverage"),
