@@ -73,3 +73,34 @@ def test_the_passk_curve_is_drawn_on_the_range_of_its_values(counts):
     ax = bp.plot_passk_curve(curve)
     assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > float(curve["eti"].max())
     plt.close("all")
+
+
+def test_more_than_ten_configs_get_a_panel_each():
+    """34 real configs on one panel were a grey mass behind a legend taller than the figure (matplotlib's ten
+    colours repeat): above ten, a panel per config on shared axes, each its own config's band and estimates."""
+    g = np.random.default_rng(2)
+    names = [f"model_{i:02d}|T=0.{i % 9 + 1}" for i in range(12)]
+    p = np.clip(g.beta(1.5, 1, 60)[None, :] - np.linspace(0, 0.4, 12)[:, None], 0, 1)
+    counts = bp.make_counts(np.full(p.shape, 5), g.binomial(5, p), config=names)
+    curve = bp.passk_curve(bp.fit(counts, "bb", "eb", seed=0, progressbar=False), k=[1, 2, 5, 10, 100])
+    axes = bp.plot_passk_curve(curve, counts=counts)
+    try:
+        assert len(axes) == 12 and len({a.figure for a in axes}) == 1
+        assert [a.get_title() for a in axes] == names
+        assert len({a.get_ylim() for a in axes}) == 1  # shared axes: the panels compare at a glance
+        for name, a in zip(names, axes, strict=True):
+            band = a.collections[0].get_paths()[0].vertices[:, 1]  # the fill of its own band only
+            eti = curve["eti"].sel(config=name)
+            assert band.min() == pytest.approx(float(eti.min())) and band.max() == pytest.approx(float(eti.max()))
+            marks = a.lines[1].get_ydata()  # the unbiased estimates at k <= 5
+            assert marks == pytest.approx(bp.passk(counts.sel(config=[name]), [1, 2, 5], method="unbiased")
+                                          .values[0])
+        assert _outside(axes[0].figure) == []
+    finally:
+        plt.close("all")
+    few = bp.plot_passk_curve(curve.isel(config=slice(0, 3)))  # up to ten: one panel, a colour and a legend entry each
+    assert [t.get_text() for t in few.get_legend().get_texts()] == names[:3]
+    _, two = plt.subplots(1, 2)
+    with pytest.raises(ValueError, match="one per config"):
+        bp.plot_passk_curve(curve, ax=two)
+    plt.close("all")

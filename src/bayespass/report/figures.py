@@ -51,11 +51,8 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
     if main is not None:
         truth = truth(k) if callable(truth) else None  # truth(k) -> (config, k) when the truth is known
         cur = passk_curve(idatas[main], k)
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        plot_passk_curve(cur, counts=counts, truth=truth, ax=ax, bounds=_figure_bounds(counts, k))
-        if truth is not None:
-            ax.set_title(ax.get_title() + "\n(dashed: synthetic truth)", fontsize=9)
-        figs["passk"] = _save(fig, folder / "passk_curves.png")
+        drawn = plot_passk_curve(cur, counts=counts, truth=truth, bounds=_figure_bounds(counts, k))  # > 10: panels
+        figs["passk"] = _save(np.ravel(drawn)[0].figure, folder / "passk_curves.png")
         axes = plot_ppc(idatas[main])
         axes[0].figure.suptitle(f"Posterior predictive check ({main})", fontsize=10)
         figs["ppc"] = _save(axes[0].figure, folder / "ppc.png")

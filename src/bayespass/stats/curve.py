@@ -421,9 +421,17 @@ def curve_table(curve: xr.Dataset, *, hdi: bool = False, bounds_shown: bool = Fa
                     + counts_notes(counts))
 
 
+#: most configs drawn on one panel: beyond it (matplotlib's ten colours repeat) each config has its own panel
+MAX_ON_ONE_PANEL = 10
+
+
 def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, truth: xr.DataArray | None = None,
-                     ax=None, band: str = "eti", bounds: xr.DataArray | None = None) -> Axes:
+                     ax=None, band: str = "eti", bounds: xr.DataArray | None = None) -> Axes | np.ndarray:
     """Plot pass@k curves with bands per config; overlay the unbiased estimator where n >= k.
+
+    Up to ten configs share one panel, a colour each; more (34 real configs' bands were one grey mass behind a
+    legend taller than the figure) get a panel each, on shared axes, as ArviZ's ``plot_posterior`` draws
+    several variables.
 
     Parameters
     ----------
@@ -433,48 +441,83 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
         When given, the unbiased estimate is drawn as markers at k <= min n.
     truth : xarray.DataArray, optional
         Known true pass@k over ``(config, k)`` (simulations), drawn dashed.
-    ax : matplotlib Axes, optional
+    ax : matplotlib Axes or sequence of Axes, optional
+        One Axes for every config, or one per config (panels); default: a new figure, panels above ten configs.
     band : {"eti", "hdi"}
     bounds : xarray.DataArray, optional
         :func:`bayespass.passk_bounds` over ``(config, k, ci_bound)``, drawn dotted: what the counts allow
         under any spread of p, beside the band the model's prior narrows it to.
+
+    Returns
+    -------
+    matplotlib Axes, or numpy.ndarray of them (one per config) where each config has its panel.
     """
     import matplotlib.pyplot as plt
 
+    _check_curve(curve, what="plot_passk_curve")
+    n_cfg = curve.sizes["config"]
+    if ax is None and n_cfg > MAX_ON_ONE_PANEL:
+        ncols = int(np.ceil(np.sqrt(n_cfg)))
+        nrows = int(np.ceil(n_cfg / ncols))
+        _, grid = plt.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False, layout="constrained",
+                               figsize=(2.3 * ncols + 0.6, 1.9 * nrows + 0.9))
+        for extra in grid.flat[n_cfg:]:
+            extra.remove()
+        ax = grid.flat[:n_cfg]
+    elif ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    panels = np.ravel(np.asarray(ax, dtype=object))
+    if panels.size not in (1, n_cfg):
+        raise ValueError(f"ax must be one Axes or one per config ({n_cfg}); got {panels.size}")
+    for i, cfg in enumerate(curve.config.values):
+        one = panels.size == 1
+        _draw_config(panels[0] if one else panels[i], curve, cfg, f"C{i % 10}" if one else "C0", counts=counts,
+                     truth=truth, bounds=bounds, band=band, label=str(cfg) if one else None)
+    lo = min(a.dataLim.y0 for a in panels)
+    hi = max(a.dataLim.y1 for a in panels)
+    for a in panels:
+        a.set_xscale("log")
+        a.set_ylim(*_pass_limits(lo, hi))
+        a.grid(alpha=0.3)
+    prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
+    notes = [note for note, on in (("o: unbiased estimate", counts is not None), ("dashed: truth", truth is not None),
+                                   ("dotted: no-prior bounds", bounds is not None)) if on]
+    title = f"pass@k, posterior mean and {prob:.0%} {band.upper()}" + (f" ({'; '.join(notes)})" if notes else "")
+    if panels.size == 1:
+        panels[0].set_xlabel("k")
+        panels[0].set_ylabel("pass@k")
+        panels[0].set_title(title, fontsize=10 if len(notes) > 1 else None)
+        panels[0].legend(fontsize=8, loc="best")
+        return panels[0]
+    fig = panels[0].figure
+    fig.suptitle(title, fontsize=10)
+    fig.supxlabel("k", fontsize=9)
+    fig.supylabel("pass@k", fontsize=9)
+    return panels
+
+
+def _draw_config(ax, curve: xr.Dataset, cfg, color: str, *, counts, truth, bounds, band: str,
+                 label: str | None) -> None:
+    """Draw one config's mean and band, its unbiased estimates, truth and no-prior bounds on ``ax``."""
     from .passk import passk
 
-    _check_curve(curve, what="plot_passk_curve")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     k = curve.k.values
-    for i, cfg in enumerate(curve.config.values):
-        color = f"C{i % 10}"
-        sub = curve.sel(config=cfg)
-        ax.plot(k, sub["mean"], color=color, label=str(cfg))
-        ax.fill_between(k, sub[band].sel(ci_bound="lower"), sub[band].sel(ci_bound="upper"), color=color,
-                        alpha=0.2, lw=0)
-        if counts is not None:
-            kk = k[k <= int(counts.n.sel(config=cfg).where(counts.n.sel(config=cfg) > 0).min())]
-            if kk.size:
-                est = passk(counts.sel(config=[cfg]), kk, method="unbiased").values[0]
-                ax.plot(kk, est, "o", color=color, ms=3.5, mfc="white")
-        if truth is not None:
-            ax.plot(truth.k.values, truth.sel(config=cfg).values, "--", color=color, lw=1)
-        if bounds is not None:
-            for end in ("lower", "upper"):
-                ax.plot(bounds.k.values, bounds.sel(config=cfg, ci_bound=end).values, ":", color=color, lw=1.2)
-    ax.set_xscale("log")
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k")
-    ax.set_ylim(*_pass_limits(ax.dataLim.y0, ax.dataLim.y1))
-    ax.grid(alpha=0.3)
-    prob = curve.attrs.get("ci_prob", rcParams["stats.ci_prob"])
-    notes = [note for note, on in (("o: unbiased estimate", counts is not None),
-                                   ("dotted: no-prior bounds", bounds is not None)) if on]
-    ax.set_title(f"pass@k, posterior mean and {prob:.0%} {band.upper()}" + (f" ({'; '.join(notes)})" if notes else ""),
-                 fontsize=10 if bounds is not None else None)
-    ax.legend(fontsize=8, loc="best")
-    return ax
+    sub = curve.sel(config=cfg)
+    ax.plot(k, sub["mean"], color=color, label=label)
+    ax.fill_between(k, sub[band].sel(ci_bound="lower"), sub[band].sel(ci_bound="upper"), color=color, alpha=0.2,
+                    lw=0)
+    if label is None:  # its own panel
+        ax.set_title(str(cfg), fontsize=8)
+    if counts is not None:
+        kk = k[k <= int(counts.n.sel(config=cfg).where(counts.n.sel(config=cfg) > 0).min())]
+        if kk.size:
+            est = passk(counts.sel(config=[cfg]), kk, method="unbiased").values[0]
+            ax.plot(kk, est, "o", color=color, ms=3.5, mfc="white")
+    if truth is not None:
+        ax.plot(truth.k.values, truth.sel(config=cfg).values, "--", color=color, lw=1)
+    if bounds is not None:
+        for end in ("lower", "upper"):
+            ax.plot(bounds.k.values, bounds.sel(config=cfg, ci_bound=end).values, ":", color=color, lw=1.2)
 
 
 def _pass_limits(lo: float, hi: float) -> tuple[float, float]:
