@@ -82,7 +82,8 @@ def test_more_than_ten_configs_get_a_panel_each():
     names = [f"model_{i:02d}|T=0.{i % 9 + 1}" for i in range(12)]
     p = np.clip(g.beta(1.5, 1, 60)[None, :] - np.linspace(0, 0.4, 12)[:, None], 0, 1)
     counts = bp.make_counts(np.full(p.shape, 5), g.binomial(5, p), config=names)
-    curve = bp.passk_curve(bp.fit(counts, "bb", "eb", seed=0, progressbar=False), k=[1, 2, 5, 10, 100])
+    fit = bp.fit(counts, "bb", "eb", seed=0, progressbar=False)
+    curve = bp.passk_curve(fit, k=[1, 2, 5, 10, 100])
     axes = bp.plot_passk_curve(curve, counts=counts)
     try:
         assert len(axes) == 12 and len({a.figure for a in axes}) == 1
@@ -104,3 +105,12 @@ def test_more_than_ten_configs_get_a_panel_each():
     with pytest.raises(ValueError, match="one per config"):
         bp.plot_passk_curve(curve, ax=two)
     plt.close("all")
+    axes = bp.plot_ppc(fit)  # the PPC too: a grid, not a row of 12 (34 configs: 109 inches wide)
+    fig = axes[0].figure
+    try:
+        assert [a.get_title() for a in axes] == names
+        assert fig.get_size_inches()[0] < 15 and len(fig.axes) == 12
+        assert [a.get_ylabel() for a in axes] == ["fraction of tasks" if i % 4 == 0 else "" for i in range(12)]
+        assert _outside(fig) == []
+    finally:
+        plt.close("all")

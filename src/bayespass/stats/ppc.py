@@ -168,12 +168,16 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     c = idata.observed_data["c"].values
     rep = idata.posterior_predictive["c"].stack(s=("chain", "draw")).transpose("s", "config", "task").values
     configs = idata.observed_data.config.values
-    if ax is None:
-        _, axes = plt.subplots(1, len(configs), figsize=(3.2 * len(configs), 3), squeeze=False,
-                                layout="constrained")
-        axes = axes[0]
+    if ax is None:  # a row of up to four panels, else a square-ish grid (34 configs in a row: 109 inches wide)
+        ncols = len(configs) if len(configs) <= 4 else int(np.ceil(np.sqrt(len(configs))))
+        nrows = int(np.ceil(len(configs) / ncols))
+        _, grid = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3 * nrows), squeeze=False, layout="constrained")
+        for extra in grid.flat[len(configs):]:
+            extra.remove()
+        axes = grid.ravel()[:len(configs)]
     else:
         axes = np.atleast_1d(ax)
+        ncols = axes.size
     levels = exact_levels(n)
     for j, a in enumerate(axes):
         obs = n[j] > 0
@@ -194,6 +198,7 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
         yerr = np.clip([mean - lo, hi - mean], 0.0, None)
         a.errorbar(x, mean, yerr=yerr, fmt="o", color="C3", ms=3, label=f"replicated ({prob:.0%})")
         a.set_title(str(configs[j]), fontsize=8)
-    axes[0].set_ylabel("fraction of tasks")
+    for a in axes[::ncols]:  # the first of each row
+        a.set_ylabel("fraction of tasks")
     axes[0].legend(fontsize=7)
     return axes
