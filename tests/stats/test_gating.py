@@ -341,3 +341,52 @@ def test_gate_with_random_tie_break(make_samples):
     assert "tie_break='random'" in repr(a) and "tie_break" not in repr(CRCGate(alpha=0.1))
     with pytest.raises(ValueError, match="tie_break='coin' is not supported"):
         CRCGate(tie_break="coin")
+
+
+def test_figures_of_more_than_four_configs_draw_a_panel_each(make_samples):
+    """Risk-coverage, conformal sets and incoherence drew every config on one Axes: 16 real configs were 33
+    legend entries over the data, in ten repeating colours. Above four configs each has its own panel, showing
+    its own numbers; up to four keep one Axes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayespass.stats.gating import plot_risk_coverage
+    from bayespass.stats.incoherence import incoherence, plot_incoherence
+    from bayespass.stats.reliability import plot_set_size
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.1, 0.9, (6, 30, 1, 1))
+    v = np.where(rng.random((6, 30, 6, 4)) < p, P, F)
+    ds = make_samples(v, digest=(v == P).astype(int) * 7 + rng.integers(0, 2, v.shape), logprob=rng.normal(size=v.shape[:3]),
+                      ref=np.full((30, 4), 7))
+    names = [f"c{i}" for i in range(6)]
+    rc, g = risk_coverage(ds), gate(ds, alpha=0.2, n_splits=5)
+    try:
+        axes = plot_risk_coverage(rc, g)
+        assert [a.get_title() for a in axes] == names and len({a.figure for a in axes}) == 1
+        for name, a in zip(names, axes, strict=True):  # its own behaviour-CRC curve, nobody else's
+            cell = rc.sel(config=name, rule="behaviour-CRC")
+            keep = np.isfinite(cell["coverage"].values)
+            drawn = [ln for ln in a.lines if ln.get_linestyle() == "-" and len(ln.get_xdata()) > 1][0]
+            assert np.allclose(drawn.get_xdata(), cell["coverage"].values[keep])
+        assert [t.get_text() for t in axes[0].get_legend().get_texts()][-1] == "alpha = 0.2"
+        rel = reliability(ds, alpha=0.3, n_splits=5)
+        axes = plot_set_size(rel)
+        assert [a.get_title().split("\n")[0] for a in axes] == names
+        for name, a in zip(names, axes, strict=True):
+            assert np.allclose(a.collections[0].get_offsets()[:, 0], rel["entropy"].sel(config=name).values)
+        inc = incoherence(ds, n_mc=50)
+        axes = plot_incoherence(inc)
+        assert [a.get_title() for a in axes] == names
+        for name, a in zip(names, axes, strict=True):
+            xy = a.collections[0].get_offsets()
+            assert np.allclose(xy[:, 0], inc["E"].sel(config=name).values)
+            assert np.allclose(xy[:, 1], inc["I"].sel(config=name).values)
+        one = plot_set_size(rel.isel(config=slice(0, 4)))  # four: one Axes, a legend entry each
+        assert len(one.get_legend().get_texts()) == 4
+        _, two = plt.subplots(1, 2)
+        with pytest.raises(ValueError, match="one per config"):
+            plot_incoherence(inc, ax=two)
+    finally:
+        plt.close("all")

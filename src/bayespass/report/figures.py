@@ -36,8 +36,6 @@ def _figure_bounds(counts, k):
 def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated, curve, rel, inc=None,
                  truth=None, cmp=None) -> dict[str, Path]:
     """Write the run's figures: pass@k curves (truth when known), PPC, forest and P(better), gating, sets."""
-    import matplotlib.pyplot as plt
-
     from ..stats.curve import passk_curve, plot_passk_curve
     from ..stats.gating import plot_risk_coverage
     from ..stats.incoherence import plot_incoherence
@@ -62,14 +60,9 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
         figs["forest"] = _save(plot_forest(cmp)[0].figure, folder / "forest.png")
         k_mid = int(cmp.k.values[min(1, cmp.sizes["k"] - 1)])
         figs["prob_better"] = _save(plot_prob_better(cmp, k=k_mid).figure, folder / "prob_better.png")
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    plot_risk_coverage(curve, gated, ax=ax)
-    figs["risk_coverage"] = _save(fig, folder / "risk_coverage.png")
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    plot_set_size(rel, ax=ax)
-    figs["set_size"] = _save(fig, folder / "set_size.png")
+    # each on its own figure: one Axes for a few configs, a panel per config for more
+    figs["risk_coverage"] = _save(np.ravel(plot_risk_coverage(curve, gated))[0].figure, folder / "risk_coverage.png")
+    figs["set_size"] = _save(np.ravel(plot_set_size(rel))[0].figure, folder / "set_size.png")
     if inc is not None:
-        fig, ax = plt.subplots(figsize=(5.5, 4.8))
-        plot_incoherence(inc, ax=ax)
-        figs["incoherence"] = _save(fig, folder / "incoherence.png")
+        figs["incoherence"] = _save(np.ravel(plot_incoherence(inc))[0].figure, folder / "incoherence.png")
     return figs

@@ -16,6 +16,7 @@ from ..defaults import rcParams
 from ..results import Table
 from ..validate import as_fit, as_k, check_prob
 from .attach import attach_fit
+from .panels import label_panels, panels_of
 
 __all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
 
@@ -452,23 +453,8 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     -------
     matplotlib Axes, or numpy.ndarray of them (one per config) where each config has its panel.
     """
-    import matplotlib.pyplot as plt
-
     _check_curve(curve, what="plot_passk_curve")
-    n_cfg = curve.sizes["config"]
-    if ax is None and n_cfg > MAX_ON_ONE_PANEL:
-        ncols = int(np.ceil(np.sqrt(n_cfg)))
-        nrows = int(np.ceil(n_cfg / ncols))
-        _, grid = plt.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False, layout="constrained",
-                               figsize=(2.3 * ncols + 0.6, 1.9 * nrows + 0.9))
-        for extra in grid.flat[n_cfg:]:
-            extra.remove()
-        ax = grid.flat[:n_cfg]
-    elif ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    panels = np.ravel(np.asarray(ax, dtype=object))
-    if panels.size not in (1, n_cfg):
-        raise ValueError(f"ax must be one Axes or one per config ({n_cfg}); got {panels.size}")
+    panels = panels_of(ax, curve.sizes["config"], most_on_one=MAX_ON_ONE_PANEL, one_size=(7, 4.5))
     for i, cfg in enumerate(curve.config.values):
         one = panels.size == 1
         _draw_config(panels[0] if one else panels[i], curve, cfg, f"C{i % 10}" if one else "C0", counts=counts,
@@ -483,16 +469,10 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     notes = [note for note, on in (("o: unbiased estimate", counts is not None), ("dashed: truth", truth is not None),
                                    ("dotted: no-prior bounds", bounds is not None)) if on]
     title = f"pass@k, posterior mean and {prob:.0%} {band.upper()}" + (f" ({'; '.join(notes)})" if notes else "")
+    label_panels(panels, "k", "pass@k", title, fontsize=10 if len(notes) > 1 else None)
     if panels.size == 1:
-        panels[0].set_xlabel("k")
-        panels[0].set_ylabel("pass@k")
-        panels[0].set_title(title, fontsize=10 if len(notes) > 1 else None)
         panels[0].legend(fontsize=8, loc="best")
         return panels[0]
-    fig = panels[0].figure
-    fig.suptitle(title, fontsize=10)
-    fig.supxlabel("k", fontsize=9)
-    fig.supylabel("pass@k", fontsize=9)
     return panels
 
 

@@ -26,6 +26,7 @@ holds as it is, and the threshold can answer a random share of a tied group.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,10 @@ from ..simulate import stable_seed
 from ..validate import check_choice, check_prob, check_seed
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
+from .panels import label_panels, panels_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 __all__ = ["CRCGate", "crc_threshold", "gate", "gate_table", "gate_diagnostics", "risk_coverage",
            "plot_risk_coverage", "METHODS"]
@@ -448,39 +453,48 @@ def risk_coverage(samples, *, signature: str = "verdict", probe_fraction: float 
                       coords={"config": beh.config.values, "rule": methods, "point": np.arange(n_task + 1)})
 
 
-def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax=None):
+def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax=None) -> Axes | np.ndarray:
     """Silent-failure rate vs coverage per config and method, with the CRC operating points (mean over splits).
 
     The curve joins the thresholds' points by straight lines, the rates a rule that answers a random share of the
-    tasks tied at a threshold has; the mean of CRC's operating points over the splits lies on them.
+    tasks tied at a threshold has; the mean of CRC's operating points over the splits lies on them. Up to four
+    configs share one Axes, a colour each; more get a panel each (returned as an array of Axes, one per config;
+    ``ax`` may also be one Axes per config).
     """
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.2), layout="constrained")
-    styles = {"logprob-CRC": "--", "behaviour-CRC": "-"}
+    panels = panels_of(ax, curve.sizes["config"], most_on_one=4, size=(2.8, 2.3), one_size=(6, 4.2))
+    one = panels.size == 1
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, cfg in enumerate(curve.config.values):
-        col = colours[i % len(colours)]
-        for m in curve.rule.values:
-            cell = curve.sel({"config": cfg, "rule": m})
-            cov, sil = cell["coverage"].values, cell["silent"].values
-            keep = np.isfinite(cov)
-            if not keep.any():
-                continue
-            # straight segments: answering a random share of the tasks tied at a threshold reaches every point
-            # between two thresholds (a step would draw risks no rule has, e.g. 0.19 at coverage 0.3)
-            ax.plot(cov[keep], sil[keep], ls=styles[m], color=col, label=f"{cfg} {m}")
-            if gated is not None:
-                g = gated.sel({"config": cfg, "rule": m})
-                ax.plot(1 - np.nanmean(g["abstention"].values), np.nanmean(g["silent"].values),
-                        marker="o" if m == "behaviour-CRC" else "s", color=col, ms=7, mec="k")
-    if gated is not None:
-        ax.axhline(gated.attrs["alpha"], color="grey", lw=0.8, ls=":", label=f"alpha = {gated.attrs['alpha']:g}")
-    ax.set_xlabel("coverage (share of tasks answered)")
-    ax.set_ylabel("silent-failure rate P(answer and wrong)")
-    ax.set_xlim(0, 1.02)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title("Risk-coverage (markers: CRC operating points, mean over splits)")
-    return ax
+        _draw_risk(panels[0] if one else panels[i], curve, gated, cfg, colours[i % len(colours)] if one else "C0",
+                   label=f"{cfg} " if one else "")
+        if not one:
+            panels[i].set_title(str(cfg), fontsize=8)
+    for a in panels if gated is not None else ():
+        a.axhline(gated.attrs["alpha"], color="grey", lw=0.8, ls=":", label=f"alpha = {gated.attrs['alpha']:g}")
+    for a in panels:
+        a.set_xlim(0, 1.02)
+        a.set_ylim(bottom=0)
+    label_panels(panels, "coverage (share of tasks answered)", "silent-failure rate P(answer and wrong)",
+                 "Risk-coverage (markers: CRC operating points, mean over splits)")
+    panels[0].legend(fontsize=7, loc="upper left")  # panels: the rules and alpha, the titles name the configs
+    return panels[0] if one else panels
+
+
+def _draw_risk(ax, curve: xr.Dataset, gated: xr.Dataset | None, cfg, col: str, *, label: str) -> None:
+    """Draw one config's risk-coverage curve per CRC rule and, with ``gated``, its operating points."""
+    styles = {"logprob-CRC": "--", "behaviour-CRC": "-"}
+    for m in curve.rule.values:
+        cell = curve.sel({"config": cfg, "rule": m})
+        cov, sil = cell["coverage"].values, cell["silent"].values
+        keep = np.isfinite(cov)
+        if not keep.any():
+            continue
+        # straight segments: answering a random share of the tasks tied at a threshold reaches every point
+        # between two thresholds (a step would draw risks no rule has, e.g. 0.19 at coverage 0.3)
+        ax.plot(cov[keep], sil[keep], ls=styles[m], color=col, label=f"{label}{m}")
+        if gated is not None:
+            g = gated.sel({"config": cfg, "rule": m})
+            ax.plot(1 - np.nanmean(g["abstention"].values), np.nanmean(g["silent"].values),
+                    marker="o" if m == "behaviour-CRC" else "s", color=col, ms=7, mec="k")

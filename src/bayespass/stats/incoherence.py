@@ -22,6 +22,7 @@ the Hoeffding half-width ``sqrt(log(2/delta) / (2n))``.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,10 @@ from ..results import Table
 from ..validate import check_positive_int, check_prob
 from .attach import attach, check_target
 from .behaviour import as_samples
+from .panels import label_panels, panels_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 __all__ = ["incoherence", "incoherence_summary", "plot_incoherence", "pac_n_estimate", "pac_n_detect",
            "hoeffding_halfwidth"]
@@ -203,20 +208,28 @@ def incoherence_summary(inc: xr.Dataset) -> Table:
                     "solution.")
 
 
-def plot_incoherence(inc: xr.Dataset, *, ax=None):
-    """Per-task incoherence vs error with the line I = 2E (points must lie on or below it)."""
-    import matplotlib.pyplot as plt
+def plot_incoherence(inc: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
+    """Per-task incoherence vs error with the line I = 2E (points must lie on or below it).
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
-    for cfg in inc.config.values:
+    Up to four configs share one Axes; more get a panel each (returned as an array of Axes, one per config;
+    ``ax`` may also be one Axes per config).
+    """
+    panels = panels_of(ax, inc.sizes["config"], most_on_one=4, size=(2.5, 2.3), one_size=(5.2, 4.6))
+    for i, cfg in enumerate(inc.config.values):
         x = inc.sel(config=cfg)
-        ax.scatter(x["E"].values, x["I"].values, s=10, alpha=0.6, label=str(cfg))
-    ax.plot([0, 0.5], [0, 1], color="k", lw=1, ls="--", label="I = 2E (bound)")
-    ax.set_xlabel("error E (disagreement with the canonical solution)")
-    ax.set_ylabel("incoherence I (disagreement between samples)")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7)
-    ax.set_title("Incoherence vs error per task")
-    return ax
+        a = panels[0] if panels.size == 1 else panels[i]
+        a.scatter(x["E"].values, x["I"].values, s=10, alpha=0.6, label=str(cfg),
+                  color=None if panels.size == 1 else "C0")
+        if panels.size > 1:
+            a.set_title(str(cfg), fontsize=8)
+    for a in panels:
+        a.plot([0, 0.5], [0, 1], color="k", lw=1, ls="--", label="I = 2E (bound)")
+        a.set_xlim(-0.02, 1.02)
+        a.set_ylim(-0.02, 1.02)
+    label_panels(panels, "error E (disagreement with the canonical solution)",
+                 "incoherence I (disagreement between samples)", "Incoherence vs error per task")
+    if panels.size == 1:
+        panels[0].legend(fontsize=7)
+        return panels[0]
+    panels[0].legend(handles=panels[0].lines[-1:], fontsize=7)  # the bound; the titles name the configs
+    return panels

@@ -6,6 +6,7 @@ import numpy as np
 import xarray as xr
 
 from .attach import attach_fit
+from .panels import panel_grid
 
 __all__ = ["ppc", "plot_ppc", "misfit_note", "STATISTICS"]
 
@@ -151,7 +152,6 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     bar per number of successes c = 0..n, so that all-pass and all-fail tasks have bars of their own; other
     configs get 10 bins of c / n.
     """
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from ..defaults import rcParams
@@ -170,11 +170,7 @@ def plot_ppc(idata, *, ax=None) -> np.ndarray:
     configs = idata.observed_data.config.values
     if ax is None:  # a row of up to four panels, else a square-ish grid (34 configs in a row: 109 inches wide)
         ncols = len(configs) if len(configs) <= 4 else int(np.ceil(np.sqrt(len(configs))))
-        nrows = int(np.ceil(len(configs) / ncols))
-        _, grid = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3 * nrows), squeeze=False, layout="constrained")
-        for extra in grid.flat[len(configs):]:
-            extra.remove()
-        axes = grid.ravel()[:len(configs)]
+        axes = panel_grid(len(configs), size=(3.2, 3), ncols=ncols, sharex=False, sharey=False)
     else:
         axes = np.atleast_1d(ax)
         ncols = axes.size

@@ -26,6 +26,8 @@ labels, so the conformal guarantee is kept.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -36,6 +38,10 @@ from ..results import Table
 from ..validate import check_prob
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
+from .panels import label_panels, panels_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 __all__ = ["ConformalReliability", "conformal_qhat", "covers", "reliability", "reliability_table", "hoeffding_stop",
            "wilson", "plot_set_size"]
@@ -369,26 +375,29 @@ def _cannot_stop(rel: xr.Dataset, rows: list) -> str:
             "RUN --delta').")
 
 
-def plot_set_size(rel: xr.Dataset, *, ax=None):
+def plot_set_size(rel: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
     """Per-task mean conformal set size vs the entropy of its class distribution.
 
     Where the median conformal quantile is infinite (more than alpha of the calibration tasks have no correct
-    behaviour class, so no finite rank reaches 1 - alpha), the legend says every set holds all classes.
+    behaviour class, so no finite rank reaches 1 - alpha), the legend says every set holds all classes. Up to
+    four configs share one Axes; more get a panel each (returned as an array of Axes, one per config; ``ax`` may
+    also be one Axes per config), titled with what the legend says.
     """
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.2), layout="constrained")
-    for cfg in rel.config.values:
+    panels = panels_of(ax, rel.sizes["config"], most_on_one=4, size=(2.8, 2.3), one_size=(6, 4.2))
+    for i, cfg in enumerate(rel.config.values):
         r = rel.sel(config=cfg)
         q = np.nanmedian(r["qhat"].values)
         size = np.minimum(q, r["n_classes"].values)
         jitter = np.random.default_rng(0).uniform(-0.12, 0.12, size.size)
-        ax.scatter(r["entropy"].values, size + jitter, s=10, alpha=0.6,
-                   label=f"{cfg} ({'every set holds all classes' if np.isinf(q) else f'median q = {q:g}'}, "
-                   f"level {float(r['level']):.2f})")
-    ax.set_xlabel("entropy of the task's behaviour classes (nats)")
-    ax.set_ylabel("prediction-set size (classes)")
-    ax.set_title(f"Conformal sets at alpha = {rel.attrs['alpha']:g}")
-    ax.legend(fontsize=7)
-    return ax
+        said = f"{'every set holds all classes' if np.isinf(q) else f'median q = {q:g}'}, level {float(r['level']):.2f}"
+        a = panels[0] if panels.size == 1 else panels[i]
+        a.scatter(r["entropy"].values, size + jitter, s=10, alpha=0.6, color=None if panels.size == 1 else "C0",
+                  label=f"{cfg} ({said})")
+        if panels.size > 1:
+            a.set_title(f"{cfg}\n{said}", fontsize=7)
+    label_panels(panels, "entropy of the task's behaviour classes (nats)", "prediction-set size (classes)",
+                 f"Conformal sets at alpha = {rel.attrs['alpha']:g}")
+    if panels.size == 1:
+        panels[0].legend(fontsize=7)
+        return panels[0]
+    return panels
