@@ -597,6 +597,18 @@ def test_plot_plan_draws_each_config_s_width_the_target_and_the_n_needed(tmp_pat
     stars = [ln for ln in ax.lines if ln.get_marker() == "*"]
     assert len(stars) == int(np.isfinite(pl.n_needed.values).sum()) >= 1
     plt.close(ax.figure)
+    names = [f"m{i}" for i in range(12)]  # above ten configs: a panel each, its own line and star
+    width = np.linspace(0.3, 0.05, 4)[None, :] * np.linspace(1, 2, 12)[:, None]
+    many = xr.Dataset({"expected_width": (("config", "n"), width), "width_sd": (("config", "n"), 0.1 * width),
+                       "n_needed": ("config", np.where(width[:, -1] <= 0.08, 40.0, np.nan))},
+                      coords={"config": names, "n": [3, 10, 20, 40]}, attrs={"target_width": 0.08, "k": 10})
+    axes = bp.plot_plan(many)
+    assert [a.get_title() for a in axes] == names and len({a.figure for a in axes}) == 1
+    for i, a in enumerate(axes):
+        np.testing.assert_allclose(a.lines[0].get_ydata(), width[i])
+        assert sum(ln.get_marker() == "*" for ln in a.lines) == int(width[i, -1] <= 0.08)
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["target 0.08"]
+    plt.close("all")
     with pytest.raises(TypeError, match="plot_plan needs what bp.plan returns"):
         bp.plot_plan(counts)
     path = tmp_path / "fit.nc"

@@ -21,6 +21,7 @@ from ..data.counts import samples_to_identify
 from ..defaults import rcParams
 from ..models.stack import theta_of
 from ..validate import as_fit, as_k, check_positive_int, check_prob, check_seed, split_pair
+from .panels import label_panels, panels_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -215,51 +216,54 @@ def _future_widths(p, n_now, c_now, n_grid, rng, refit_width) -> np.ndarray:
     return out
 
 
-def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes:
+def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
     """Plot a plan: each config's expected band width against samples per task, the target and the n needed.
 
     Parameters
     ----------
     plan_ds : xarray.Dataset
         What :func:`plan` returns.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: a new figure).
+    ax : matplotlib.axes.Axes or sequence of them, optional
+        Where to draw: one Axes, or one per config (default: a new figure; above ten configs a panel each).
 
     Returns
     -------
-    matplotlib.axes.Axes
+    matplotlib.axes.Axes, or numpy.ndarray of them (one per config)
         One line per config (the mean width over simulated futures, shaded +- one standard deviation over
         them), the target width dashed, and a marker where each config first reaches it (``n_needed``).
     """
-    import matplotlib.pyplot as plt
-
     need = {"expected_width", "width_sd", "n_needed"}
     if not isinstance(plan_ds, xr.Dataset) or not need <= set(plan_ds.data_vars) or "target_width" not in \
             plan_ds.attrs:
         raise TypeError(f"plot_plan needs what bp.plan returns (a Dataset with {sorted(need)}); got "
                         f"{type(plan_ds).__name__}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
+    panels = panels_of(ax, plan_ds.sizes["config"], most_on_one=10, one_size=(6.5, 4))
     n = plan_ds.n.values
-    for cfg in plan_ds.config.values:
+    for i, cfg in enumerate(plan_ds.config.values):
+        a = panels[0] if panels.size == 1 else panels[i]
         row = plan_ds.sel(config=cfg)
         mean, sd = row["expected_width"].values, np.nan_to_num(row["width_sd"].values)
-        line, = ax.plot(n, mean, "o-", ms=3, label=str(cfg))
-        ax.fill_between(n, mean - sd, mean + sd, color=line.get_color(), alpha=0.15, lw=0)
+        line, = a.plot(n, mean, "o-", ms=3, label=str(cfg), color=None if panels.size == 1 else "C0")
+        a.fill_between(n, mean - sd, mean + sd, color=line.get_color(), alpha=0.15, lw=0)
         needed = float(row["n_needed"])
         if np.isfinite(needed) and needed in n:
-            ax.plot(needed, float(row["expected_width"].sel(n=needed)), "*", ms=12, color=line.get_color())
+            a.plot(needed, float(row["expected_width"].sel(n=needed)), "*", ms=12, color=line.get_color())
+        if panels.size > 1:
+            a.set_title(str(cfg), fontsize=8)
     target = float(plan_ds.attrs["target_width"])
-    ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")
-    ax.set_xscale("log")
-    ax.set_xlabel("samples per task")
-    ax.set_ylabel(f"width of the {plan_ds.attrs.get('ci_prob', 0.9):.0%} band")
+    for a in panels:
+        a.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")
+        a.set_xscale("log")
+        a.grid(alpha=0.3, which="both")
     what = "simulated futures, refitted" if plan_ds.attrs.get("simulated", True) else "today's band"
-    ax.set_title(f"Band of pass@{plan_ds.attrs.get('k', '?')} against samples per task ({what}; * = n needed)",
+    label_panels(panels, "samples per task", f"width of the {plan_ds.attrs.get('ci_prob', 0.9):.0%} band",
+                 f"Band of pass@{plan_ds.attrs.get('k', '?')} against samples per task ({what}; * = n needed)",
                  fontsize=10)
-    ax.legend(fontsize=7, ncol=2 if plan_ds.sizes["config"] > 6 else 1)
-    ax.grid(alpha=0.3, which="both")
-    return ax
+    if panels.size > 1:
+        panels[0].legend(handles=panels[0].lines[-1:], fontsize=7)  # the target; the titles name the configs
+        return panels
+    panels[0].legend(fontsize=7, ncol=2 if plan_ds.sizes["config"] > 6 else 1)
+    return panels[0]
 
 
 def _plan_args(k, target_width, n_sims):
