@@ -43,6 +43,13 @@ def test_estimate_cli(tmp_path):
     assert json.loads(res.stdout)[0]["pass@2"] is None
     assert re.search(r"undefined \(—\) for k above a config's smallest n: \S+ smallest n 1 \(1 of 4 tasks below 2\)",
                      res.stderr), res.stderr
+    rows = [f"m{j},t{i},{3 + j % 2 if j < 6 else 12},1" for j in range(7) for i in range(3)]  # 6 of 7 configs short
+    f.write_text("config,task,n,c\n" + "\n".join(rows) + "\n")
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,10", "--method", "unbiased"])
+    assert "m3 smallest n 4 (3 of 3 tasks below 10); and 2 more configs. " in res.stderr, res.stderr
+    f.write_text("config,task,n,c\n" + "\n".join(r for r in rows if not r.startswith("m6")) + "\n")
+    res = runner.invoke(app, ["estimate", str(f), "--k", "1,10", "--method", "unbiased"])
+    assert "smallest n: every config's (smallest n 3 to 4). " in res.stderr, res.stderr  # not 6 of them, then '...'
 
 
 def test_estimate_cli_says_one_sample_per_task_only_where_it_is_so(tmp_path):

@@ -216,9 +216,14 @@ def _note_short_tasks(ds, ks, counts) -> None:
     if not short.any():
         return
     parts = [f"{cfg} smallest n {int(row[row > 0].min())} ({int(s)} of {int((row > 0).sum())} tasks below {k})"
-             for cfg, s, row in zip(ds.config.values, short, n, strict=True) if s][:4]
+             for cfg, s, row in zip(ds.config.values, short, n, strict=True) if s]
+    smallest = [int(row[row > 0].min()) for row in n if (row > 0).any()]
+    span = f"{min(smallest)}" + (f" to {max(smallest)}" if max(smallest) > min(smallest) else "")
+    more = len(parts) - 4
+    said = (f"every config's (smallest n {span})" if len(parts) == n.shape[0] > 4
+            else "; ".join(parts[:4]) + (f"; and {more} more config{'s' * (more > 1)}" if more > 0 else ""))
     typer.echo(f"note: the unbiased estimate of pass@k needs k <= n on every task, so it is undefined (—) for k "
-               f"above a config's smallest n: {'; '.join(parts)}{'; ...' if int((short > 0).sum()) > 4 else ''}. "
+               f"above a config's smallest n: {said}. "
                f"'bayespass fit {counts}' "
                "gives pass@k with a band that covers those tasks too, and 'bayespass curve FIT --bounds' the "
                "bounds that assume no prior", err=True)
