@@ -185,6 +185,41 @@ def test_a_hub_id_loads_from_the_hugging_face_cache(tiny, tmp_path):
         _check_model_id(hub_id)  # a hub id, or a folder that exists
 
 
+def test_an_uncached_hub_id_without_a_connection_is_refused_at_once(tiny, monkeypatch):
+    """No internet and a hub id not in the cache: transformers retried for about 50 s before saying so; one
+    request to the hub's endpoint (here a closed local port) says it before transformers is called. A cached id,
+    HF_HUB_OFFLINE and a local folder are not probed."""
+    import socket
+
+    import huggingface_hub
+    import transformers
+    from huggingface_hub import constants
+
+    from bayespass.generate.hf import _check_hub_reachable
+
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **kw: None)  # not cached
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **kw: (_ for _ in ()).throw(AssertionError("transformers was asked")))
+    with pytest.raises(FileNotFoundError, match=rf"'bayespass-test/not-cached' is not a local folder nor in the "
+                                                rf"Hugging Face cache .* http://127.0.0.1:{port} cannot be reached "
+                                                r"\(ConnectError.*'hf download bayespass-test/not-cached'"):
+        HFCoder("bayespass-test/not-cached")
+    import huggingface_hub.utils as hub_utils
+
+    monkeypatch.setattr(hub_utils, "get_session", lambda: (_ for _ in ()).throw(AssertionError("probed")))
+    _check_hub_reachable(str(tiny))  # a local folder
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **kw: "/cache/config.json")
+    _check_hub_reachable("bayespass-test/cached")  # in the cache
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **kw: None)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    _check_hub_reachable("bayespass-test/not-cached")  # offline: transformers reads the cache alone, at once
+
+
 def test_bad_input(tiny):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         HFCoder("./no/such/model")

@@ -257,6 +257,35 @@ def _check_model_id(model: str) -> None:
         raise FileNotFoundError(f"model folder {model!r} does not exist")
 
 
+def _check_hub_reachable(model: str, *, timeout: float = 5.0) -> None:
+    """Refuse at once a hub id that is not cached where the hub cannot be reached (no internet).
+
+    transformers retries such a download for about 50 s before it says so; one request to the hub's endpoint
+    (through the proxies huggingface_hub uses, ``timeout`` seconds at most) tells the same at once. A local
+    folder, a cached id and ``HF_HUB_OFFLINE=1`` (transformers then reads the cache alone, at once) are not
+    checked.
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if Path(model).expanduser().exists() or constants.HF_HUB_OFFLINE:
+        return
+    try:
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return  # cached: transformers reads it (and checks for a newer revision only when it can)
+    except ValueError:  # not a valid hub id: transformers says what is wrong with it
+        return
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().head(constants.ENDPOINT, timeout=timeout)  # any answer: the hub can be reached
+    except Exception as err:  # noqa: BLE001 - httpx/requests errors alike: no connection
+        raise FileNotFoundError(
+            f"model {model!r} is not a local folder nor in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+            f"{constants.ENDPOINT} cannot be reached ({type(err).__name__}: {err}): download it where there is "
+            f"internet ('hf download {model}', then copy the cache or set HF_HOME) or give the model's local "
+            "folder") from None
+
+
 class HFCoder(Coder):
     """A causal LM from the Hugging Face hub or a local folder.
 
@@ -296,6 +325,7 @@ class HFCoder(Coder):
             raise ValueError(f"top_p must be in (0, 1]; got {top_p!r}")
         self.model_id = str(model)
         _check_model_id(self.model_id)
+        _check_hub_reachable(self.model_id)  # at once, not after transformers' 50 s of retries
         self.device = _device(device, torch)
         self.dtype = _dtype(dtype, self.device, torch)
         try:
