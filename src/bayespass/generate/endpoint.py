@@ -7,7 +7,8 @@ the prompt is continued and cut at stop sequences) or
 server honours it; a server that returns fewer choices (or refuses ``n``) is
 asked once per missing sample, each with its own seed.  Requests run
 concurrently (``concurrency``) and are retried with exponential backoff and
-jitter on 429, 5xx, time-outs and refused connections, honouring
+jitter on 429, 5xx, time-outs and refused connections (a URL with nothing
+behind it at the start is refused at once: :meth:`check_reachable`), honouring
 ``Retry-After``; other 4xx answers and malformed bodies stop the run with an
 error naming the task and the request.
 
@@ -316,6 +317,29 @@ class OpenAICompatibleCoder(Coder):
         vals = [float(v) for v in vals or [] if isinstance(v, int | float)]
         return vals or None
 
+    def check_reachable(self) -> None:
+        """Raise an :class:`EndpointError` at once where nothing answers at the endpoint (refused, unknown host).
+
+        One GET of ``/models`` (any answer, even 401 or 404, is a server); a time-out is left to the requests'
+        own retries (a busy server). Before it, a URL with nothing behind it (a typo, a server not started)
+        was retried for 84 s before the run gave up; a connection lost mid-run is still retried.
+        """
+        import re
+
+        import requests
+
+        try:
+            self._session().get(f"{self.base_url}/models", headers=self._headers(), timeout=min(self.timeout, 10.0))
+        except requests.ConnectionError as err:
+            said = re.findall(r"Failed to resolve '[^']+'|\[Errno -?\d+\] [^'\")(]+", str(err))  # urllib3's nesting
+            reason = ", ".join(s.strip() for s in said) or type(err).__name__
+            raise EndpointError(
+                f"nothing answers at {self.base_url} ({reason}): is the server running, and "
+                f"does the URL end in /v1 (vLLM's 'vllm serve MODEL --port 8000' answers at "
+                f"http://127.0.0.1:8000/v1)? No sample was asked for") from None
+        except requests.RequestException:  # a time-out or another answer: a server is there
+            pass
+
     # -- many requests ----------------------------------------------------------------------------------------
     def stream(self, suite, todo: dict, *, temperature: float, seed: int = 0):
         """Yield lists of records as requests complete; ``todo`` maps task id -> sample numbers wanted.
@@ -326,6 +350,8 @@ class OpenAICompatibleCoder(Coder):
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0; got {temperature!r}")
         units = [(tid, list(s)) for tid, s in todo.items() if s]
+        if units:
+            self.check_reachable()  # a URL with nothing behind it: at once, not after the retries
         self.stop_event.clear()
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="bayespass-endpoint")
         pending = {}
