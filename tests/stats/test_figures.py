@@ -114,3 +114,17 @@ def test_more_than_ten_configs_get_a_panel_each():
         assert _outside(fig) == []
     finally:
         plt.close("all")
+
+
+def test_a_panel_above_an_empty_cell_keeps_its_x_tick_labels():
+    """Five panels in a 3 x 2 grid sharing x: the third has no panel under it, so its column's ticks are its own."""
+    from bayespass.stats.panels import panel_grid
+
+    axes = panel_grid(5)
+    try:
+        axes[0].figure.canvas.draw()
+        labelled = [any(t.get_visible() and t.get_text() for t in a.get_xticklabels()) for a in axes]
+        assert labelled == [False, False, True, True, True]
+        assert len(axes[0].figure.axes) == 5 and _outside(axes[0].figure) == []
+    finally:
+        plt.close("all")

@@ -24,6 +24,8 @@ def panel_grid(n: int, *, size: tuple[float, float] = (2.3, 1.9), ncols: int | N
                            figsize=(size[0] * ncols + 0.6, size[1] * nrows + 0.9))
     for extra in grid.flat[n:]:
         extra.remove()
+        if sharex and nrows > 1:  # the panel above an empty cell is the last of its column: its x ticks labelled
+            grid[-2, list(grid[-1]).index(extra)].tick_params(labelbottom=True)
     return grid.ravel()[:n]
 
 
