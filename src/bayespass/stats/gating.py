@@ -457,7 +457,9 @@ def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax
     """Silent-failure rate vs coverage per config and method, with the CRC operating points (mean over splits).
 
     The curve joins the thresholds' points by straight lines, the rates a rule that answers a random share of the
-    tasks tied at a threshold has; the mean of CRC's operating points over the splits lies on them. Up to four
+    tasks tied at a threshold has. A marker is the mean over the splits of CRC's operating point on each test
+    split: where the threshold differs between splits (abstaining on everything in some, answering most tasks in
+    others) the mean lies between those points, above a convex curve. Up to four
     configs share one Axes, a colour each; more get a panel each (returned as an array of Axes, one per config;
     ``ax`` may also be one Axes per config).
     """
