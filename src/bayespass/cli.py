@@ -646,7 +646,8 @@ def plan_cmd(
                                               "target_width).")],
     k: Annotated[int, typer.Option(help="The pass@k whose band is planned.")] = 10,
     n_grid: Annotated[str | None, typer.Option(help="Comma-separated samples per task to try (default: 1, 1.5, "
-                                                    "2, 3, 5, 8 times today's).")] = None,
+                                                    "2, 3, 5, 8 times today's, of the configs with the fewest and "
+                                                    "the most).")] = None,
     sims: Annotated[int, typer.Option("--sims", "--n-sims", help="Simulated futures per candidate n.")] = 5,
     ci_prob: Annotated[float | None, typer.Option(help="Probability of the band whose width is planned (default: a "
                                                        "run's own, else rcParams['stats.ci_prob']).")] = None,

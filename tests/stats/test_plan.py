@@ -248,6 +248,28 @@ def test_a_future_s_counts_at_a_larger_n_extend_those_at_a_smaller_one(monkeypat
     assert (np.diff(w[1:]) < 0).all(), w  # more samples, narrower, with 3 futures
 
 
+def test_the_default_candidates_cover_configs_drawn_with_fewer_samples():
+    """Configs with 4 and 20 samples per task: multiples of 20 alone planned 20 samples for the 4-sample config
+    wherever 4 were not enough. The default tries multiples of each end's samples, so that config's n needed
+    can be 6 or 8; with one n for every config it is the grid it always was."""
+    from bayespass.stats.plan import default_n_grid
+
+    assert list(default_n_grid(np.array([[5, 5, 0], [5, 3, 5]]))) == [5, 8, 10, 15, 25, 40]
+    assert list(default_n_grid(np.array([[4, 4], [12, 12], [20, 0]]))) == [4, 6, 8, 12, 20, 30, 32, 40, 60, 100,
+                                                                             160]
+    g = np.random.default_rng(4)
+    p = g.beta(2, 1, (2, 150))
+    n = np.stack([np.full(150, 4), np.full(150, 20)])
+    counts = bp.make_counts(n, g.binomial(n, p), config=["four", "twenty"])
+    fit = bp.fit(counts, "bb", "eb", progressbar=False)
+    width_now = float(np.diff(bp.passk_curve(fit, k=[2])["eti"].sel(config="four").values).item())
+    pl = bp.plan(fit, k=2, target_width=0.8 * width_now, n_sims=2, seed=0, progressbar=False)
+    assert {4, 6, 8, 12} <= set(pl.n.values.tolist())
+    four = pl.sel(config="four")
+    assert not bool(four["reached"]) and float(four["n_needed"]) < 20, four  # 20 was the smallest it could say
+    np.testing.assert_allclose(four["expected_width"].sel(n=4), width_now, rtol=0.15)  # n = 4: today's samples
+
+
 def test_plan_shows_its_progress_over_the_refits(capsys):
     counts = simulate_counts(np.full(30, 0.4), 3, seed=0)
     fit = bp.fit(counts, "bb", "eb", progressbar=False)

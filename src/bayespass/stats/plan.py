@@ -117,7 +117,8 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     target_width : float
         Width of the ``ci_prob`` band to reach (in pass@k units, e.g. 0.05).
     n_grid : sequence of int, optional
-        Candidate samples per task (default: 1, 1.5, 2, 3, 5, 8 times the current maximum).
+        Candidate samples per task (default: :func:`default_n_grid`, 1, 1.5, 2, 3, 5, 8 times the most samples
+        per task a config has, for the config with the fewest and the one with the most).
     n_sims : int
         Simulated futures per candidate.
     ci_prob : float, optional
@@ -157,7 +158,7 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     c_now = fit.observed_data["c"].transpose("config", "task").values.astype(np.int64)
     n_given = n_grid
     if n_grid is None:
-        n_grid = np.unique(np.round(int(n_now.max()) * np.array([1, 1.5, 2, 3, 5, 8])).astype(int))
+        n_grid = default_n_grid(n_now)
     n_grid = np.asarray(sorted(int(check_positive_int(int(x), name="n_grid")) for x in n_grid))
     post = fit.posterior.attrs
     model, candidates = _refit_spec(fitted)
@@ -195,6 +196,18 @@ def plan(fit, *, k, target_width: float, n_grid=None, n_sims: int = 5, ci_prob: 
     needed = np.where(ok.any(1), n_grid[np.argmax(ok, axis=1)], np.nan)
     needed = np.where(reached, n_now.max(1), needed)
     return _plan_result(mean, widths.std(0), now, reached, needed, configs, n_grid, attrs)
+
+
+def default_n_grid(n_now: np.ndarray) -> np.ndarray:
+    """Return the candidate samples per task :func:`plan` tries by default, from the counts' n (config, task).
+
+    1, 1.5, 2, 3, 5 and 8 times a config's most samples per task, for the config with the fewest and the one
+    with the most (at most 12 candidates): where configs were drawn with 10 and 50 samples per task, the
+    multiples of 50 alone planned 50 samples for a 10-sample config whose band reached its target at 15.
+    """
+    tops = np.unique(n_now.max(axis=1))
+    tops = tops[tops > 0][[0, -1]] if (tops > 0).any() else np.array([1])
+    return np.unique(np.round(np.outer(tops, [1, 1.5, 2, 3, 5, 8])).astype(int).ravel())
 
 
 def _future_widths(p, n_now, c_now, n_grid, rng, refit_width) -> np.ndarray:
