@@ -752,11 +752,12 @@ def _is_fit(path: Path) -> bool:
 def _save_png(ax, path: Path, dpi: int = 120) -> Path:
     """Write the figure of ``ax``, an Axes or an array of them, and close it (PNG, or the path's suffix: .pdf, ...)."""
     import matplotlib.pyplot as plt
-    import numpy as np
+
+    from .stats.panels import figure_of
 
     if not path.suffix:  # matplotlib writes PATH.png
         path = path.with_name(path.name + ".png")
-    fig = np.ravel(ax)[0].figure
+    fig = figure_of(ax)
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path

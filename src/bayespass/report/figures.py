@@ -39,6 +39,7 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
     from ..stats.curve import passk_curve, plot_passk_curve
     from ..stats.gating import plot_risk_coverage
     from ..stats.incoherence import plot_incoherence
+    from ..stats.panels import figure_of
     from ..stats.ppc import plot_ppc
     from ..stats.reliability import plot_set_size
 
@@ -50,7 +51,7 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
         truth = truth(k) if callable(truth) else None  # truth(k) -> (config, k) when the truth is known
         cur = passk_curve(idatas[main], k)
         drawn = plot_passk_curve(cur, counts=counts, truth=truth, bounds=_figure_bounds(counts, k))  # > 10: panels
-        figs["passk"] = _save(np.ravel(drawn)[0].figure, folder / "passk_curves.png")
+        figs["passk"] = _save(figure_of(drawn), folder / "passk_curves.png")
         axes = plot_ppc(idatas[main])
         axes[0].figure.suptitle(f"Posterior predictive check ({main})", fontsize=10)
         figs["ppc"] = _save(axes[0].figure, folder / "ppc.png")
@@ -61,8 +62,8 @@ def make_figures(folder: Path, *, counts, idatas: dict, main: str | None, gated,
         k_mid = int(cmp.k.values[min(1, cmp.sizes["k"] - 1)])
         figs["prob_better"] = _save(plot_prob_better(cmp, k=k_mid).figure, folder / "prob_better.png")
     # each on its own figure: one Axes for a few configs, a panel per config for more
-    figs["risk_coverage"] = _save(np.ravel(plot_risk_coverage(curve, gated))[0].figure, folder / "risk_coverage.png")
-    figs["set_size"] = _save(np.ravel(plot_set_size(rel))[0].figure, folder / "set_size.png")
+    figs["risk_coverage"] = _save(figure_of(plot_risk_coverage(curve, gated)), folder / "risk_coverage.png")
+    figs["set_size"] = _save(figure_of(plot_set_size(rel)), folder / "set_size.png")
     if inc is not None:
-        figs["incoherence"] = _save(np.ravel(plot_incoherence(inc))[0].figure, folder / "incoherence.png")
+        figs["incoherence"] = _save(figure_of(plot_incoherence(inc)), folder / "incoherence.png")
     return figs

@@ -16,7 +16,7 @@ from ..defaults import rcParams
 from ..results import Table
 from ..validate import as_fit, as_k, check_prob
 from .attach import attach_fit
-from .panels import label_panels, panels_of
+from .panels import config_panel, label_panels, panels_of
 
 __all__ = ["passk_curve", "curve_table", "plot_passk_curve", "improvability"]
 
@@ -457,7 +457,7 @@ def plot_passk_curve(curve: xr.Dataset, *, counts: xr.Dataset | None = None, tru
     panels = panels_of(ax, curve.sizes["config"], most_on_one=MAX_ON_ONE_PANEL, one_size=(7, 4.5))
     for i, cfg in enumerate(curve.config.values):
         one = panels.size == 1
-        _draw_config(panels[0] if one else panels[i], curve, cfg, f"C{i % 10}" if one else "C0", counts=counts,
+        _draw_config(config_panel(panels, i, str(cfg)), curve, cfg, f"C{i % 10}" if one else "C0", counts=counts,
                      truth=truth, bounds=bounds, band=band, label=str(cfg) if one else None)
     lo = min(a.dataLim.y0 for a in panels)
     hi = max(a.dataLim.y1 for a in panels)
@@ -486,8 +486,6 @@ def _draw_config(ax, curve: xr.Dataset, cfg, color: str, *, counts, truth, bound
     ax.plot(k, sub["mean"], color=color, label=label)
     ax.fill_between(k, sub[band].sel(ci_bound="lower"), sub[band].sel(ci_bound="upper"), color=color, alpha=0.2,
                     lw=0)
-    if label is None:  # its own panel
-        ax.set_title(str(cfg), fontsize=8)
     if counts is not None:
         kk = k[k <= int(counts.n.sel(config=cfg).where(counts.n.sel(config=cfg) > 0).min())]
         if kk.size:

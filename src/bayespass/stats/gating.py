@@ -38,7 +38,7 @@ from ..simulate import stable_seed
 from ..validate import check_choice, check_prob, check_seed
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
-from .panels import label_panels, panels_of
+from .panels import config_panel, label_panels, panels_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -469,10 +469,8 @@ def plot_risk_coverage(curve: xr.Dataset, gated: xr.Dataset | None = None, *, ax
     one = panels.size == 1
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, cfg in enumerate(curve.config.values):
-        _draw_risk(panels[0] if one else panels[i], curve, gated, cfg, colours[i % len(colours)] if one else "C0",
-                   label=f"{cfg} " if one else "")
-        if not one:
-            panels[i].set_title(str(cfg), fontsize=8)
+        _draw_risk(config_panel(panels, i, str(cfg)), curve, gated, cfg,
+                   colours[i % len(colours)] if one else "C0", label=f"{cfg} " if one else "")
     for a in panels if gated is not None else ():
         a.axhline(gated.attrs["alpha"], color="grey", lw=0.8, ls=":", label=f"alpha = {gated.attrs['alpha']:g}")
     for a in panels:

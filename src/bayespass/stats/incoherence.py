@@ -34,7 +34,7 @@ from ..results import Table
 from ..validate import check_positive_int, check_prob
 from .attach import attach, check_target
 from .behaviour import as_samples
-from .panels import label_panels, panels_of
+from .panels import config_panel, label_panels, panels_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -217,11 +217,8 @@ def plot_incoherence(inc: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
     panels = panels_of(ax, inc.sizes["config"], most_on_one=4, size=(2.5, 2.3), one_size=(5.2, 4.6))
     for i, cfg in enumerate(inc.config.values):
         x = inc.sel(config=cfg)
-        a = panels[0] if panels.size == 1 else panels[i]
-        a.scatter(x["E"].values, x["I"].values, s=10, alpha=0.6, label=str(cfg),
-                  color=None if panels.size == 1 else "C0")
-        if panels.size > 1:
-            a.set_title(str(cfg), fontsize=8)
+        config_panel(panels, i, str(cfg)).scatter(x["E"].values, x["I"].values, s=10, alpha=0.6, label=str(cfg),
+                                                  color=None if panels.size == 1 else "C0")
     for a in panels:
         a.plot([0, 0.5], [0, 1], color="k", lw=1, ls="--", label="I = 2E (bound)")
         a.set_xlim(-0.02, 1.02)

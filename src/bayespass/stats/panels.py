@@ -22,10 +22,10 @@ def panel_grid(n: int, *, size: tuple[float, float] = (2.3, 1.9), ncols: int | N
     nrows = int(np.ceil(n / ncols))
     _, grid = plt.subplots(nrows, ncols, sharex=sharex, sharey=sharey, squeeze=False, layout="constrained",
                            figsize=(size[0] * ncols + 0.6, size[1] * nrows + 0.9))
-    for extra in grid.flat[n:]:
-        extra.remove()
+    for j in range(n, nrows * ncols):  # empty cells, all in the last row
+        grid.flat[j].remove()
         if sharex and nrows > 1:  # the panel above an empty cell is the last of its column: its x ticks labelled
-            grid[-2, list(grid[-1]).index(extra)].tick_params(labelbottom=True)
+            grid[-2, j % ncols].tick_params(labelbottom=True)
     return grid.ravel()[:n]
 
 
@@ -46,6 +46,19 @@ def panels_of(ax, n: int, *, most_on_one: int, size: tuple[float, float] = (2.3,
     if panels.size not in (1, n):
         raise ValueError(f"ax must be one Axes or one per config ({n}); got {panels.size}")
     return panels
+
+
+def config_panel(panels: np.ndarray, i: int, title: str, *, fontsize: float = 8):
+    """Return the Axes the ``i``-th config draws on: the one Axes, or its own panel, titled ``title``."""
+    if panels.size == 1:
+        return panels[0]
+    panels[i].set_title(title, fontsize=fontsize)
+    return panels[i]
+
+
+def figure_of(drawn):
+    """Return the figure of what a plot function returned: one Axes, or an array of them."""
+    return np.ravel(np.asarray(drawn, dtype=object))[0].figure
 
 
 def label_panels(panels: np.ndarray, xlabel: str, ylabel: str, title: str, *, fontsize: float | None = None) -> None:

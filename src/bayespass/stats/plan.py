@@ -21,7 +21,7 @@ from ..data.counts import samples_to_identify
 from ..defaults import rcParams
 from ..models.stack import theta_of
 from ..validate import as_fit, as_k, check_positive_int, check_prob, check_seed, split_pair
-from .panels import label_panels, panels_of
+from .panels import config_panel, label_panels, panels_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -253,7 +253,7 @@ def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
     panels = panels_of(ax, plan_ds.sizes["config"], most_on_one=10, one_size=(6.5, 4))
     n = plan_ds.n.values
     for i, cfg in enumerate(plan_ds.config.values):
-        a = panels[0] if panels.size == 1 else panels[i]
+        a = config_panel(panels, i, str(cfg))
         row = plan_ds.sel(config=cfg)
         mean, sd = row["expected_width"].values, np.nan_to_num(row["width_sd"].values)
         line, = a.plot(n, mean, "o-", ms=3, label=str(cfg), color=None if panels.size == 1 else "C0")
@@ -261,8 +261,6 @@ def plot_plan(plan_ds: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
         needed = float(row["n_needed"])
         if np.isfinite(needed) and needed in n:
             a.plot(needed, float(row["expected_width"].sel(n=needed)), "*", ms=12, color=line.get_color())
-        if panels.size > 1:
-            a.set_title(str(cfg), fontsize=8)
     target = float(plan_ds.attrs["target_width"])
     for a in panels:
         a.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")

@@ -205,8 +205,9 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
         sample on most of their tasks (where all do, :func:`prob_better_table` says what P(better) at k > 1
         rests on).
     """
+    from ..models.base import is_joint
     from ..models.fit import _single_sample_configs
-    from ..models.predictive import passk_draws
+    from ..models.predictive import model_of, passk_draws
     from ..simulate import rng as _rng
     from .attach import attach, check_target
     from .curve import passk_bands
@@ -218,8 +219,8 @@ def compare_configs(data, *, k=(1, 10, 100), pairs=None, ci_prob: float | None =
     if extend_inferencedata:
         check_target(data)
     idata = _resolve(data, model, method, seed, check=lambda cfgs: _pairs(pairs, cfgs), progressbar=progressbar)
-    if band_fit is None and (saved := default_fit_of(data)) is not None:  # a run's own: not fitted again
-        band_fit = default_band_fit(idata, k, seed=seed, progressbar=progressbar, saved=saved)
+    if band_fit is None and is_joint(model_of(idata)) and (saved := default_fit_of(data)) is not None:
+        band_fit = default_band_fit(idata, k, seed=seed, progressbar=progressbar, saved=saved)  # a run's own fit
     configs = _observed_configs(idata.constant_data["n"])  # a config with no observed task has no pass@k
     if len(configs) < 2:
         raise ValueError(f"compare_configs needs at least two configs with observed tasks; the fit has {configs}")

@@ -38,7 +38,7 @@ from ..results import Table
 from ..validate import check_prob
 from .attach import attach, check_target
 from .behaviour import behaviour, task_mask
-from .panels import label_panels, panels_of
+from .panels import config_panel, label_panels, panels_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -390,11 +390,9 @@ def plot_set_size(rel: xr.Dataset, *, ax=None) -> Axes | np.ndarray:
         size = np.minimum(q, r["n_classes"].values)
         jitter = np.random.default_rng(0).uniform(-0.12, 0.12, size.size)
         said = f"{'every set holds all classes' if np.isinf(q) else f'median q = {q:g}'}, level {float(r['level']):.2f}"
-        a = panels[0] if panels.size == 1 else panels[i]
+        a = config_panel(panels, i, f"{cfg}\n{said}", fontsize=7)
         a.scatter(r["entropy"].values, size + jitter, s=10, alpha=0.6, color=None if panels.size == 1 else "C0",
                   label=f"{cfg} ({said})")
-        if panels.size > 1:
-            a.set_title(f"{cfg}\n{said}", fontsize=7)
     label_panels(panels, "entropy of the task's behaviour classes (nats)", "prediction-set size (classes)",
                  f"Conformal sets at alpha = {rel.attrs['alpha']:g}")
     if panels.size == 1:
