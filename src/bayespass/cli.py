@@ -908,6 +908,20 @@ def _samples_and_extra(samples: list[Path] | None, extra: list[str]) -> list[Pat
     return [*samples, *(Path(a) for a in extra)]
 
 
+#: the options of a served model, the same in 'bayespass run' and 'bayespass generate'
+_Endpoint = Annotated[str | None, typer.Option(help="OpenAI-compatible API root (vLLM, TGI, llama.cpp, hosted), "
+                                                    "e.g. http://127.0.0.1:8000/v1.")]
+_Api = Annotated[str, typer.Option(help="With --endpoint: completions, chat, or auto (models/*.json).")]
+_Concurrency = Annotated[int, typer.Option(help="With --endpoint: requests in flight.")]
+_ApiKeyEnv = Annotated[str, typer.Option(help="With --endpoint: environment variable holding the API key.")]
+_MaxRetries = Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, time-outs, refused "
+                                               "connections).")]
+_Timeout = Annotated[float, typer.Option(help="With --endpoint: seconds per request.")]
+_WaitForServer = Annotated[float, typer.Option(help="With --endpoint: seconds to keep asking a server that refuses "
+                                                    "connections (one still loading its model) before the first "
+                                                    "sample; 0: say at once.")]
+
+
 def _coder_of(model, samples, endpoint) -> str:
     samples = samples or None  # typer gives an empty list for a repeatable option not given
     if model is not None and samples is not None:
@@ -925,15 +939,13 @@ def run_cmd(
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
     model: Annotated[str | None, typer.Option(help="transformers model id or local path, or with --endpoint the "
                                                    "served model's name (default: the synthetic coder).")] = None,
-    endpoint: Annotated[str | None, typer.Option(help="OpenAI-compatible API root (vLLM, TGI, llama.cpp, hosted), "
-                                                      "e.g. http://127.0.0.1:8000/v1.")] = None,
-    api: Annotated[str, typer.Option(help="With --endpoint: completions, chat, or auto (models/*.json).")] = "auto",
-    concurrency: Annotated[int, typer.Option(help="With --endpoint: requests in flight.")] = 8,
-    api_key_env: Annotated[str, typer.Option(help="With --endpoint: environment variable holding the API key.")]
-    = "OPENAI_API_KEY",
-    max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
-                                                  "time-outs, refused connections).")] = 8,
-    timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
+    endpoint: _Endpoint = None,
+    api: _Api = "auto",
+    concurrency: _Concurrency = 8,
+    api_key_env: _ApiKeyEnv = "OPENAI_API_KEY",
+    max_retries: _MaxRetries = 8,
+    timeout: _Timeout = 120.0,
+    wait_for_server: _WaitForServer = 0.0,
     samples: Annotated[list[Path] | None, typer.Option(help="Start from existing generations (evalplus JSONL, "
                                                            "Parquet or CSV, bigcode or lm-eval samples; several "
                                                            "files: repeat the option or list them after it, each "
@@ -974,8 +986,8 @@ def run_cmd(
               samples=None if not samples else str(samples[0]) if len(samples) == 1 else [str(p) for p in samples],
               top_p=top_p, max_new_tokens=max_new_tokens, alpha=alpha, seed=seed, workers=workers, endpoint=endpoint,
               api=api, concurrency=concurrency, api_key_env=api_key_env, max_retries=max_retries, timeout=timeout,
-              until_width=until_width, max_samples=max_samples, width_k=width_k, round_size=round_size, device=device,
-              dtype=dtype, ci_prob=ci_prob, tie_break=tie_break)
+              wait_for_server=wait_for_server, until_width=until_width, max_samples=max_samples, width_k=width_k,
+              round_size=round_size, device=device, dtype=dtype, ci_prob=ci_prob, tie_break=tie_break)
     cfg = _run_config(ctx, quick, kw, k=k, temperatures=temps, tasks=tasks, fuzz_n=fuzz_n)
     _print_run(_run_or_fail(run, out, cfg), out)
 
@@ -1039,7 +1051,8 @@ def _run_left(out: Path) -> str:
 #: RunConfig fields as the options of 'bayespass run' that set them
 _RUN_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in (
     "alpha", "k", "temperatures", "top_p", "fuzz_n", "tasks", "until_width", "max_samples", "width_k", "round_size",
-    "ci_prob", "tie_break", "max_new_tokens", "concurrency", "max_retries", "timeout", "workers", "device", "dtype")}
+    "ci_prob", "tie_break", "max_new_tokens", "concurrency", "max_retries", "timeout", "wait_for_server", "workers",
+    "device", "dtype")}
 
 
 #: parameters of bp.fit, bp.compare_configs, bp.plan and bp.allocate as the options of the commands that set them
@@ -1206,15 +1219,13 @@ def incoherence_cmd(
 def generate_cmd(
     model: Annotated[str, typer.Option(help="transformers model id or local path, 'synthetic', or with "
                                             "--endpoint the served model's name.")],
-    endpoint: Annotated[str | None, typer.Option(help="OpenAI-compatible API root (vLLM, TGI, llama.cpp, hosted), "
-                                                      "e.g. http://127.0.0.1:8000/v1.")] = None,
-    api: Annotated[str, typer.Option(help="With --endpoint: completions, chat, or auto (models/*.json).")] = "auto",
-    concurrency: Annotated[int, typer.Option(help="With --endpoint: requests in flight.")] = 8,
-    api_key_env: Annotated[str, typer.Option(help="With --endpoint: environment variable holding the API key.")]
-    = "OPENAI_API_KEY",
-    max_retries: Annotated[int, typer.Option(help="With --endpoint: retries per request (429, 5xx, "
-                                                  "time-outs, refused connections).")] = 8,
-    timeout: Annotated[float, typer.Option(help="With --endpoint: seconds per request.")] = 120.0,
+    endpoint: _Endpoint = None,
+    api: _Api = "auto",
+    concurrency: _Concurrency = 8,
+    api_key_env: _ApiKeyEnv = "OPENAI_API_KEY",
+    max_retries: _MaxRetries = 8,
+    timeout: _Timeout = 120.0,
+    wait_for_server: _WaitForServer = 0.0,
     suite: Annotated[str, typer.Option(help="humaneval, humaneval+ or mbpp+.")] = "humaneval",
     dataset: Annotated[Path | None, typer.Option(help="evalplus dataset file for humaneval+/mbpp+.")] = None,
     k: Annotated[int, typer.Option(help="Samples per task.")] = 8,
@@ -1237,14 +1248,14 @@ def generate_cmd(
     _check_generate_options(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, tasks=tasks,
                             greedy_ok=endpoint is not None, coder=model, concurrency=concurrency,
                             max_retries=max_retries, timeout=timeout, device=device, dtype=dtype,
-                            local=endpoint is None and model != "synthetic")
+                            local=endpoint is None and model != "synthetic", wait_for_server=wait_for_server)
     coder = None
     try:
         s = load_suite(suite, dataset, expected=model == "synthetic")
         ids = list(s.tasks)[:tasks] if tasks else None
         coder = make_coder(model, s, tasks=ids, endpoint=endpoint, api=api, concurrency=concurrency, top_p=top_p,
                            max_new_tokens=max_new_tokens, api_key_env=api_key_env, max_retries=max_retries,
-                           timeout=timeout, device=device, dtype=dtype)
+                           timeout=timeout, device=device, dtype=dtype, wait_for_server=wait_for_server)
         generate_to_jsonl(coder, s, out, k=k, temperature=temperature, seed=seed, tasks=ids)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
         fail(str(err))
@@ -1265,7 +1276,8 @@ _GENERATE_OPTIONS = {"k": "--k", "concurrency": "--concurrency", "tasks": "--tas
 
 def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new_tokens: int, tasks: int | None,
                             greedy_ok: bool, coder: str, concurrency: int, max_retries: int, timeout: float,
-                            device: str = "auto", dtype: str = "auto", local: bool = True) -> None:
+                            device: str = "auto", dtype: str = "auto", local: bool = True,
+                            wait_for_server: float = 0.0) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
     from .generate.hf import check_local_options
     from .validate import check_decoding, check_positive_int
@@ -1279,6 +1291,8 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:
         fail(f"--timeout must be > 0 seconds; got {timeout}")
+    if not 0 <= wait_for_server < float("inf"):
+        fail(f"--wait-for-server must be >= 0 seconds (0: do not wait); got {wait_for_server}")
     try:
         for name, value in (("k", k), ("concurrency", concurrency), ("tasks", tasks)):
             if value is not None:

@@ -41,11 +41,12 @@ def _free_port() -> int:
 class Server:
     """The test server in a subprocess (start, kill, restart on the same port)."""
 
-    def __init__(self, tiny, tmp_path, *opts):
-        self.tiny, self.opts, self.port = tiny, list(opts), _free_port()
+    def __init__(self, tiny, tmp_path, *opts, port=None, start=True):
+        self.tiny, self.opts, self.port = tiny, list(opts), port or _free_port()
         self.log = tmp_path / f"server-{self.port}.log"
         self.proc = None
-        self.start()
+        if start:
+            self.start()
 
     def start(self):
         self.proc = subprocess.Popen([sys.executable, str(SERVER), str(self.tiny), "--port", str(self.port),
@@ -147,6 +148,38 @@ def test_gives_up_after_max_retries_with_a_clear_error(server, suite):
                                             r"is the server running, and does the URL end in /v1 .*No sample was "):
         closed.generate(suite, 1, temperature=0.8, tasks=["HumanEval/1"])
     assert closed.stats["retries"] == 0 and closed.stats["requests"] == 0
+
+
+def test_a_server_still_loading_is_waited_for(tiny, suite, tmp_path):
+    port = _free_port()  # vLLM keeps its port closed while it loads the model: connections are refused
+    url = f"http://127.0.0.1:{port}/v1"
+    brief = OpenAICompatibleCoder(url, "tiny-llama", wait_for_server=0.2)
+    with pytest.raises(EndpointError, match=r"nothing answers at .*No sample was asked for; waited 0.2 s"):
+        brief.generate(suite, 1, temperature=0.8, tasks=["HumanEval/1"])
+    assert brief.stats["waits"] >= 1 and brief.stats["requests"] == 0
+    with pytest.raises(EndpointError, match=r"a server still loading its model: --wait-for-server SECONDS"):
+        OpenAICompatibleCoder(url, "tiny-llama").check_reachable()
+    out = tmp_path / "s.jsonl"
+    proc = subprocess.Popen(_gen_cmd(url, out, "--wait-for-server", "600"), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    srv = Server(tiny, tmp_path, port=port, start=False)
+    try:
+        said = ""
+        while "waiting up to" not in said:  # until the client says it waits (or ends: readline then gives "")
+            line = proc.stderr.readline()
+            said += line
+            if not line:
+                break
+        assert f"waiting up to 600 s for a server at {url} ([Errno 111] Connection refused" in said, said[-2000:]
+        srv.start()  # the server comes up while the client waits
+        _, err = proc.communicate(timeout=600)
+    finally:
+        srv.kill()
+        if proc.poll() is None:  # a failed check above: end the client and close its pipes
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert _keys(recs) == Counter({(t, 0.8, s): 1 for t in list(suite.tasks)[:20] for s in range(4)})
 
 
 def test_answer_cut_mid_body_is_retried(server, suite):
@@ -280,6 +313,15 @@ def test_bad_input_is_refused_before_any_request():
         OpenAICompatibleCoder("http://127.0.0.1:1/v1", "m", api="embeddings")
     with pytest.raises(ValueError, match="NO_SUCH_KEY_VAR"):
         OpenAICompatibleCoder("http://127.0.0.1:1/v1", "m", api_key_env="NO_SUCH_KEY_VAR")
+    for bad in (-1, float("nan"), float("inf"), "10", True):
+        with pytest.raises(ValueError, match=r"wait_for_server must be a non-negative number of seconds .*got"):
+            OpenAICompatibleCoder("http://127.0.0.1:1/v1", "m", wait_for_server=bad)
+    with pytest.raises(ValueError, match="wait_for_server must be"):
+        bp.RunConfig(coder="m", endpoint="http://127.0.0.1:1/v1", wait_for_server=-5)
+    for cmd in (["run", "--model", "m"], ["generate", "--model", "m", "--out", "never.jsonl"]):
+        res = subprocess.run([sys.executable, "-m", "bayespass.cli", *cmd, "--endpoint", "http://127.0.0.1:1/v1",
+                              "--wait-for-server", "-5"], env=ENV, capture_output=True, text=True, timeout=120)
+        assert res.returncode != 0 and "--wait-for-server must be" in res.stderr and "-5" in res.stderr, res.stderr
     res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--endpoint", "http://127.0.0.1:1/v1"],
                          env=ENV, capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "--model" in res.stderr

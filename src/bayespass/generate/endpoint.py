@@ -8,7 +8,8 @@ server honours it; a server that returns fewer choices (or refuses ``n``) is
 asked once per missing sample, each with its own seed.  Requests run
 concurrently (``concurrency``) and are retried with exponential backoff and
 jitter on 429, 5xx, time-outs and refused connections (a URL with nothing
-behind it at the start is refused at once: :meth:`check_reachable`), honouring
+behind it at the start is refused at once, or after ``wait_for_server``
+seconds of asking: :meth:`check_reachable`), honouring
 ``Retry-After``; other 4xx answers and malformed bodies stop the run with an
 error naming the task and the request.
 
@@ -67,6 +68,14 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def check_wait(wait_for_server) -> None:
+    """Refuse a ``wait_for_server`` that is not a non-negative number of seconds."""
+    if isinstance(wait_for_server, bool) or not isinstance(wait_for_server, int | float) or not (
+            0 <= wait_for_server < float("inf")):
+        raise ValueError(f"wait_for_server must be a non-negative number of seconds (0: do not wait); "
+                         f"got {wait_for_server!r}")
+
+
 class OpenAICompatibleCoder(Coder):
     """A model behind an OpenAI-compatible HTTP API.
 
@@ -97,6 +106,10 @@ class OpenAICompatibleCoder(Coder):
         Environment variable holding the API key (not needed by a local server unless it asks).
     logprobs : bool
         Ask for token log-probabilities (dropped for the rest of the run if the server refuses them).
+    wait_for_server : float
+        Seconds to keep asking, before the first sample, for a server that refuses connections (one still
+        loading its model: vLLM holds its port closed until then); 0, the default, says at once that nothing
+        answers.
     """
 
     name = "endpoint"
@@ -104,7 +117,7 @@ class OpenAICompatibleCoder(Coder):
     def __init__(self, base_url: str, model: str, *, api: str = "auto", concurrency: int = 8,
                  max_new_tokens: int = 512, top_p: float = 0.95, stop: list[str] | None = None,
                  timeout: float = 120.0, max_retries: int = 8, backoff: float = 0.5, max_backoff: float = 30.0,
-                 api_key_env: str = "OPENAI_API_KEY", logprobs: bool = True):
+                 api_key_env: str = "OPENAI_API_KEY", logprobs: bool = True, wait_for_server: float = 0.0):
         from ..validate import check_choice, check_positive_int
 
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
@@ -122,6 +135,7 @@ class OpenAICompatibleCoder(Coder):
         for name, v in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
             if not isinstance(v, int | float) or not v > 0:
                 raise ValueError(f"{name} must be a positive number of seconds; got {v!r}")
+        check_wait(wait_for_server)
         if api_key_env != "OPENAI_API_KEY" and not os.environ.get(api_key_env):
             raise ValueError(f"api_key_env={api_key_env!r}: that environment variable is not set")
         self.base_url = base_url.rstrip("/")
@@ -138,6 +152,7 @@ class OpenAICompatibleCoder(Coder):
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self._api_key_env = api_key_env
         self.logprobs = bool(logprobs)
+        self.wait_for_server = float(wait_for_server)
         self.n_supported: bool | None = None  # learnt from the first answer
         self.stats = Counter()  # requests, retries by reason, tokens
         self._lock = threading.Lock()
@@ -318,12 +333,38 @@ class OpenAICompatibleCoder(Coder):
         return vals or None
 
     def check_reachable(self) -> None:
-        """Raise an :class:`EndpointError` at once where nothing answers at the endpoint (refused, unknown host).
+        """Raise an :class:`EndpointError` where nothing answers at the endpoint (refused, unknown host).
 
         One GET of ``/models`` (any answer, even 401 or 404, is a server); a time-out is left to the requests'
-        own retries (a busy server). Before it, a URL with nothing behind it (a typo, a server not started)
-        was retried for 84 s before the run gave up; a connection lost mid-run is still retried.
+        own retries (a busy server). Nothing there: asked again every 2 s for ``wait_for_server`` seconds (a
+        server still loading its model), then the error; with 0, the error at once. Before it, a URL with
+        nothing behind it (a typo, a server not started) was retried for 84 s before the run gave up; a
+        connection lost mid-run is still retried.
         """
+        import sys
+
+        deadline = time.monotonic() + self.wait_for_server
+        while True:
+            reason = self._refused()
+            left = deadline - time.monotonic()
+            if reason is None:
+                return
+            if left <= 0:
+                break
+            if not self.stats["waits"]:
+                print(f"waiting up to {self.wait_for_server:g} s for a server at {self.base_url} ({reason}; "
+                      f"Ctrl-C stops)", file=sys.stderr, flush=True)
+            self.stats["waits"] += 1
+            time.sleep(min(2.0, left))
+        waited = (f"; waited {self.wait_for_server:g} s" if self.wait_for_server else
+                  "; a server still loading its model: --wait-for-server SECONDS (Python: wait_for_server=)")
+        raise EndpointError(
+            f"nothing answers at {self.base_url} ({reason}): is the server running, and "
+            f"does the URL end in /v1 (vLLM's 'vllm serve MODEL --port 8000' answers at "
+            f"http://127.0.0.1:8000/v1)? No sample was asked for{waited}") from None
+
+    def _refused(self) -> str | None:
+        """Why nothing answers at the endpoint (one GET of ``/models``), or None where something does."""
         import re
 
         import requests
@@ -332,13 +373,10 @@ class OpenAICompatibleCoder(Coder):
             self._session().get(f"{self.base_url}/models", headers=self._headers(), timeout=min(self.timeout, 10.0))
         except requests.ConnectionError as err:
             said = re.findall(r"Failed to resolve '[^']+'|\[Errno -?\d+\] [^'\")(]+", str(err))  # urllib3's nesting
-            reason = ", ".join(s.strip() for s in said) or type(err).__name__
-            raise EndpointError(
-                f"nothing answers at {self.base_url} ({reason}): is the server running, and "
-                f"does the URL end in /v1 (vLLM's 'vllm serve MODEL --port 8000' answers at "
-                f"http://127.0.0.1:8000/v1)? No sample was asked for") from None
+            return ", ".join(s.strip() for s in said) or type(err).__name__
         except requests.RequestException:  # a time-out or another answer: a server is there
             pass
+        return None
 
     # -- many requests ----------------------------------------------------------------------------------------
     def stream(self, suite, todo: dict, *, temperature: float, seed: int = 0):

@@ -28,6 +28,7 @@ class RunConfig:
     api_key_env: str = "OPENAI_API_KEY"  # endpoint: environment variable holding the key (never stored)
     max_retries: int = 8  # endpoint: retries per request
     timeout: float = 120.0  # endpoint: seconds per request
+    wait_for_server: float = 0.0  # endpoint: seconds to wait for a server still loading (0: say at once)
     device: str = "auto"  # transformers model: auto, cpu, cuda, cuda:N or mps
     dtype: str = "auto"  # transformers model: auto, float32, bfloat16 or float16
     k: int = 10
@@ -88,6 +89,9 @@ class RunConfig:
                 raise ValueError(f"api_key_env={self.api_key_env!r}: that environment variable is not set")
             if not isinstance(self.timeout, int | float) or not self.timeout > 0:
                 raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
+            from ..generate.endpoint import check_wait
+
+            check_wait(self.wait_for_server)
         self._check_torch_options()
         self._check_samples()
         check_decoding(top_p=self.top_p, max_new_tokens=self.max_new_tokens, temperature=tuple(self.temperatures),
@@ -215,6 +219,7 @@ def make_coder(cfg: RunConfig, suite, tasks, echo):
     return build(cfg.coder, suite, tasks=tasks, endpoint=cfg.endpoint, device=cfg.device, dtype=cfg.dtype,
                  max_new_tokens=cfg.max_new_tokens, top_p=cfg.top_p, api=cfg.api, concurrency=cfg.concurrency,
                  api_key_env=cfg.api_key_env, max_retries=cfg.max_retries, timeout=cfg.timeout,
+                 wait_for_server=cfg.wait_for_server,
                  max_mutants=cfg.max_mutants, workers=cfg.workers, progress=echo is not None)
 
 
