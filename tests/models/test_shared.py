@@ -137,6 +137,25 @@ def test_fit_by_eb_records_a_converged_posterior_and_predicts():
     assert np.all(cur["mean"].sel(k=100).values < 0.85)
 
 
+def test_a_config_at_the_logistic_clip_keeps_every_task_weight():
+    # 34 real configs on MBPP+'s first 25 tasks (a 'bayespass run --tasks 25' of ../shared/data/real): under
+    # some parameter draws a config that passes a task 50 times in 50 is at the clip of its logistic, its Beta's
+    # b under n's rounding; (b + n) - c read 0, the task's log-likelihood +inf, and its node weights NaN (a
+    # RuntimeWarning, and that task's difficulty drawn from its first node whatever the counts said)
+    from pathlib import Path
+
+    from bayespass.models.predictive import passk_draws
+
+    counts = bp.read_counts(Path(__file__).parents[2] / "data" / "real_mbpp" / "counts.csv")
+    first = [f"Mbpp/{i}" for i in (2, 3, 4, 6, 7, 8, 9, 11, 12, 14, 16, 17, 18, 19, 20, 56, 57, 58, 59, 61, 62, 63, 64,
+                                   65, 66)]
+    fit = bp.fit(counts.sel(task=first), "shared", "eb", progressbar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        draws = passk_draws(fit, [1, 5], seed=0)["passk"]
+    assert bool(np.isfinite(draws).all()) and float(draws.min()) >= 0 and float(draws.max()) <= 1
+
+
 @pytest.mark.slow
 def test_pass_at_k_bands_cover_in_simulation():
     rng = np.random.default_rng(7)

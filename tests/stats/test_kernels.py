@@ -69,6 +69,21 @@ def test_bb_unconditional_product_form():
         assert_allclose(K.passk_bb_predictive(0, 0, k, a, b), 1 - prod)
 
 
+def test_a_beta_with_a_vanishing_b_keeps_its_likelihood_of_all_passes():
+    # a Beta mean of 1 - 1e-16 (the joint model's logistic at its clip) leaves b below n's rounding: (b + n) - c
+    # was 0 for c = n, and the log-pmf log B(a + n, b) - log B(a, b) ~ 0 read +inf (the joint model's task
+    # weights then NaN)
+    a, n = 0.0377, 50
+    for b in (3.5e-15, 1e-12, 1e-300):
+        exact = sum(np.log(a + j) - np.log(a + b + j) for j in range(n))  # prod_j (a + j) / (a + b + j)
+        assert_allclose(K.bb_loglik(np.array(a), np.array(b), np.array(50.0), np.array(50.0)), exact, atol=1e-12)
+        assert np.isfinite(K.bb_loglik(np.array(a), np.array(b), np.array(50.0), np.array(49.0)))
+        # given n = c passes, pass@k = 1 - prod_j (b + j) / (a + n + b + j): 1 - O(b)
+        assert_allclose(K.passk_bb_predictive(n, n, 5, a, b), 1 - b * np.prod([(b + j) / (a + n + b + j)
+                                                                             for j in range(1, 5)]) / (a + n + b),
+                        rtol=1e-12)
+
+
 def test_bb_logpmf_matches_scipy():
     n, a, b = 12, 0.4, 1.7
     c = np.arange(n + 1)

@@ -78,8 +78,8 @@ def bb_terms(a, b, aux):
     if ("ni" not in aux or np.prod(shape) < _TABLE_MIN_CELLS or mmax > 4 * n.shape[-1]
             or a.shape[:-1] != shape[:-1] or b.shape[:-1] != shape[:-1]):
         dab = digamma(a + b) - digamma(a + b + n)
-        ll = lb + betaln(a + c, b + n - c) - betaln(a, b)
-        return ll, digamma(a + c) - digamma(a) + dab, digamma(b + n - c) - digamma(b) + dab
+        ll = lb + betaln(a + c, b + (n - c)) - betaln(a, b)  # b + (n - c): a tiny b survives (bb_loglik)
+        return ll, digamma(a + c) - digamma(a) + dab, digamma(b + (n - c)) - digamma(b) + dab
     # (mmax + 1, ..., 1) tables (a, b of shape (..., 1) are the kernel's (..., G) with one node)
     (la, da), (lb_, db), (lab, dab) = (rising_log_rows(x, mmax, digamma=True) for x in (a, b, a + b))
     # flat positions in the tables of each pair's c, n - c and n: row m of cell i is m * cells + i

@@ -1063,7 +1063,7 @@ class Shared(Model):
         s = np.tile(log_g, (n.shape[1], 1))
         s[d.observed] += ll.sum(0)[d.inverse]
         node = _node_index(s, rng.random((n.shape[1], 1)))[:, 0]  # a difficulty per task
-        return rng.beta(a[:, 0, node] + c, b[:, 0, node] + n - c)
+        return rng.beta(a[:, 0, node] + c, b[:, 0, node] + (n - c))  # b + (n - c): a tiny b survives
 
     def loglik_tasks(self, post, n, c):
         """Log-likelihood per (chain, draw, config, task), the difficulty integrated out under g.

@@ -43,7 +43,9 @@ def bb_loglik(a, b, n, c, xp=NP):
     The one definition of the Beta-Binomial likelihood: the PyMC models, the
     NumPy samplers, empirical Bayes and the closed-form estimators all use it.
     """
-    return _log_binom_xp(n, c, xp) + _betaln_xp(a + c, b + n - c, xp) - _betaln_xp(a, b, xp)
+    # b + (n - c), not (b + n) - c: a b below n's rounding (a Beta mean of 1 - 1e-16) would vanish, and with
+    # c = n the log-pmf, log B(a + n, b) - log B(a, b) ~ 0, would read log B(a + n, 0) = +inf
+    return _log_binom_xp(n, c, xp) + _betaln_xp(a + c, b + (n - c), xp) - _betaln_xp(a, b, xp)
 
 
 #: below this many cells a row-by-row loop costs more in Python overhead than one cumulative sum
@@ -213,7 +215,7 @@ def passk_bb_predictive(n, c, k, a, b):
     n, c, a, b = (np.asarray(x, dtype=float) for x in (n, c, a, b))
     k = np.asarray(k, dtype=float)
     ap = a + c
-    bp = b + n - c
+    bp = b + (n - c)  # not (b + n) - c, which loses a b below n's rounding (bb_loglik)
     # B(ap, bp + k) / B(ap, bp) = G(bp + k) G(ap + bp) / (G(ap + bp + k) G(bp)): the k-free part
     # once, two gammaln per (draw, task, k) instead of two betaln (2.5x faster, same to ~1e-12)
     with np.errstate(invalid="ignore"):
@@ -355,7 +357,7 @@ def passk_bb_predictive_grid(n, c, k, a, b):
     if k.max() > 8 * k.size and n.size * k.max() > 4 * _CHUNK:
         return passk_bb_predictive(n[:, None], c[:, None], k[None, :], a[:, None], b[:, None])
     ap = a + c
-    return -np.expm1(_log_ratio_grid(ap, ap + b + n - c, 1.0, k))
+    return -np.expm1(_log_ratio_grid(ap, ap + b + (n - c), 1.0, k))
 
 
 def passk_zoibb_predictive_grid(n, c, k, a, b, pi0, pi1):
