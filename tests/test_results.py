@@ -148,3 +148,14 @@ def test_the_passk_table_prints_the_main_fit_and_keeps_every_fit(fitted):
     assert "no_prior" not in shown
     assert "other_lo" not in shown and "bb-eb_lo" in shown
     assert t.attrs["main"] == "bb-eb" and t.attrs["ci_prob"] == 0.9
+
+
+def test_name_list_names_a_few_and_counts_the_rest():
+    from bayespass.results import name_list
+
+    assert name_list(["a", "b"]) == "a, b"
+    assert name_list(list("abcdef")) == "a, b, c, d and 2 more"
+    assert name_list(list("abcdef"), most=2) == "a, b and 4 more"
+    assert name_list(list("abc"), total=3) == "all 3 configs"
+    assert name_list(["a"], total=1) == "a"  # one config is named
+    assert name_list(list("ab"), total=5) == "a, b"

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-__all__ = ["Table"]
+__all__ = ["Table", "name_list"]
 
 
 def _fmt(floatfmt: str, v) -> str:
@@ -135,6 +135,18 @@ class Table(pd.DataFrame):
     def __str__(self) -> str:
         """Return the title, the columns a terminal shows and the caption (its caveats are part of the numbers)."""
         return self.to_text(note=True, where="t.to_dataframe()")
+
+
+def name_list(names, *, total: int | None = None, most: int = 4) -> str:
+    """Name configs in a caption, briefly.
+
+    ``"a, b"``; past ``most`` names, the first ``most`` and ``"and N more"``; where they are all ``total``
+    configs of the table (more than one), ``"all N configs"``.
+    """
+    names = [str(x) for x in names]
+    if total is not None and total > 1 and len(names) == total:
+        return f"all {total} configs"
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _cell(v, floatfmt: str) -> str:

@@ -268,6 +268,9 @@ def test_gate_table_says_why_behaviour_crc_answers_nothing(make_samples):
     lp = -np.random.default_rng(0).random(v.shape[:3])
     tab = gate_table(gate(make_samples(v, logprob=lp), alpha=0.1, n_splits=5))
     assert "logprob-CRC is blank" not in tab.note
+    # many configs: the note counts them rather than naming every one (34 real configs named 34 twice)
+    many = gate_table(gate(make_samples(np.repeat(v, 6, axis=0)), alpha=0.1, n_splits=5)).note
+    assert "logprob-CRC is blank for all 6 configs: not every sample" in many
     assert tab.loc[tab["rule"] == "logprob-CRC", "abstention"].notna().all()
 
 

@@ -33,7 +33,7 @@ import pandas as pd
 import xarray as xr
 
 from .._run import own
-from ..results import Table
+from ..results import Table, name_list
 from ..simulate import stable_seed
 from ..validate import check_choice, check_prob, check_seed
 from .attach import attach, check_target
@@ -370,8 +370,9 @@ def gate_table(gated: xr.Dataset) -> Table:
     every = crc.loc[crc["abstention"] >= 1, "config"].astype(str).tolist()
     most = crc.loc[crc["abstention"].between(0.99, 1, inclusive="left"), "config"].astype(str).tolist()
     mute = every + most
-    said = [f"every task for {', '.join(every)}"] if every else []
-    said += [f"99% or more of the test tasks (mean over the splits) for {', '.join(most)}"] if most else []
+    total = int(df["config"].nunique())
+    said = [f"every task for {name_list(every, total=total)}"] if every else []
+    said += [f"99% or more of the test tasks (mean over the splits) for {name_list(most, total=total)}"] if most else []
     flag = (f" Behaviour-CRC abstains on {' and '.join(said)}: no threshold keeps the silent-failure bound below "
             "alpha on the calibration tasks (too few of them, or wrong answers even where all samples behave alike: "
             "stable_wrong in the diagnostics)." if mute else "")
@@ -381,10 +382,10 @@ def gate_table(gated: xr.Dataset) -> Table:
                  "them under the same guarantee.")
     never = df.loc[np.isinf(df["threshold_median"].astype(float)) & ~df["config"].astype(str).isin(mute),
                    "config"].astype(str).tolist()
-    flag += (f" threshold_median inf ({', '.join(never)}): in more than half of the splits no "
+    flag += (f" threshold_median inf ({name_list(never, total=total)}): in more than half of the splits no "
              "threshold qualified, and behaviour-CRC abstained on every test task of those splits." if never else "")
     blank = df.loc[(df["rule"] == "logprob-CRC") & df["abstention"].isna(), "config"].astype(str).tolist()
-    flag += (f" logprob-CRC is blank for {', '.join(blank)}: not every sample carries its log-probability "
+    flag += (f" logprob-CRC is blank for {name_list(blank, total=total)}: not every sample carries its log-probability "
              "(generations imported without them, or from an endpoint that returns none)." if blank else "")
     ties = "; ties broken at random" if a.get("tie_break") == "random" else ""
     return Table.of(df, f"Gating at alpha = {a.get('alpha', float('nan')):g} (mean over "
