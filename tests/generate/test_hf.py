@@ -348,3 +348,28 @@ def test_a_second_generation_with_the_same_seed_repeats_draws_counted_once(coder
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(read_samples(write_samples(first + other, tmp_path / "two_seeds.jsonl"))) == 8
+
+
+def test_a_file_shared_by_temperatures_keeps_each_ones_samples(coder, suite, tmp_path):
+    # one samples file, T = 0.8 at k = 3 then T = 0.2 at k = 4: every T = 0.8 record was dropped as "cut short"
+    # (fewer than 4 per task) and the file held only T = 0.2
+    from bayespass.generate.hf import generate_to_jsonl
+
+    path, tasks = tmp_path / "s.jsonl", list(suite.tasks)[:2]
+    generate_to_jsonl(coder, suite, path, k=3, temperature=0.8, seed=1, tasks=tasks, progress=False)
+    first = path.read_text().splitlines()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        generate_to_jsonl(coder, suite, path, k=4, temperature=0.2, seed=1, tasks=tasks, progress=False)
+    lines = path.read_text().splitlines()
+    assert lines[:6] == first and Counter(json.loads(x)["temperature"] for x in lines) == {0.8: 6, 0.2: 8}
+    # more samples of T = 0.8: its tasks are drawn again at k = 5 (a fresh k = 5 run's samples), said so
+    with pytest.warns(UserWarning, match=r"2 task\(s\) of .* at temperature 0.8 hold fewer than k = 5 samples "
+                                         r"\(an earlier run with a smaller k\): their 6 samples are replaced"):
+        generate_to_jsonl(coder, suite, path, k=5, temperature=0.8, seed=1, tasks=tasks, progress=False)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert Counter(r["temperature"] for r in recs) == {0.8: 10, 0.2: 8}
+    fresh = tmp_path / "fresh.jsonl"
+    generate_to_jsonl(coder, suite, fresh, k=5, temperature=0.8, seed=1, tasks=tasks, progress=False)
+    assert [r["raw"] for r in recs if r["temperature"] == 0.8] == [json.loads(x)["raw"] for x in
+                                                                    fresh.read_text().splitlines()]

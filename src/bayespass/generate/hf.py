@@ -20,6 +20,7 @@ import json
 import os
 import re
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -483,8 +484,7 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
     model = getattr(coder, "model_id", coder.name)
     lines = _intact_lines(path)
     recs = [json.loads(ln) for ln in lines]
-    per_task = Counter((r.get("model"), r.get("temperature"), r["task_id"]) for r in recs)
-    keep = [i for i, r in enumerate(recs) if per_task[(r.get("model"), r.get("temperature"), r["task_id"])] >= k]
+    keep = _complete_tasks(recs, path, model=model, temperature=temperature, k=k)
     if len(keep) != len(lines):  # a task cut short: its records go, the task is generated again
         _replace(path, [lines[i] for i in keep])
     done = {recs[i]["task_id"] for i in keep
@@ -511,6 +511,28 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
     finally:
         bar.close()
     return path
+
+
+def _complete_tasks(recs: list[dict], path: Path, *, model: str, temperature: float, k: int) -> list[int]:
+    """Return the indices of the records to keep before generating ``k`` samples per task of ``model``, ``temperature``.
+
+    A task of this model and temperature with fewer than ``k`` records is generated again (its records go): the
+    last one written may have been cut short, and any other comes from an earlier run with a smaller k, whose
+    seeded draws of fewer samples are not the first of k (said with a warning: they are replaced). Records of
+    other models and temperatures stay whatever their number (a file holding T = 0.8 at k = 8 lost every record
+    when T = 0.2 was generated into it at k = 10).
+    """
+    mine = [i for i, r in enumerate(recs) if r.get("model") == model and r.get("temperature") == temperature]
+    per_task = Counter(recs[i]["task_id"] for i in mine)
+    short = {t for t, n in per_task.items() if n < k}
+    if mine and short - {recs[mine[-1]]["task_id"]}:  # not only the task written last (a write cut short)
+        fewer = sum(per_task[t] for t in short)
+        warnings.warn(f"{path}: {len(short)} task(s) of {model} at temperature {temperature:g} hold fewer than "
+                      f"k = {k} samples (an earlier run with a smaller k): their {fewer} samples are replaced by "
+                      f"{k} new ones each (the seeded draws of {k} samples per task are not those of fewer plus "
+                      f"more)", UserWarning, stacklevel=3)
+    return [i for i, r in enumerate(recs) if not (r.get("model") == model and r.get("temperature") == temperature
+                                                  and r["task_id"] in short)]
 
 
 def _intact_lines(path: Path) -> list[str]:
