@@ -446,7 +446,9 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     """Covariance of the Laplace approximation at ``mode`` and the eigenvalues of its precision.
 
     The likelihood's curvature is the outer product of the per-task scores (one pass; the expected
-    information at the mode), plus the prior's; a central-difference Hessian costs 2P passes.  Where two
+    information at the mode), plus the prior's; a central-difference Hessian costs 2P passes, and is the
+    curvature where the counts have fewer distinct tasks than the model has parameters (the outer product is
+    then singular).  Where two
     configs' counts agree on (nearly) every task their scores do too, and that product holds (almost) no
     information on how they differ: a config's band widened without bound (7x for a copy of it, 6x for one
     that differed on one task of 164).  Along those directions the curvature is raised toward the observed
@@ -458,6 +460,14 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     if neg is not None:
         H = _concordant_curvature(H, lik, prior, mode, neg, d, J)
     vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
+    if neg is not None and d.w.size < mode.size:
+        # fewer distinct tasks than parameters: the outer product, of rank <= tasks, leaves most directions to the
+        # prior (34 real configs on 25 tasks: a 10-sample config's phi spanned [0.5, 26] where the exact posterior
+        # spans [1.3, 5.8], its pass@1 band 2.5x the exact one); the observed curvature holds them
+        # (benchmarks/RESULTS.md, "The leaderboard on 25 tasks").  The eigenvalues returned stay the outer
+        # product's: they weigh the models with and without slopes as before
+        obs, obs_vecs = _observed_hessian(neg, mode)
+        return (obs_vecs / np.clip(obs, 1 / 3.0**2, None)) @ obs_vecs.T, vals
     # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
     return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
 
