@@ -253,8 +253,7 @@ def use_hessian_eb() -> None:
     modes = shared.Shared.modes
 
     def hessian_cov(neg, mode):  # bounded as the product's covariance is
-        vals, vecs = shared._observed_hessian(neg, mode)
-        return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
+        return shared._bounded_inverse(*shared._observed_hessian(neg, mode))
 
     def swap(m):
         return None if m is None else m[:4] + (hessian_cov(m[1], m[0].x), m[5])

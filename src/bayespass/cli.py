@@ -1280,7 +1280,7 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
                             wait_for_server: float = 0.0) -> None:
     """Refuse generation settings no coder accepts, before a suite or a model is loaded."""
     from .generate.hf import check_local_options
-    from .validate import check_decoding, check_positive_int
+    from .validate import check_decoding, check_positive_int, check_wait
 
     try:
         check_local_options(device, dtype, local=local, coder=repr(coder) if local or coder == "synthetic"
@@ -1291,8 +1291,10 @@ def _check_generate_options(*, k: int, temperature: float, top_p: float, max_new
         fail(f"--max-retries must be >= 0; got {max_retries}")
     if not timeout > 0:
         fail(f"--timeout must be > 0 seconds; got {timeout}")
-    if not 0 <= wait_for_server < float("inf"):
-        fail(f"--wait-for-server must be >= 0 seconds (0: do not wait); got {wait_for_server}")
+    try:
+        check_wait(wait_for_server)
+    except ValueError as err:
+        fail(_as_option(str(err), {"wait_for_server": "--wait-for-server"}))
     try:
         for name, value in (("k", k), ("concurrency", concurrency), ("tasks", tasks)):
             if value is not None:

@@ -143,10 +143,12 @@ def name_list(names, *, total: int | None = None, most: int = 4) -> str:
     ``"a, b"``; past ``most`` names, the first ``most`` and ``"and N more"``; where they are all ``total``
     configs of the table (more than one), ``"all N configs"``.
     """
-    names = [str(x) for x in names]
+    from .validate import first_of
+
+    names = list(names)
     if total is not None and total > 1 and len(names) == total:
         return f"all {total} configs"
-    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+    return first_of(names, most, sep=", ")
 
 
 def _cell(v, floatfmt: str) -> str:

@@ -9,13 +9,17 @@ from typing import Any
 import numpy as np
 
 __all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "check_torch_device", "check_torch_dtype",
-           "parse_list", "split_pair"]
+           "check_wait", "parse_list", "split_pair"]
 
 
-def first_of(items: Sequence, most: int = 5) -> str:
-    """Show at most ``most`` of ``items`` as a list, saying how many more there are: "['a', 'b'] and 7 more"."""
+def first_of(items: Sequence, most: int = 5, *, sep: str | None = None) -> str:
+    """Show at most ``most`` of ``items``, saying how many more there are: "['a', 'b'] and 7 more".
+
+    ``sep`` given: the items as text joined by it ("a, b and 7 more", for prose) rather than as a list.
+    """
     items = list(items)
-    return f"{items[:most]}" + (f" and {len(items) - most} more" if len(items) > most else "")
+    shown = f"{items[:most]}" if sep is None else sep.join(str(x) for x in items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def parse_list(value: Any, *, name: str, cast=str) -> list:
@@ -123,6 +127,13 @@ def check_seed(value: Any, *, name: str = "seed") -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
     return int(value)
+
+
+def check_wait(value: Any, *, name: str = "wait_for_server") -> float:
+    """Check a time to wait: a non-negative, finite number of seconds (0: do not wait; bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a non-negative number of seconds (0: do not wait); got {value!r}")
+    return float(value)
 
 
 def check_positive_int(value: Any, *, name: str) -> int:

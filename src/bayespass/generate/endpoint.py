@@ -68,14 +68,6 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def check_wait(wait_for_server) -> None:
-    """Refuse a ``wait_for_server`` that is not a non-negative number of seconds."""
-    if isinstance(wait_for_server, bool) or not isinstance(wait_for_server, int | float) or not (
-            0 <= wait_for_server < float("inf")):
-        raise ValueError(f"wait_for_server must be a non-negative number of seconds (0: do not wait); "
-                         f"got {wait_for_server!r}")
-
-
 class OpenAICompatibleCoder(Coder):
     """A model behind an OpenAI-compatible HTTP API.
 
@@ -118,7 +110,7 @@ class OpenAICompatibleCoder(Coder):
                  max_new_tokens: int = 512, top_p: float = 0.95, stop: list[str] | None = None,
                  timeout: float = 120.0, max_retries: int = 8, backoff: float = 0.5, max_backoff: float = 30.0,
                  api_key_env: str = "OPENAI_API_KEY", logprobs: bool = True, wait_for_server: float = 0.0):
-        from ..validate import check_choice, check_positive_int
+        from ..validate import check_choice, check_positive_int, check_wait
 
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"endpoint must be an http:// or https:// URL such as http://127.0.0.1:8000/v1; "
@@ -135,7 +127,7 @@ class OpenAICompatibleCoder(Coder):
         for name, v in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
             if not isinstance(v, int | float) or not v > 0:
                 raise ValueError(f"{name} must be a positive number of seconds; got {v!r}")
-        check_wait(wait_for_server)
+        wait_for_server = check_wait(wait_for_server)
         if api_key_env != "OPENAI_API_KEY" and not os.environ.get(api_key_env):
             raise ValueError(f"api_key_env={api_key_env!r}: that environment variable is not set")
         self.base_url = base_url.rstrip("/")
@@ -152,7 +144,7 @@ class OpenAICompatibleCoder(Coder):
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self._api_key_env = api_key_env
         self.logprobs = bool(logprobs)
-        self.wait_for_server = float(wait_for_server)
+        self.wait_for_server = wait_for_server
         self.n_supported: bool | None = None  # learnt from the first answer
         self.stats = Counter()  # requests, retries by reason, tokens
         self._lock = threading.Lock()

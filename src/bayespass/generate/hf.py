@@ -531,8 +531,8 @@ def _complete_tasks(recs: list[dict], path: Path, *, model: str, temperature: fl
                       f"k = {k} samples (an earlier run with a smaller k): their {fewer} samples are replaced by "
                       f"{k} new ones each (the seeded draws of {k} samples per task are not those of fewer plus "
                       f"more)", UserWarning, stacklevel=3)
-    return [i for i, r in enumerate(recs) if not (r.get("model") == model and r.get("temperature") == temperature
-                                                  and r["task_id"] in short)]
+    drop = {i for i in mine if recs[i]["task_id"] in short}
+    return [i for i in range(len(recs)) if i not in drop]
 
 
 def _intact_lines(path: Path) -> list[str]:

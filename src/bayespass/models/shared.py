@@ -442,6 +442,20 @@ def _blocks_of(G: int, workers: int) -> tuple[slice, ...]:  # asked at every lea
     return tuple(slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True))
 
 
+#: where the counts have fewer distinct tasks than the model has parameters, EB's covariance is the observed
+#: curvature's (:func:`_laplace_cov`); False: the scores' outer product everywhere, as before the eighty-ninth
+#: session (benchmarks/leaderboard_few_tasks.py --outer-product measures it)
+OBSERVED_WHEN_SINGULAR = True
+
+
+def _bounded_inverse(vals: np.ndarray, vecs: np.ndarray) -> np.ndarray:
+    """Return the inverse of a precision given by its eigenvalues and eigenvectors, each direction curved >= 1/3^2.
+
+    The prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf).
+    """
+    return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T
+
+
 def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     """Covariance of the Laplace approximation at ``mode`` and the eigenvalues of its precision.
 
@@ -460,16 +474,14 @@ def _laplace_cov(mode: np.ndarray, d: _Data, J: int, neg=None):
     if neg is not None:
         H = _concordant_curvature(H, lik, prior, mode, neg, d, J)
     vals, vecs = np.linalg.eigh(0.5 * (H + H.T))
-    if neg is not None and d.w.size < mode.size:
+    if OBSERVED_WHEN_SINGULAR and neg is not None and d.w.size < mode.size:
         # fewer distinct tasks than parameters: the outer product, of rank <= tasks, leaves most directions to the
         # prior (34 real configs on 25 tasks: a 10-sample config's phi spanned [0.5, 26] where the exact posterior
         # spans [1.3, 5.8], its pass@1 band 2.5x the exact one); the observed curvature holds them
         # (benchmarks/RESULTS.md, "The leaderboard on 25 tasks").  The eigenvalues returned stay the outer
         # product's: they weigh the models with and without slopes as before
-        obs, obs_vecs = _observed_hessian(neg, mode)
-        return (obs_vecs / np.clip(obs, 1 / 3.0**2, None)) @ obs_vecs.T, vals
-    # the prior alone curves every direction by >= 1/3^2; flatter is a mode on a bound (e.g. phi -> inf)
-    return (vecs / np.clip(vals, 1 / 3.0**2, None)) @ vecs.T, vals
+        return _bounded_inverse(*_observed_hessian(neg, mode)), vals
+    return _bounded_inverse(vals, vecs), vals
 
 
 def _outer_scores(mode: np.ndarray, d: _Data) -> np.ndarray:

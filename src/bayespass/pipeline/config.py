@@ -89,7 +89,7 @@ class RunConfig:
                 raise ValueError(f"api_key_env={self.api_key_env!r}: that environment variable is not set")
             if not isinstance(self.timeout, int | float) or not self.timeout > 0:
                 raise ValueError(f"timeout must be a positive number of seconds; got {self.timeout!r}")
-            from ..generate.endpoint import check_wait
+            from ..validate import check_wait
 
             check_wait(self.wait_for_server)
         self._check_torch_options()
