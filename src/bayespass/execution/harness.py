@@ -50,7 +50,11 @@ class SlotPool:
             self._free.put(sb)
 
     def map(self, fn: Callable, items: Iterable, *, on_done: Callable | None = None) -> list:
-        """Run ``fn(sandbox, item)`` over items with one thread per slot; results in item order."""
+        """Run ``fn(sandbox, item)`` over items with one thread per slot; results in item order.
+
+        An exception (Ctrl-C's ``KeyboardInterrupt``, an error in ``fn`` or ``on_done``) cancels the items
+        not yet started: only the programs in flight, one per slot, are waited for before it propagates.
+        """
         items = list(items)
         out = [None] * len(items)
 
@@ -58,11 +62,14 @@ class SlotPool:
             with self.slot() as sb:
                 return i, fn(sb, item)
 
-        with ThreadPoolExecutor(self.workers) as pool:
+        pool = ThreadPoolExecutor(self.workers)
+        try:
             futs = [pool.submit(run, i, it) for i, it in enumerate(items)]
             for fut in as_completed(futs):
                 i, res = fut.result()
                 out[i] = res
                 if on_done is not None:
                     on_done(items[i], res)
+        finally:  # a plain ``with`` would run every queued item first (minutes of a real suite after Ctrl-C)
+            pool.shutdown(wait=True, cancel_futures=True)
         return out
