@@ -1,11 +1,15 @@
 """Build the tiny random-initialised test model: python models/build_tiny.py [OUT] [--chat]."""
 
-import sys
+import argparse
 from pathlib import Path
 
 from bayespass.generate.tiny import build_tiny_model
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    out = Path(args[0]) if args else Path(__file__).parent / "tiny-llama"
-    print(build_tiny_model(out, chat="--chat" in sys.argv))
+    ap = argparse.ArgumentParser(description="Build the tiny random-initialised Llama the tests use (~1 MB, "
+                                             "gibberish): weights, tokenizer and config in OUT.")
+    ap.add_argument("out", nargs="?", type=Path, default=Path(__file__).parent / "tiny-llama",
+                    help="directory to write (default: models/tiny-llama)")
+    ap.add_argument("--chat", action="store_true", help="give the tokenizer a chat template")
+    args = ap.parse_args()
+    print(build_tiny_model(args.out, chat=args.chat))
