@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._busy import exclusive
 from .._version import __version__
 from ..data.io import atomic_netcdf
 from .child import decode
@@ -387,44 +389,46 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     harness = (HARNESS_VERSION if max_timeouts is None else
                f"{HARNESS_VERSION}+t{max_timeouts}b{limits.timeout_budget:g}s{limits.budget_step:g}")
     table = _prepare(suite, read_samples(samples, suite=suite))
-    if not suite.expected:
-        from .groundtruth import ground_truth
-
-        ground_truth(suite, workers=workers)
     tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-") if out is None else None
     out = Path(tmp.name if tmp is not None else out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
-    store = VerdictStore(out / "verdicts.sqlite")
-    try:
-        todo, testsets = _todo(store, table, suite, harness, reuse)
-        _say_what_is_judged_again(store, harness, len(todo))
-        todo, twins, n_copied = _twins(store, todo, testsets, harness) if dedup == "behaviour" else (todo, {}, 0)
-        factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
-        judge_ = _Judge(suite, limits, factor)
-        jobs = [(t, h, judge_.job(t, c)) for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
-        layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
-                          fast_check=fast_check, scheduler=scheduler, progress=progress, max_timeouts=max_timeouts,
-                          harness=harness, fresh=fresh_interpreter, twins=twins)
-        results = store.get(harness, testsets, programs=set(zip(table["task"], table["code_hash"], strict=True)))
-        ds = (_dataset(table, suite, results, judge_.reference_digest) if detail == "test"
-              else _sample_dataset(table, suite, results))
-    finally:
-        store.close()
-    ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, suite_source=suite.source,
-                    harness_version=harness,
-                    sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
-                    min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
-                    memory_mb=limits.memory_mb, n_samples=len(table), load_factor=float(factor),
-                    max_timeouts=-1 if max_timeouts is None else int(max_timeouts),
-                    mode="fresh-interpreter" if fresh_interpreter or layer_used == "bwrap" else "zygote",
-                    n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]), dedup=dedup,
-                    n_run=len(jobs), n_twins=sum(len(hs) for _, hs in twins.values()) + n_copied,
-                    verdict_codes=json.dumps(VERDICTS))
-    if tmp is None:
-        atomic_netcdf(ds, out / "samples.nc")
-    else:
-        tmp.cleanup()
+    with exclusive(out, name="out") if tmp is None else contextlib.nullcontext():  # one writer per directory
+        if not suite.expected:
+            from .groundtruth import ground_truth
+
+            ground_truth(suite, workers=workers)
+        store = VerdictStore(out / "verdicts.sqlite")
+        try:
+            todo, testsets = _todo(store, table, suite, harness, reuse)
+            _say_what_is_judged_again(store, harness, len(todo))
+            todo, twins, n_copied = _twins(store, todo, testsets, harness) if dedup == "behaviour" else (todo, {}, 0)
+            factor = load_factor(suite, layer) if len(todo) and scheduler is None else 1.0
+            judge_ = _Judge(suite, limits, factor)
+            jobs = [(t, h, judge_.job(t, c))
+                    for t, h, c in zip(todo["task"], todo["code_hash"], todo["code"], strict=True)]
+            layer_used = _run(jobs, judge_, store, testsets, limits=limits, layer=layer, workers=workers,
+                              fast_check=fast_check, scheduler=scheduler, progress=progress,
+                              max_timeouts=max_timeouts, harness=harness, fresh=fresh_interpreter, twins=twins)
+            results = store.get(harness, testsets, programs=set(zip(table["task"], table["code_hash"], strict=True)))
+            ds = (_dataset(table, suite, results, judge_.reference_digest) if detail == "test"
+                  else _sample_dataset(table, suite, results))
+        finally:
+            store.close()
+        ds.attrs.update(suite=suite.name, suite_hash=suite.source_hash, suite_source=suite.source,
+                        harness_version=harness,
+                        sandbox_layer=layer_used, bayespass_version=__version__, fast_check=int(fast_check),
+                        min_time_limit=limits.min_time_limit, gt_time_factor=limits.gt_time_factor,
+                        memory_mb=limits.memory_mb, n_samples=len(table), load_factor=float(factor),
+                        max_timeouts=-1 if max_timeouts is None else int(max_timeouts),
+                        mode="fresh-interpreter" if fresh_interpreter or layer_used == "bwrap" else "zygote",
+                        n_unique_programs=int(table.drop_duplicates(["task", "code_hash"]).shape[0]), dedup=dedup,
+                        n_run=len(jobs), n_twins=sum(len(hs) for _, hs in twins.values()) + n_copied,
+                        verdict_codes=json.dumps(VERDICTS))
+        if tmp is None:
+            atomic_netcdf(ds, out / "samples.nc")
+        else:
+            tmp.cleanup()
     return ds
 
 

@@ -472,12 +472,21 @@ def generate_to_jsonl(coder: Coder, suite, path: str | os.PathLike, *, k: int, t
     already complete for this (model, temperature) are skipped and a torn
     last line is dropped.  Timing fields go to ``PATH.timing.jsonl`` so that
     the samples file of an interrupted-and-resumed run is byte-identical to
-    an uninterrupted one.
+    an uninterrupted one.  A second process given the same file is refused at once (:mod:`bayespass._busy`):
+    one could rewrite the file (dropping a task cut short) while the other appends to the old one.
     """
-    from tqdm.auto import tqdm
+    from .._busy import exclusive
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(path, name="out", directory=False):
+        return _generate_to_jsonl(coder, suite, path, k=k, temperature=temperature, seed=seed, tasks=tasks,
+                                  progress=progress)
+
+
+def _generate_to_jsonl(coder: Coder, suite, path: Path, *, k: int, temperature: float, seed: int, tasks,
+                       progress: bool) -> Path:
+    from tqdm.auto import tqdm
+
     if hasattr(coder, "stream"):
         return _stream_to_jsonl(coder, suite, path, k=k, temperature=temperature, seed=seed, tasks=tasks,
                                 progress=progress)

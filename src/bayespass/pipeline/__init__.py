@@ -65,12 +65,23 @@ def run(out: str | os.PathLike, cfg: RunConfig | None = None, *, echo=print) -> 
         previous, unraisable = signal.signal(signal.SIGINT, _on_sigint), sys.unraisablehook
         sys.unraisablehook = _interrupt_unraisable(unraisable)
         try:
-            return _drive(out, cfg, echo)
+            return _drive_alone(out, cfg, echo)
         finally:
             signal.signal(signal.SIGINT, previous)
             sys.unraisablehook = unraisable
             INTERRUPTED.clear()
-    return _drive(out, cfg, echo)
+    return _drive_alone(out, cfg, echo)
+
+
+def _drive_alone(out, cfg, echo) -> dict:
+    """Drive the run holding its directory: a second process given it is refused (``_busy``)."""
+    from .._busy import exclusive
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
+    with exclusive(out, name="out"):
+        return _drive(out, cfg, echo)
 
 
 def _drive(out, cfg, echo) -> dict:

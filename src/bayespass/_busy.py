@@ -1,0 +1,91 @@
+"""One bayespass process at a time per run directory or samples file.
+
+Two processes writing one run directory ran every program twice, and two generating into one samples file could
+lose samples: one rewrites the file (a task cut short is dropped) while the other appends to the old one. The
+second process is now refused at once, with the first one's pid. The lock is ``flock`` on a small file (``.lock``
+in a run directory, ``.NAME.lock`` beside a samples file), so it ends with its process however that ends (Ctrl-C,
+``kill -9``, a crash): no stale lock is ever left to remove by hand. Within one process it is re-entrant
+(``run`` holds its directory and its execute stage takes it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["BusyError", "exclusive"]
+
+_HELD: dict[str, int] = {}
+_GUARD = threading.Lock()
+
+
+class BusyError(ValueError):
+    """Another process writes the run directory or samples file given."""
+
+
+def _lock_file(path: Path, *, directory: bool) -> Path:
+    if directory:
+        path.mkdir(parents=True, exist_ok=True)
+        return path / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, *, name: str = "out", directory: bool = True) -> Iterator[None]:
+    """Hold ``path`` (a run directory; with ``directory=False`` a file) for this process, else raise :class:`BusyError`.
+
+    Where the file system cannot lock (some network file systems) the work goes on unlocked.
+    """
+    path = Path(path)
+    lock = _lock_file(path, directory=directory)
+    key = os.path.realpath(lock)
+    with _GUARD:
+        if key in _HELD:
+            _HELD[key] += 1
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield
+        finally:
+            with _GUARD:
+                _HELD[key] -= 1
+        return
+    fd = _acquire(lock, path, name, "directory" if directory else "file")
+    with _GUARD:
+        _HELD[key] = 1
+    try:
+        yield
+    finally:
+        with _GUARD:
+            del _HELD[key]
+        if fd is not None:
+            os.close(fd)  # releases the flock
+
+
+def _acquire(lock: Path, path: Path, name: str, kind: str) -> int | None:
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:  # a directory this process may not write: what writes there says so
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "pid unknown"
+        os.close(fd)
+        raise BusyError(f"{name}={str(path)!r} is in use by another bayespass process ({holder}): two processes "
+                        f"writing it would do the same work twice and race on its files; wait for that one to "
+                        f"end (a run resumes from what it wrote), or give another {kind}") from None
+    except OSError:  # no flock here (some network file systems): go on without it
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+    return fd
