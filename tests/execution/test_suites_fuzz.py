@@ -172,3 +172,20 @@ def test_the_cache_directory_follows_bayespass_cache_then_xdg_cache_home(tmp_pat
         assert cache_dir() == tmp_path / "home" / ".cache" / "bayespass"
     monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path / "own"))
     assert cache_dir() == tmp_path / "own"
+
+
+def test_a_cache_directory_that_cannot_be_made_is_a_clear_error(tmp_path, monkeypatch):
+    from bayespass.data.suites import cache_dir
+
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path / "afile"))
+    with pytest.raises(ValueError, match=r"cache directory '.*afile' \(from \$BAYESPASS_CACHE\) cannot be used: "
+                                         r"it is a file; set BAYESPASS_CACHE to a directory"):
+        cache_dir()
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path / "afile" / "sub"))
+    with pytest.raises(ValueError, match="cannot be used: Not a directory"):
+        cache_dir()
+    monkeypatch.delenv("BAYESPASS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
+    with pytest.raises(ValueError, match=r"from \$XDG_CACHE_HOME"):
+        cache_dir()

@@ -41,12 +41,18 @@ def cache_dir() -> Path:
     rule: an unset, empty or relative value means ``~/.cache``).
     """
     if os.environ.get("BAYESPASS_CACHE"):
-        path = Path(os.environ["BAYESPASS_CACHE"])
+        path, source = Path(os.environ["BAYESPASS_CACHE"]), "BAYESPASS_CACHE"
     else:
         xdg = os.environ.get("XDG_CACHE_HOME", "")
         path = (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "bayespass"
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+        source = "XDG_CACHE_HOME" if os.path.isabs(xdg) else "HOME"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)
+    except OSError as err:  # a file there, a directory of another user, a read-only home
+        why = "it is a file" if path.is_file() else err.strerror
+        raise ValueError(f"the cache directory {str(path)!r} (from ${source}) cannot be used: {why}; "
+                         f"set BAYESPASS_CACHE to a directory this user may write") from None
     return path
 
 
