@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the parameter, the value and what is allowed, before any work."""
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -233,6 +234,24 @@ def test_workers_zero_in_python():
 
     with pytest.raises(ValueError, match="workers must be a positive integer; got 0"):
         SlotPool(0)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root gives each slot a uid of its own")
+def test_more_workers_than_sandbox_uids_are_refused_before_any_work(tmp_path):
+    # 3000 used to claim all 2000 uids, then fail with "claimed by other evaluators"
+    from bayespass.execution.harness import SlotPool
+    from bayespass.execution.sandbox import _UID_COUNT
+
+    said = rf"workers must be at most {_UID_COUNT} \(each slot runs its programs as a uid of its own"
+    with pytest.raises(ValueError, match=said):
+        SlotPool(_UID_COUNT + 1)
+    with pytest.raises(ValueError, match=said):
+        bp.RunConfig(workers=_UID_COUNT + 1)
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"task_id": "HumanEval/0", "solution": "x = 1"}\n')
+    res = cli("execute", samples, "--out", tmp_path / "r", "--workers", str(_UID_COUNT + 1))
+    assert res.exit_code == 2 and f"error: workers must be at most {_UID_COUNT}" in res.output, res.output
+    assert not (tmp_path / "r").exists()
 
 
 def test_correctness_is_checked_for_every_format(tmp_path):

@@ -811,6 +811,7 @@ def execute_cmd(
     from .data.io import write_counts
     from .execution.engine import execute, to_counts
     from .execution.groundtruth import load_suite
+    from .execution.harness import check_workers
     from .execution.sandbox import LAYERS, SandboxError, check_layer
 
     if out.exists() and not out.is_dir():
@@ -823,6 +824,7 @@ def execute_cmd(
         fail(f"--dedup {dedup!r} is not supported; choose 'behaviour' or 'text'")
     try:
         check_layer(layer) if scheduler is None else None
+        check_workers(workers) if workers is not None else None  # at most one sandbox uid each
         # expected outputs (seconds to load for HumanEval+/MBPP+) after the samples are read and checked
         s = load_suite(suite, dataset, expected=False)
         ds = execute(samples[0] if len(samples) == 1 else samples, s, out=out, workers=workers,

@@ -20,7 +20,7 @@ from .._version import __version__
 from ..data.io import atomic_netcdf
 from .child import decode
 from .groundtruth import load_factor
-from .harness import SlotPool
+from .harness import SlotPool, check_workers
 from .judge import VERDICTS, _digest_of, digest, judge, judge_value, value_digest
 from .samples_io import code_hash, read_samples
 from .sandbox import HARNESS_VERSION, Limits, Outcome, Sandbox, check_layer
@@ -434,7 +434,7 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
 
 def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
     """Validate execute()'s arguments before any work; return (limits, max_timeouts, workers, layer)."""
-    from ..validate import check_choice, check_positive_int
+    from ..validate import check_choice
 
     limits = limits or Limits()
     if not isinstance(limits, Limits):
@@ -442,7 +442,7 @@ def _check_args(limits, max_timeouts, detail, workers, layer, scheduler):
     max_timeouts = _check_max_timeouts(max_timeouts)
     check_choice(detail, ("test", "sample"), name="detail")
     if workers is not None:
-        workers = check_positive_int(workers, name="workers")
+        workers = check_workers(workers)
     return limits, max_timeouts, workers, check_layer(layer) if scheduler is None else layer
 
 

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import queue
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 
-from .sandbox import Limits, Sandbox
+from .sandbox import _UID_BASE, _UID_COUNT, Limits, Sandbox
 
-__all__ = ["SlotPool"]
+__all__ = ["SlotPool", "check_workers"]
+
+
+def check_workers(workers) -> int:
+    """Return ``workers`` if it is a positive integer this host can give a sandbox uid each, else raise ValueError."""
+    from ..validate import check_positive_int
+
+    workers = check_positive_int(workers, name="workers")
+    if os.getuid() == 0 and workers > _UID_COUNT:  # as root a slot claims a uid of its own (sandbox.claim_uid)
+        raise ValueError(f"workers must be at most {_UID_COUNT} (each slot runs its programs as a uid of its own, "
+                         f"{_UID_BASE}..{_UID_BASE + _UID_COUNT - 1}); got {workers}")
+    return workers
 
 
 class SlotPool:
@@ -18,10 +30,8 @@ class SlotPool:
     def __init__(self, workers: int | None = None, *, limits: Limits | None = None, layer: str = "auto",
                  fresh: bool = False):
         from ..defaults import rcParams
-        from ..validate import check_positive_int
 
-        self.workers = check_positive_int(workers if workers is not None else rcParams["execute.workers"],
-                                          name="workers")
+        self.workers = check_workers(workers if workers is not None else rcParams["execute.workers"])
         self._free: queue.Queue = queue.Queue()
         self._all = [Sandbox(limits=limits or Limits(), layer=layer, slot=slot, fresh=fresh)
                      for slot in range(self.workers)]
