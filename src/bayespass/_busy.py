@@ -28,8 +28,10 @@ class BusyError(ValueError):
     """Another process writes the run directory or samples file given."""
 
 
-def _lock_file(path: Path, *, directory: bool) -> Path:
+def _lock_file(path: Path, *, directory: bool, name: str) -> Path:
     if directory:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{name}={str(path)!r} is a file; pass a run directory (it is created if missing)")
         path.mkdir(parents=True, exist_ok=True)
         return path / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,10 +42,11 @@ def _lock_file(path: Path, *, directory: bool) -> Path:
 def exclusive(path: str | os.PathLike, *, name: str = "out", directory: bool = True) -> Iterator[None]:
     """Hold ``path`` (a run directory; with ``directory=False`` a file) for this process, else raise :class:`BusyError`.
 
-    Where the file system cannot lock (some network file systems) the work goes on unlocked.
+    A run directory that is a file is a ValueError naming ``name``. Where the file system cannot lock (some
+    network file systems) the work goes on unlocked.
     """
     path = Path(path)
-    lock = _lock_file(path, directory=directory)
+    lock = _lock_file(path, directory=directory, name=name)
     key = os.path.realpath(lock)
     with _GUARD:
         if key in _HELD:

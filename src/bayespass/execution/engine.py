@@ -391,9 +391,8 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     table = _prepare(suite, read_samples(samples, suite=suite))
     tmp = tempfile.TemporaryDirectory(prefix="bayespass-run-") if out is None else None
     out = Path(tmp.name if tmp is not None else out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
-    with exclusive(out, name="out") if tmp is None else contextlib.nullcontext():  # one writer per directory
+    # one writer per directory (an out that is a file is refused there)
+    with exclusive(out, name="out") if tmp is None else contextlib.nullcontext():
         if not suite.expected:
             from .groundtruth import ground_truth
 

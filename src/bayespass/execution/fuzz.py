@@ -192,12 +192,9 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
     # on a busy machine the canonical solution is slower: scale the per-input limit as execution does, so
     # the inputs kept (and the test that needs 200 of them) do not depend on what else runs
     limit = 0.2 * load_factor(suite)
-    from tqdm.auto import tqdm
-
-    with tqdm(total=len(tasks), desc=f"fuzzing inputs of {suite.name} (once; cached)", unit="task",
-              disable=len(tasks) < 20) as bar, SlotPool(workers, limits=Limits(cpu_s=600)) as pool:
+    with SlotPool(workers, limits=Limits(cpu_s=600)) as pool:
         res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb, time_limit=limit), tasks,
-                       on_done=lambda *_: bar.update(1))
+                       desc=f"fuzzing inputs of {suite.name} (once; cached)")
     out = {t.task_id: r for t, r in zip(tasks, res, strict=True)}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(out))

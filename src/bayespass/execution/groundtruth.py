@@ -174,15 +174,11 @@ def expected_outputs(suite, *, workers: int | None = None, layer: str = "auto") 
     Times are the wall-clock time from the call to the last byte of the result,
     as the supervisor measures candidates.
     """
-    from tqdm.auto import tqdm
-
     tasks = list(suite.tasks.values())
-    # a real suite takes a minute on 2 cores (MBPP+ 45 s, HumanEval+ longer) and is done once per machine: say so
-    with tqdm(total=len(tasks), desc=f"expected outputs of {suite.name} (once; cached)", unit="task",
-              disable=len(tasks) < 20) as bar, \
-            SlotPool(workers or min(4, os.cpu_count() or 1), layer=layer,
-                     limits=Limits(cpu_s=600, load_time_limit=30.0, retry_factor=3.0)) as pool:
-        results = pool.map(_task_expected, tasks, on_done=lambda *_: bar.update(1))
+    # a real suite takes a minute on 2 cores (MBPP+ 40 s, HumanEval+ longer) and is done once per machine: say so
+    with SlotPool(workers or min(4, os.cpu_count() or 1), layer=layer,
+                  limits=Limits(cpu_s=600, load_time_limit=30.0, retry_factor=3.0)) as pool:
+        results = pool.map(_task_expected, tasks, desc=f"expected outputs of {suite.name} (once; cached)")
     return {t.task_id: r for t, r in zip(tasks, results, strict=True)}
 
 

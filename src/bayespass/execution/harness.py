@@ -59,14 +59,18 @@ class SlotPool:
         finally:
             self._free.put(sb)
 
-    def map(self, fn: Callable, items: Iterable, *, on_done: Callable | None = None) -> list:
+    def map(self, fn: Callable, items: Iterable, *, on_done: Callable | None = None, desc: str | None = None) -> list:
         """Run ``fn(sandbox, item)`` over items with one thread per slot; results in item order.
 
+        ``desc`` given: a progress bar so labelled, for 20 items or more (a real suite's tasks, not a toy's).
         An exception (Ctrl-C's ``KeyboardInterrupt``, an error in ``fn`` or ``on_done``) cancels the items
         not yet started: only the programs in flight, one per slot, are waited for before it propagates.
         """
+        from tqdm.auto import tqdm
+
         items = list(items)
         out = [None] * len(items)
+        bar = tqdm(total=len(items), desc=desc, unit="task", disable=desc is None or len(items) < 20)
 
         def run(i, item):
             with self.slot() as sb:
@@ -78,8 +82,10 @@ class SlotPool:
             for fut in as_completed(futs):
                 i, res = fut.result()
                 out[i] = res
+                bar.update(1)
                 if on_done is not None:
                     on_done(items[i], res)
         finally:  # a plain ``with`` would run every queued item first (minutes of a real suite after Ctrl-C)
             pool.shutdown(wait=True, cancel_futures=True)
+            bar.close()
         return out

@@ -77,10 +77,7 @@ def _drive_alone(out, cfg, echo) -> dict:
     """Drive the run holding its directory: a second process given it is refused (``_busy``)."""
     from .._busy import exclusive
 
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={str(out)!r} is a file; pass a run directory (it is created if missing)")
-    with exclusive(out, name="out"):
+    with exclusive(out, name="out"):  # also refuses an out that is a file
         return _drive(out, cfg, echo)
 
 

@@ -63,13 +63,13 @@ class RunConfig:
 
         for name in ("k", "n_splits", "max_mutants", "concurrency"):
             check_positive_int(getattr(self, name), name=name)
-        for name in ("tasks", "workers", "draws", "tune", "chains"):
+        for name in ("tasks", "draws", "tune", "chains"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name=name)
         if self.workers is not None:
             from ..execution.harness import check_workers
 
-            check_workers(self.workers)  # at most one sandbox uid each, said before the samples are drawn
+            check_workers(self.workers)  # positive, at most one sandbox uid each: said before the samples are drawn
         if isinstance(self.fuzz_n, bool) or not isinstance(self.fuzz_n, int) or self.fuzz_n < 0:
             raise ValueError(f"fuzz_n must be a non-negative integer (0: skip incoherence); got {self.fuzz_n!r}")
         check_prob(self.alpha, name="alpha")
