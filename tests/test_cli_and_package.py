@@ -236,21 +236,22 @@ def test_an_interrupted_run_says_what_it_kept(tmp_path, monkeypatch, capsys):
 
 
 def test_written_files_are_whole_or_absent(tmp_path):
-    """An interrupted write keeps the previous file: it goes to a temporary file that replaces it when done."""
-    from bayespass.data.io import atomic_netcdf
+    """An interrupted write keeps the previous file: it goes to a temporary file that replaces it when done
+    (and is removed when the write fails)."""
+    from bayespass.data.io import write_atomic
 
     out = tmp_path / "fit.nc"
     out.write_bytes(b"the previous fit")
 
-    class Half:
-        def to_netcdf(self, path, **kw):
-            with open(path, "wb") as fh:
-                fh.write(b"half of a ")
-            raise KeyboardInterrupt
+    def half(path):
+        with open(path, "wb") as fh:
+            fh.write(b"half of a ")
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        atomic_netcdf(Half(), out)
+        write_atomic(out, half)
     assert out.read_bytes() == b"the previous fit"
+    assert [f.name for f in tmp_path.iterdir()] == ["fit.nc"]
 
 
 def test_compare_and_allocate_cli_take_config_names_with_colons(tmp_path):

@@ -1029,6 +1029,11 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
                    err=True)
         _INTERRUPT_SAID.set()
         raise typer.Exit(130) from None
+    except Exception as err:
+        if not disk_full(err):
+            raise
+        fail(f"{_full_disk_said(err)}; kept in {out} are {_run_left(out)}: free some space and run the same "
+             "command again to resume")
 
 
 def _run_left(out: Path) -> str:
@@ -1314,16 +1319,40 @@ _INTERRUPT_LEFT = {"execute": "the verdicts recorded so far are kept in the run 
 _INTERRUPT_SAID = threading.Event()
 
 
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a full disk or an exhausted quota, as an OS call or SQLite reports it."""
+    import errno
+    import sqlite3
+
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(err, sqlite3.OperationalError) and "disk is full" in str(err)
+
+
+def _full_disk_said(err: BaseException) -> str:
+    """One line for a full disk: what could not be written, where known."""
+    if isinstance(err, OSError):
+        return "no space left on the device" + (f" writing {str(err.filename)!r}" if err.filename else "")
+    return f"no space left on the device writing the verdict store (SQLite: {err})"
+
+
 def main() -> None:
     """Entry point of the ``bayespass`` console script."""
+    cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "the command")
     try:
         app(prog_name="bayespass")
     except SystemExit as exc:
         if exc.code == 130 and not _INTERRUPT_SAID.is_set():
-            cmd = next((a for a in sys.argv[1:] if not a.startswith("-")), "the command")
             left = _INTERRUPT_LEFT.get(cmd, f"{cmd} did not finish; a file it writes is written whole or not at all")
             typer.echo(f"\ninterrupted: {left}", err=True)
         raise
+    except Exception as err:  # a full disk is the machine's state, not a bug: said in one line, as an error
+        if not disk_full(err):
+            raise
+        left = _INTERRUPT_LEFT.get(cmd, "a file it writes is written whole or not at all")
+        typer.echo(f"error: {_full_disk_said(err)}; free some space and run the same command again ({left})",
+                   err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

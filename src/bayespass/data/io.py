@@ -13,9 +13,10 @@ The three text formats may be gzip-compressed (``.csv.gz``, ``.jsonl.gz``, ``eva
 
 from __future__ import annotations
 
+import io
 import json
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pandas as pd
@@ -307,19 +308,53 @@ def write_atomic(path: str | os.PathLike, write) -> None:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
 
     An interrupted write leaves the previous file (or none), never half of one.
+    A write that fails (a full disk, Ctrl-C) removes its temporary file too.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as err:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno and not err.filename:  # a failed write() names no file
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
 
 
-def atomic_netcdf(obj, path: str | os.PathLike) -> None:
-    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written)."""
-    if hasattr(obj, "groups") and not hasattr(obj, "data_vars"):
-        write_atomic(path, lambda tmp: obj.to_netcdf(str(tmp)))
-    else:
-        write_atomic(path, lambda tmp: obj.to_netcdf(tmp, engine="h5netcdf"))
+def netcdf_bytes(obj) -> memoryview:  # noqa: ANN001 - an xarray Dataset or an ArviZ InferenceData
+    """Encode a Dataset or InferenceData as the bytes of a netCDF-4 file, in memory.
+
+    As ``InferenceData.to_netcdf`` writes it: the object's attrs at the root, then each group, its numeric
+    variables zlib-compressed.
+    """
+    buf, mode = io.BytesIO(), "w"
+    if not (hasattr(obj, "groups") and not hasattr(obj, "data_vars")):
+        obj.to_netcdf(buf, engine="h5netcdf")
+        return buf.getbuffer()
+    if obj.attrs:
+        xr.Dataset(attrs=obj.attrs).to_netcdf(buf, mode=mode, engine="h5netcdf")
+        mode = "a"
+    for group in obj.groups():
+        data = obj[group]
+        encoding = {name: {"zlib": True} for name, var in data.variables.items() if var.dtype.kind in "biufcS"}
+        data.to_netcdf(buf, mode=mode, group=group, engine="h5netcdf", encoding=encoding)
+        mode = "a"
+    if mode == "w":  # no groups and no attrs: an empty file, as ArviZ writes one
+        xr.Dataset().to_netcdf(buf, engine="h5netcdf")
+    return buf.getbuffer()
+
+
+def atomic_netcdf(obj, path: str | os.PathLike) -> None:  # noqa: ANN001 - a Dataset or an InferenceData
+    """Write a Dataset or InferenceData to netCDF through a temporary file (never half-written).
+
+    The file is encoded in memory first and written with plain file I/O: HDF5 writing straight to a disk
+    that fills up leaves a file it cannot close, and the interpreter then crashes at exit (a segfault,
+    h5py 3.x); a full disk is now an ``OSError`` (errno ENOSPC) like any other write's.
+    """
+    data = netcdf_bytes(obj)
+    write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def write_counts(ds: xr.Dataset, path: str | os.PathLike) -> Path:
