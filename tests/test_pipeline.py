@@ -316,6 +316,30 @@ def test_interrupted_run_resumes(rundir):
     assert (out / "report.html").exists()
 
 
+def test_a_damaged_file_in_a_run_directory_is_said_and_its_stage_done_again(rundir, tmp_path):
+    """A truncated fit (a copy cut short) made the resumed run, 'curve' and bp.load_run end in an HDF5 traceback."""
+    import bayespass as bp
+
+    out = tmp_path / "copy"
+    shutil.copytree(rundir[0], out)
+    fit = out / "fits" / "bb-eb.nc"
+    fit.write_bytes(fit.read_bytes()[:3000])
+    (out / "samples.nc").write_text("not netCDF")
+    res = CliRunner().invoke(app, ["curve", str(out), "--fit", "bb-eb", "--k", "1"])
+    assert res.exit_code == 2 and f"error: '{fit}' is not a readable fit: Unable to " in res.output, res.output
+    with pytest.raises(ValueError, match=f"'{out}/samples.nc' is not a readable netCDF file: "):
+        bp.load_run(out)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-m", "bayespass.cli", "run", "--quick", "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = " ".join(res.stderr.split())
+    assert f"execute: could not read back samples.nc from {out} (" in said, said[:3000]
+    assert f"fit:bb-eb: could not read back fits/bb-eb.nc from {out} (" in said and "[3/7] fitting bb by eb" in said
+    assert "[3/7] fitting zoibb" not in said  # the others are read back
+    assert bp.load_run(out)["fits"]["bb-eb"]["posterior"].sizes["draw"] > 0
+
+
 def test_a_swallowed_interrupt_records_no_stage(tmp_path):
     from bayespass.pipeline import config as pipeline
     from bayespass.pipeline.config import RunConfig, State, _on_sigint

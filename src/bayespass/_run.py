@@ -48,7 +48,7 @@ def default_fit_of(obj: Any):
         return fit_of_node(obj["fits"][name])
     if isinstance(obj, str | os.PathLike) and (Path(obj) / "run.json").is_file() \
             and (path := Path(obj) / "fits" / f"{name}.nc").is_file():
-        import arviz as az
+        from .data.io import read_fit
 
-        return az.from_netcdf(str(path)).load()
+        return read_fit(path)
     return None

@@ -321,9 +321,8 @@ def curve(
     = False,
 ) -> None:
     """pass@k with credible intervals from a saved fit or a run's fit; optional plot."""
-    import arviz as az
-
     from .data.counts import counts_of_fit
+    from .data.io import read_fit
     from .stats.curve import curve_table, passk_curve, plot_passk_curve
 
     _check_format(format)
@@ -332,7 +331,7 @@ def curve(
     ci_prob = _run_own(fit_path, ci_prob=ci_prob)["ci_prob"]  # a run's own: its table again
     fit_path = _fit_file(fit_path, fit)
     try:
-        idata = az.from_netcdf(str(fit_path))
+        idata = read_fit(fit_path)
         res = passk_curve(idata, k, ci_prob=ci_prob)
     except (ValueError, TypeError, OSError) as err:
         fail(_as_option(str(err), _STATS_OPTIONS))
@@ -596,9 +595,9 @@ def _saved_fit(data: Path):
     """Return the InferenceData of a fit file (.nc from 'bayespass fit'), loaded; None for anything else."""
     if not (data.is_file() and data.suffix == ".nc" and _is_fit(data)):
         return None
-    import arviz as az
+    from .data.io import read_fit
 
-    return az.from_netcdf(str(data)).load()
+    return read_fit(data)
 
 
 def _run_fit_name(run: Path, fit: str | None = None) -> str:
@@ -615,8 +614,10 @@ def _run_main_fit(data: Path):
     path = data / "fits" / f"{_run_fit_name(data)}.nc"
     if not path.is_file():
         return None
+    from .data.io import read_fit
+
     typer.echo(f"{data}: fit {path.stem}", err=True)
-    return _saved_fit(path)
+    return read_fit(path)
 
 
 def _fit_or_counts(data: Path, check=None) -> tuple:
@@ -743,10 +744,14 @@ def _fit_file(path: Path, fit: str | None) -> Path:
 
 
 def _is_fit(path: Path) -> bool:
+    """Whether a .nc file holds a fit (a posterior group); a file HDF5 cannot open is left to the counts reader."""
     import h5py
 
-    with h5py.File(path, "r") as fh:
-        return "posterior" in fh
+    try:
+        with h5py.File(path, "r") as fh:
+            return "posterior" in fh
+    except OSError:
+        return False
 
 
 def _save_png(ax, path: Path, dpi: int = 120) -> Path:

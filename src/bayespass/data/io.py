@@ -26,7 +26,9 @@ from ..validate import check_choice
 from .counts import counts_from_frame, counts_from_samples, validate_counts
 from .names import evalplus_results_name, file_model_temperature
 
-__all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "counts_from_evalplus", "samples_to_counts"]
+__all__ = ["read_counts", "write_counts", "atomic_netcdf", "write_atomic", "read_fit", "read_netcdf",
+           "counts_from_evalplus",
+           "samples_to_counts"]
 
 _FORMATS = ("csv", "jsonl", "evalplus", "netcdf", "parquet")
 
@@ -321,6 +323,39 @@ def write_atomic(path: str | os.PathLike, write) -> None:
         if isinstance(err, OSError) and err.errno and not err.filename:  # a failed write() names no file
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
+
+
+def read_fit(path: str | os.PathLike):  # noqa: ANN201 - an arviz.InferenceData (imported lazily)
+    """Read a fit (InferenceData netCDF) whole; a damaged file is a ValueError naming it.
+
+    A missing file stays a ``FileNotFoundError``.
+    """
+    import arviz as az
+
+    try:
+        return az.from_netcdf(str(path)).load()
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{str(path)!r} is not a readable fit: {first_line(err)} (a damaged or truncated copy? "
+                         "fit it again, or run the same 'bayespass run' again, which redoes that fit)") from err
+
+
+def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
+    """Read a netCDF-4 dataset whole; a damaged file is a ValueError naming it (a missing one stays missing)."""
+    try:
+        return xr.open_dataset(path, engine="h5netcdf").load()
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{str(path)!r} is not a readable netCDF file: {first_line(err)} (a damaged or "
+                         "truncated copy? the command that wrote it writes it again)") from err
+
+
+def first_line(err: BaseException) -> str:
+    """Return the first line of an error's message (HDF5's run on), at most 200 characters; else its type."""
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
 
 
 def netcdf_bytes(obj) -> memoryview:  # noqa: ANN001 - an xarray Dataset or an ArviZ InferenceData

@@ -103,9 +103,7 @@ def _drive_stages(out, cfg: RunConfig, echo) -> dict:
     for stage in stages(cfg):
         key = stage.key(cfg) + _found_dataset(ctx, stage)
         t = time.perf_counter()
-        if not stage.always and ctx.state.done(stage.name, key, *stage.outputs):
-            stage.load(ctx)
-            loaded.append(stage.name)
+        if not stage.always and ctx.state.done(stage.name, key, *stage.outputs) and _read_back(ctx, stage, loaded):
             continue
         _say_loaded(ctx, loaded)
         with _kept_warnings(ctx, stage.name):
@@ -115,6 +113,28 @@ def _drive_stages(out, cfg: RunConfig, echo) -> dict:
         ctx.state.mark(stage.name, key)
     _say_loaded(ctx, loaded)
     return ctx.tables
+
+
+def _read_back(ctx: Context, stage, loaded: list[str]) -> bool:
+    """Read back what a stage done before wrote (and add it to ``loaded``), or say why not and return False.
+
+    A file that cannot be read is said (after the stages read back before it), and the stage is done again.
+
+    Files are written whole (through a temporary file), so this is a file damaged since: a truncated copy of the
+    run directory, a disk error. As a missing file, it costs its stage only.
+    """
+    try:
+        stage.load(ctx)
+    except (OSError, ValueError, KeyError) as err:
+        from ..data.io import first_line
+
+        _say_loaded(ctx, loaded)
+        said = first_line(err)
+        say(ctx.echo, f"  {stage.name}: could not read back {', '.join(stage.outputs)} from {ctx.out} ({said}); "
+                      "doing it again")
+        return False
+    loaded.append(stage.name)
+    return True
 
 
 def _say_loaded(ctx: Context, loaded: list[str]) -> None:
@@ -197,16 +217,16 @@ def load_run(rundir: str | os.PathLike) -> xr.DataTree:
 
 
 def _open(path: Path):
-    import xarray as xr
+    from ..data.io import read_netcdf
 
-    return xr.open_dataset(path, engine="h5netcdf").load()
+    return read_netcdf(path)
 
 
 def _fit_groups(path: Path) -> dict:
-    import arviz as az
+    from ..data.io import read_fit
 
-    idata = az.from_netcdf(str(path))
-    return {g: idata[g].load() for g in idata.groups()}
+    idata = read_fit(path)
+    return {g: idata[g] for g in idata.groups()}
 
 
 def _main_fit(meta: dict) -> str:

@@ -1,4 +1,5 @@
-"""A full disk: a clear error naming the file, no half or temporary file left, and no crash at exit."""
+"""Files written whole: a full disk is a clear error naming the file, with no half or temporary file left and no
+crash at exit; a damaged file is an error naming it."""
 
 import errno
 import json
@@ -134,3 +135,23 @@ def test_a_run_on_a_full_disk_says_what_it_kept(tmp_path, monkeypatch, capsys):
     assert (f"error: no space left on the device writing '{out}/fits/bb-eb.nc'; kept in {out} are the completed "
             "stages (run.json) and 3 samples (samples.jsonl): free some space and run the same command again to "
             "resume") in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_truncated_fit_or_dataset_is_an_error_naming_the_file(tmp_path):
+    import arviz as az
+    import xarray as xr
+
+    from bayespass.data.io import read_fit, read_netcdf
+
+    fit, ds = tmp_path / "fit.nc", tmp_path / "samples.nc"
+    atomic_netcdf(az.from_dict(posterior={"x": np.zeros((2, 500))}), fit)
+    atomic_netcdf(xr.Dataset({"c": ("task", np.arange(500))}), ds)
+    assert read_fit(fit).posterior.x.shape == (2, 500) and read_netcdf(ds).c.size == 500
+    for path in (fit, ds):
+        path.write_bytes(path.read_bytes()[:2000])
+    with pytest.raises(ValueError, match=rf"'{fit}' is not a readable fit: Unable to .*truncated file.* fit it again"):
+        read_fit(fit)
+    with pytest.raises(ValueError, match=rf"'{ds}' is not a readable netCDF file: .*truncated file"):
+        read_netcdf(ds)
+    with pytest.raises(FileNotFoundError):
+        read_fit(tmp_path / "none.nc")
