@@ -340,6 +340,23 @@ def test_a_damaged_file_in_a_run_directory_is_said_and_its_stage_done_again(rund
     assert bp.load_run(out)["fits"]["bb-eb"]["posterior"].sizes["draw"] > 0
 
 
+def test_a_damaged_run_json_is_named_and_a_resumed_run_does_every_stage_again(rundir, tmp_path):
+    import bayespass as bp
+    from bayespass.pipeline import RunConfig, State
+
+    out = tmp_path / "copy"
+    shutil.copytree(rundir[0], out)
+    (out / "run.json").write_text('{"config": {"seed": 4')
+    for args in (["curve", str(out), "--k", "1"], ["gate", str(out)], ["plan", str(out), "--width", "0.1"]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and f"error: '{out}/run.json' is damaged (" in res.output, (args, res.output)
+    with pytest.raises(ValueError, match="run.json' is damaged"):
+        bp.load_run(out)
+    state = State(out, RunConfig.quick())
+    assert state.data["stages"] == {} and state.note.startswith(f"{out}/run.json is damaged (")
+    assert "every stage is done again" in state.note
+
+
 def test_a_swallowed_interrupt_records_no_stage(tmp_path):
     from bayespass.pipeline import config as pipeline
     from bayespass.pipeline.config import RunConfig, State, _on_sigint

@@ -14,16 +14,36 @@ from pathlib import Path
 from typing import Any
 
 
+def read_run_json(rundir: str | os.PathLike) -> dict:
+    """Return a run directory's ``run.json`` ({} where it has none); a damaged one is a ValueError naming it."""
+    path = Path(rundir) / "run.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except ValueError as err:  # also UnicodeDecodeError
+        raise ValueError(f"{str(path)!r} is damaged ({err}); it records the run's settings and finished stages: "
+                         "run the same 'bayespass run' again to write it anew (its samples and verdicts are "
+                         "reused)") from err
+    return data
+
+
 def settings_of(obj: Any) -> dict:
-    """Return the settings of a run (``run.json``'s config): of a run tree or a run directory; else {}."""
+    """Return the settings of a run (``run.json``'s config): of a run tree or a run directory; else {}.
+
+    A run directory whose ``run.json`` is damaged is a ValueError naming it (its own settings are not known).
+    """
+    if isinstance(obj, str | os.PathLike):
+        own = read_run_json(obj).get("config", {})
+        return own if isinstance(own, dict) else {}
     try:
         if hasattr(obj, "children") and hasattr(obj, "attrs"):  # an xarray.DataTree (bp.load_run)
             own = json.loads(obj.attrs["config"]) if "config" in obj.attrs else {}
-        elif isinstance(obj, str | os.PathLike) and (Path(obj) / "run.json").is_file():
-            own = json.loads((Path(obj) / "run.json").read_text())["config"]
         else:
             own = {}
-    except (OSError, ValueError, KeyError, TypeError):  # not a run's settings
+    except (ValueError, TypeError):  # not a run's settings
         own = {}
     return own if isinstance(own, dict) else {}
 

@@ -451,7 +451,10 @@ def _run_own(path: Path | list[Path], **given) -> dict:
     from ._run import settings_of
 
     paths = path if isinstance(path, list) else [path]
-    own = settings_of(paths[0]) if len(paths) == 1 else {}
+    try:
+        own = settings_of(paths[0]) if len(paths) == 1 else {}
+    except ValueError as err:  # a damaged run.json
+        fail(str(err))
     taken = {name: own[_RUN_OWN[name]] for name, v in given.items()
              if v is None and own.get(_RUN_OWN[name]) is not None}
     if taken:
@@ -602,9 +605,10 @@ def _saved_fit(data: Path):
 
 def _run_fit_name(run: Path, fit: str | None = None) -> str:
     """Return the name of a run directory's fit: ``fit``, or by default its main fit (from run.json)."""
+    from ._run import read_run_json
     from .pipeline import _main_fit
 
-    return fit or _main_fit(json.loads((run / "run.json").read_text()))
+    return fit or _main_fit(read_run_json(run))
 
 
 def _run_main_fit(data: Path):
@@ -1100,7 +1104,7 @@ def _load(rundir: Path):
 
     try:
         return load_run(rundir)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:  # not a run directory, or a damaged file in it
         fail(str(err))
 
 

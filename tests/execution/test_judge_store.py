@@ -93,6 +93,40 @@ def test_store_commits_each_program_and_resumes_and_imports(tmp_path):
     other.close()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_damaged_store_is_set_aside_and_a_new_one_used(tmp_path, damage):
+    """A truncated copy of a run directory's store ended execution in a sqlite3.DatabaseError traceback."""
+    path = tmp_path / "verdicts.sqlite"
+    st = VerdictStore(path)
+    st.put("t1", "h1", "ts1", "7", [1, 2], [11, 12], [0.1, 0.2])
+    st.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 3] if damage == "truncated" else b"not a database" * 100)
+    with pytest.warns(UserWarning, match=r"the verdict store '.*verdicts.sqlite' is damaged \(.+\); moved to "
+                                         r"verdicts.sqlite.damaged, its programs are run again"):
+        st = VerdictStore(path)
+    assert st.done({"t1": "ts1"}, "7") == set()  # judged again
+    st.put("t1", "h1", "ts1", "7", [1, 2], [11, 12], [0.1, 0.2])
+    assert st.done({"t1": "ts1"}, "7") == {("t1", "h1")}
+    st.close()
+    assert (tmp_path / "verdicts.sqlite.damaged").stat().st_size > 0  # kept, not deleted
+
+
+def test_a_store_that_is_locked_is_not_set_aside(tmp_path):
+    path = tmp_path / "verdicts.sqlite"
+    VerdictStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None, timeout=0)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            VerdictStore(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not (tmp_path / "verdicts.sqlite.damaged").exists()
+
+
 def _reference_key(x, tol):
     """The digest's key as first written (nested form, then ``json.dumps``): the fast writer must match it."""
     import json

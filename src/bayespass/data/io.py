@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -364,6 +365,28 @@ def netcdf_bytes(obj) -> memoryview:  # noqa: ANN001 - an xarray Dataset or an A
     As ``InferenceData.to_netcdf`` writes it: the object's attrs at the root, then each group, its numeric
     variables zlib-compressed.
     """
+    with _local_scheduler():
+        return _netcdf_bytes(obj)
+
+
+@contextmanager
+def _local_scheduler():
+    """Keep xarray from taking a Dask-distributed lock named by the in-memory file it writes.
+
+    With a ``dask.distributed.Client`` open (``bp.execute(..., client=)``), xarray guards every netCDF write
+    with a cluster-wide lock keyed by its target, which an in-memory file cannot name ("Semaphore or Lock
+    <BytesIO> not known"). The write is local and in memory: no lock across processes is needed.
+    """
+    if "dask" not in sys.modules:  # no client without dask imported: xarray takes a thread lock
+        yield
+        return
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def _netcdf_bytes(obj) -> memoryview:  # noqa: ANN001
     buf, mode = io.BytesIO(), "w"
     if not (hasattr(obj, "groups") and not hasattr(obj, "data_vars")):
         obj.to_netcdf(buf, engine="h5netcdf")

@@ -9,8 +9,10 @@ SIGINT or ``kill -9`` of the supervisor loses only what was in flight.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +40,38 @@ class VerdictStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError):  # locked, a full disk: the machine's state, not the file's
+                raise
+            self._set_aside(err)
+            self._open()
         cols = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
         if "flags" not in cols:  # a store written before harness 7
             self._db.execute("ALTER TABLE results ADD COLUMN flags BLOB")
+
+    def _open(self) -> None:
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _set_aside(self, err: Exception) -> None:
+        """Move a store SQLite cannot read (a truncated copy, a damaged disk) to ``NAME.damaged``, and say so.
+
+        Its programs are run again; the file is kept, not deleted, for whoever wants to look into it.
+        """
+        aside = self.path.with_name(self.path.name + ".damaged")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        warnings.warn(f"the verdict store {str(self.path)!r} is damaged ({err}); moved to {aside.name}, its programs "
+                      "are run again", UserWarning, stacklevel=3)
 
     @contextlib.contextmanager
     def _transaction(self):

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._run import read_run_json
 from .config import GEN, INTERRUPTED, RunConfig, State, _interrupt_unraisable, _on_sigint, say
 from .stages import Context, Stage, fit_plan, stages
 
@@ -96,6 +97,8 @@ def _drive_stages(out, cfg: RunConfig, echo) -> dict:
     for sub in ("", "fits", "tables", "figures", "fuzz"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     ctx = Context(out=out, cfg=cfg, state=State(out, cfg), echo=echo)
+    if ctx.state.note:
+        say(echo, f"  warning: {ctx.state.note}")
     ctx.timings = ctx.state.data.setdefault("timings", {})
     ctx.main = f"{cfg.main_model or rcParams['stats.model']}-eb"
     t0 = time.perf_counter()
@@ -210,7 +213,7 @@ def load_run(rundir: str | os.PathLike) -> xr.DataTree:
 
         nodes[f"tables/{path.stem}"] = xr.Dataset.from_dataframe(pd.read_csv(path))
     tree = xr.DataTree.from_dict(nodes)
-    meta = json.loads((rundir / "run.json").read_text()) if (rundir / "run.json").exists() else {}
+    meta = read_run_json(rundir)
     tree.attrs.update(config=json.dumps(meta.get("config", {})), stages=json.dumps(meta.get("stages", {})),
                       main_fit=_main_fit(meta), rundir=str(rundir))
     return tree

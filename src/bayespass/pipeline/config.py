@@ -9,6 +9,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .._run import read_run_json
 from ..data.io import atomic_netcdf, write_atomic
 
 __all__ = ["RunConfig", "State", "GEN", "atomic_netcdf", "say", "INTERRUPTED", "make_coder", "write_truth"]
@@ -192,7 +193,13 @@ class State:
     def __init__(self, out: Path, cfg: RunConfig):
         self.out, self.cfg = out, cfg
         self.path = out / "run.json"
-        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.note = ""  # what the driver says before the first stage
+        try:
+            self.data = read_run_json(out)
+        except ValueError as err:  # a damaged record: every stage again (generation and execution resume)
+            self.data = {}
+            self.note = (f"{self.path} is damaged ({err.__cause__ or err}); every stage is done again (the samples "
+                         "and verdicts in the directory are reused)")
         self.data["config"] = asdict(cfg)
         self.data.setdefault("stages", {})
 
