@@ -67,6 +67,22 @@ def test_csv_roundtrip_and_missing_pairs(tmp_path):
     np.testing.assert_array_equal(again.n.values, ds.n.values)
 
 
+def test_a_spreadsheet_s_csv_reads_as_the_plain_one(tmp_path):
+    """A ';'-separated CSV with decimal commas (a spreadsheet's in many locales) was 'missing columns'; a UTF-8
+    byte-order mark (Excel's 'CSV UTF-8') and CRLF line ends read as they are."""
+    df = pd.DataFrame({"model": ["a", "a", "b"], "temperature": [0.2, 0.2, 1.0],
+                       "task": ["t1", "t2", "t1"], "n": [5, 5, 3], "c": [1, 5, 0]})
+    df.to_csv(tmp_path / "plain.csv", index=False)
+    df.to_csv(tmp_path / "semi.csv", index=False, sep=";", decimal=",")
+    df.to_csv(tmp_path / "bom.csv", index=False, encoding="utf-8-sig", lineterminator="\r\n")
+    assert "0,2" in (tmp_path / "semi.csv").read_text()
+    plain = bp.read_counts(tmp_path / "plain.csv")
+    for name in ("semi.csv", "bom.csv"):
+        other = bp.read_counts(tmp_path / name)
+        assert list(other.config.values) == ["a|T=0.2", "b|T=1"] == list(plain.config.values)
+        xr.testing.assert_equal(other[["n", "c"]], plain[["n", "c"]])
+
+
 def test_labels_survive_a_csv_round_trip(tmp_path):
     """A run labels its configs 'model|T=..' and records the suite as benchmark: reading its counts.csv
     back must give the same labels (it gave 'model|T=..|suite', so --pairs from the run's tables failed)."""

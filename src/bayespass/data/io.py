@@ -90,12 +90,7 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     fmt = _detect(path) if format is None else check_choice(format, _FORMATS, name="format")
     src = str(path)
     if fmt == "csv":
-        sep = "\t" if path.suffix.lower() == ".tsv" else ","
-        try:
-            df = pd.read_csv(path, sep=sep, comment="#", engine="c", low_memory=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-            raise ValueError(f"{src}: not a readable CSV counts table ({err})") from err
-        return counts_from_frame(df, source=src, where=src)
+        return counts_from_frame(_read_csv(path), source=src, where=src)
     if fmt == "jsonl":
         rows = []
         with open_binary(path) as fh:
@@ -121,6 +116,22 @@ def read_counts(path: str | os.PathLike, *, format: str | None = None,
     if not ds.data_vars and (fitted := _fit_counts(path)) is not None:  # a fit (InferenceData): its counts
         return fitted
     return validate_counts(ds)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """Read a CSV (TSV for .tsv) table.
+
+    One written with ';' between fields (and ',' in numbers, as a spreadsheet in many locales saves it) is read
+    as such.
+    """
+    sep = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        df = pd.read_csv(path, sep=sep, comment="#", engine="c", low_memory=False)
+        if sep == "," and len(df.columns) == 1 and ";" in str(df.columns[0]):
+            df = pd.read_csv(path, sep=";", decimal=",", comment="#", engine="c", low_memory=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable CSV counts table ({err})") from err
+    return df
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
