@@ -29,13 +29,18 @@ class BusyError(ValueError):
 
 
 def _lock_file(path: Path, *, directory: bool, name: str) -> Path:
-    if directory:
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"{name}={str(path)!r} is a file; pass a run directory (it is created if missing)")
-        path.mkdir(parents=True, exist_ok=True)
-        return path / ".lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.parent / f".{path.name}.lock"
+    from .validate import check_writable_dir
+
+    if directory and path.exists() and not path.is_dir():
+        raise ValueError(f"{name}={str(path)!r} is a file; pass a run directory (it is created if missing)")
+    where = path if directory else path.parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{name}={str(path)!r}: the directory {str(where)!r} cannot be made "
+                         f"({err.strerror})") from None
+    check_writable_dir(where, name=name, value=path)
+    return path / ".lock" if directory else path.parent / f".{path.name}.lock"
 
 
 @contextlib.contextmanager

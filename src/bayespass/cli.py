@@ -101,6 +101,7 @@ def _check_plot(plot: Path | None, example: str = "figure.png", *, prefix: bool 
         fail(f"--plot {str(plot)!r} is a directory; give a file path in it, e.g. {str(plot / example)!r}")
     if not plot.parent.is_dir():
         fail(f"--plot {str(plot)!r}: directory {str(plot.parent)!r} does not exist")
+    _check_writable(plot, "--plot")
     if plot.suffix and not prefix and plot.suffix[1:].lower() not in _figure_formats():
         fail(f"--plot {str(plot)!r}: cannot write {plot.suffix!r} figures; end the name with one of "
              + ", ".join("." + f for f in _figure_formats()) + " (or no suffix: PNG)")
@@ -302,6 +303,17 @@ def _check_out(out: Path) -> None:
         fail(f"--out {str(out)!r} is a directory; give a file path")
     if not out.parent.exists():
         fail(f"--out {str(out)!r}: the directory {str(out.parent)!r} does not exist")
+    _check_writable(out, "--out")
+
+
+def _check_writable(path: Path, option: str) -> None:
+    """Fail before any work where no file can be written beside ``path`` (read-only, no permission)."""
+    from .validate import check_writable_dir
+
+    try:
+        check_writable_dir(path.parent, name=option, value=path)
+    except ValueError as err:
+        fail(str(err).replace(f"{option}=", f"{option} ", 1))
 
 
 @app.command()

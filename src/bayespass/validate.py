@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["as_k", "check_choice", "check_prob", "check_positive_int", "check_torch_device", "check_torch_dtype",
-           "check_wait", "parse_list", "split_pair"]
+           "check_wait", "check_writable_dir", "parse_list", "split_pair"]
 
 
 def first_of(items: Sequence, most: int = 5, *, sep: str | None = None) -> str:
@@ -84,6 +85,23 @@ def as_k(k: Any, *, name: str = "k") -> np.ndarray:
     if len(np.unique(arr)) != len(arr):
         raise ValueError(f"{name} has repeated values: {arr.tolist()}")
     return arr
+
+
+def check_writable_dir(directory: str | os.PathLike, *, name: str, value: Any = None) -> None:
+    """Raise a ValueError naming ``name`` where no file can be made in ``directory``.
+
+    A read-only file system or no permission, found by making a file there and removing it; the message names
+    ``value`` (default the directory).
+    """
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".bayespass-probe-")
+    except OSError as err:
+        raise ValueError(f"{name}={str(value if value is not None else directory)!r}: no file can be written in "
+                         f"{str(directory)!r} ({err.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_choice(value: Any, allowed: Sequence[str], *, name: str) -> str:

@@ -155,3 +155,43 @@ def test_a_truncated_fit_or_dataset_is_an_error_naming_the_file(tmp_path):
         read_netcdf(ds)
     with pytest.raises(FileNotFoundError):
         read_fit(tmp_path / "none.nc")
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only tmpfs (needs root; skipped elsewhere): what a user without write permission meets."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(where)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(read_only_dir, tmp_path):
+    """A read-only --out ended 'fit' (after the fit), 'run', 'execute', 'generate' and every --plot in an OSError
+    traceback; each is now refused first, naming the option."""
+    from typer.testing import CliRunner
+
+    from bayespass.cli import app
+
+    counts = tmp_path / "c.csv"
+    counts.write_text("task,n,c\n" + "".join(f"t{i},10,{i % 11}\n" for i in range(20)))
+    ro = read_only_dir
+    cases = [(["fit", str(counts), "--out", str(ro / "f.nc")], f"--out '{ro}/f.nc': no file can be written in '{ro}'"),
+             (["curve", str(counts), "--plot", str(ro / "x.png")], f"--plot '{ro}/x.png': no file can be written in '{ro}'"),
+             (["run", "--quick", "--out", str(ro / "q")], f"out='{ro}/q': the directory '{ro}/q' cannot be made"),
+             (["generate", "--model", "synthetic", "--out", str(ro / "s.jsonl")],
+              f"out='{ro}/s.jsonl': no file can be written in '{ro}'")]
+    for args, said in cases:
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and f"error: {said} (Read-only file system)" in res.output, (args, res.output)
+    from bayespass.validate import check_writable_dir
+
+    check_writable_dir(tmp_path, name="out")  # a writable one passes and leaves nothing behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "ro"]
