@@ -107,3 +107,38 @@ def test_a_cache_of_the_single_file_layout_is_converted_not_recomputed(tmp_path,
     again = _suite("toy-old")
     groundtruth.ground_truth(again, workers=1)
     assert list(again.expected["toy/dbl"]["values"]) == [111, 555]
+
+
+def _two_tasks(name: str) -> Suite:
+    tasks = {"toy/dbl": Task("toy/dbl", "def dbl(x):\n", "dbl", "    return 2 * x\n", inputs=[[1], [5]], n_base=1),
+             "toy/neg": Task("toy/neg", "def neg(x):\n", "neg", "    return -x\n", inputs=[[3]], n_base=1)}
+    return Suite(name, tasks, f"{name}hash")
+
+
+def test_only_the_tasks_used_are_computed_and_the_cache_grows_by_the_others(tmp_path, monkeypatch):
+    """A first run on five tasks of MBPP+ ran all 378 canonical solutions (40-60 s on 2 cores) before any sample."""
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
+    asked = []
+    computed = groundtruth.expected_outputs
+
+    def recorded(suite, **kw):
+        asked.append(list(kw["tasks"]) if kw.get("tasks") is not None else sorted(suite.tasks))
+        return computed(suite, **kw)
+
+    monkeypatch.setattr(groundtruth, "expected_outputs", recorded)
+    samples = [{"task_id": "toy/dbl", "completion": "    return x + x\n", "config": "right"}]
+    ds = engine.execute(samples, _two_tasks("toy-part"), out=tmp_path / "run", workers=1, progress=False,
+                        limits=Limits(min_time_limit=1.0))
+    assert asked == [["toy/dbl"]] and ds.correct.values.ravel().tolist() == [True]
+    (index,) = tmp_path.glob("expected-toy-part-*-l2.json")
+    assert list(json.loads(index.read_text())["tasks"]) == ["toy/dbl"]
+    whole = _two_tasks("toy-part")
+    groundtruth.ground_truth(whole, workers=1)  # every task: the cached one is read, the other computed
+    assert asked == [["toy/dbl"], ["toy/neg"]]
+    assert sorted(json.loads(index.read_text())["tasks"]) == ["toy/dbl", "toy/neg"]
+    assert len(list(tmp_path.glob("expected-toy-part-*.values"))) == 1  # the first values file replaced
+    again = _two_tasks("toy-part")
+    groundtruth.ground_truth(again, workers=1)
+    assert asked == [["toy/dbl"], ["toy/neg"]]  # nothing computed
+    assert list(again.expected["toy/dbl"]["values"]) == [2, 10] and list(again.expected["toy/neg"]["values"]) == [-3]
+    assert again.speed_ref == whole.speed_ref == json.loads(index.read_text())["speed_ref"]

@@ -80,6 +80,10 @@ class LazyValues(Sequence):
                     self._values = values
         return self._values
 
+    def raw(self) -> bytes:
+        """Return the task's block of the values file as it is (JSON text), without parsing it."""
+        return self._store.read(self._offset, self._size)
+
     def __len__(self) -> int:
         return self._n
 
@@ -112,7 +116,8 @@ def write_cache(path: Path, expected: dict, speed_ref: float) -> None:
     with open(tmp, "wb") as fh:
         os.chmod(tmp, 0o600)
         for tid, entry in expected.items():
-            blob = json.dumps(list(entry["values"])).encode()
+            values = entry["values"]  # a task read from an earlier cache is copied, not parsed again
+            blob = values.raw() if isinstance(values, LazyValues) else json.dumps(list(values)).encode()
             fh.write(blob)
             index[tid] = {k: v for k, v in entry.items() if k != "values"} | {
                 "values_at": [offset, len(blob)], "n_values": len(entry["values"])}

@@ -172,10 +172,10 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
     from .harness import SlotPool
     from .sandbox import VALUES_VERSION, Limits
 
-    if not suite.expected:
+    if any(t not in suite.expected for t in (suite.tasks if tasks is None else tasks)):
         from .groundtruth import ground_truth
 
-        ground_truth(suite, workers=workers)
+        ground_truth(suite, workers=workers, tasks=tasks)
     tag = ""
     if tasks is not None:
         import hashlib
