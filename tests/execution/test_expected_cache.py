@@ -142,3 +142,50 @@ def test_only_the_tasks_used_are_computed_and_the_cache_grows_by_the_others(tmp_
     assert asked == [["toy/dbl"], ["toy/neg"]]  # nothing computed
     assert list(again.expected["toy/dbl"]["values"]) == [2, 10] and list(again.expected["toy/neg"]["values"]) == [-3]
     assert again.speed_ref == whole.speed_ref == json.loads(index.read_text())["speed_ref"]
+
+
+def test_a_cache_that_cannot_be_written_is_warned_about_and_the_command_goes_on(tmp_path, monkeypatch):
+    """A full disk under the cache directory ended the command that had just computed what it would cache."""
+    import errno
+
+    import pytest
+
+    from bayespass.data.suites import write_cached
+
+    monkeypatch.setenv("BAYESPASS_CACHE", str(tmp_path))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(groundtruth, "write_cache", full)
+    suite = _suite("toy-full")
+    with pytest.warns(RuntimeWarning, match=r"could not write the cache file .*expected-toy-full.* \(No space left "
+                                            r"on device\); what it holds is computed again next time"):
+        groundtruth.ground_truth(suite, workers=1)
+    assert list(suite.expected["toy/dbl"]["values"]) == [2, 10]
+    monkeypatch.setattr(type(tmp_path), "write_text", full)
+    with pytest.warns(RuntimeWarning, match="could not write the cache file"):
+        assert write_cached(tmp_path / "fuzz.json", "{}") is False
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_cache_write_leaves_the_previous_cache(tmp_path, monkeypatch):
+    path = tmp_path / "expected-x-l2.json"
+    write_cache(path, EXPECTED, 0.5)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    real = json.dumps
+
+    def cut(obj, *a, **k):
+        if isinstance(obj, dict) and "values_file" in obj:  # the index, after the values file is in place
+            raise KeyboardInterrupt
+        return real(obj, *a, **k)
+
+    monkeypatch.setattr(json, "dumps", cut)
+    try:
+        write_cache(path, EXPECTED, 0.7)
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.setattr(json, "dumps", real)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    got, speed = read_cache(path)
+    assert speed == 0.5 and list(got["t/a"]["values"]) == [2, ["F", "1.5"]]

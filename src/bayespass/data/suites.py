@@ -56,6 +56,35 @@ def cache_dir() -> Path:
     return path
 
 
+def write_cached(path: Path, text: str) -> bool:
+    """Write a cache file whole (through a temporary file); where it cannot be written, warn and return False.
+
+    A cache saves time only: a full disk or a quota under the cache directory must not end the command that
+    computed it (it is computed again next time).
+    """
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        cache_unwritable(path, err, tmp)
+        return False
+    return True
+
+
+def cache_unwritable(path: Path, err: OSError, *tmps: Path) -> None:
+    """Remove a cache write's temporary files and warn that ``path`` is not cached (it is computed again)."""
+    import warnings
+
+    for tmp in tmps:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+    warnings.warn(f"could not write the cache file {str(path)!r} ({err.strerror or err}); what it holds is "
+                  "computed again next time", RuntimeWarning, stacklevel=3)
+
+
 def split_indices(n: int, probe_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Probe (first part) and gold (the rest) test indices of a task with ``n`` tests.
 

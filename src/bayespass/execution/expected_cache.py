@@ -111,7 +111,19 @@ def write_cache(path: Path, expected: dict, speed_ref: float) -> None:
     """Write ``expected`` (task -> dict with ``values``) and ``speed_ref`` as an index and a values file."""
     token = uuid.uuid4().hex[:12]
     values_path = path.with_name(f"{path.stem}.{token}.values")
-    tmp = values_path.with_name(values_path.name + ".tmp")
+    tmp, itmp = values_path.with_name(values_path.name + ".tmp"), path.with_name(f"{path.name}.{token}.tmp")
+    try:
+        _write(path, expected, speed_ref, values_path, tmp, itmp)
+    except BaseException:  # a full disk, Ctrl-C: none of this writer's files is left (the previous cache stays)
+        for f in (tmp, itmp, values_path):
+            f.unlink(missing_ok=True)
+        raise
+    for stale in path.parent.glob(f"{path.stem}.*.values"):
+        if stale != values_path:
+            stale.unlink(missing_ok=True)
+
+
+def _write(path: Path, expected: dict, speed_ref: float, values_path: Path, tmp: Path, itmp: Path) -> None:
     index, offset = {}, 0
     with open(tmp, "wb") as fh:
         os.chmod(tmp, 0o600)
@@ -123,14 +135,10 @@ def write_cache(path: Path, expected: dict, speed_ref: float) -> None:
                 "values_at": [offset, len(blob)], "n_values": len(entry["values"])}
             offset += len(blob)
     tmp.replace(values_path)
-    itmp = path.with_name(f"{path.name}.{token}.tmp")
     itmp.write_text(json.dumps({"tasks": index, "speed_ref": speed_ref, "values_file": values_path.name,
                                 "values_bytes": offset}))
     os.chmod(itmp, 0o600)
     itmp.replace(path)
-    for stale in path.parent.glob(f"{path.stem}.*.values"):
-        if stale != values_path:
-            stale.unlink(missing_ok=True)
 
 
 def read_cache(path: Path) -> tuple[dict, float] | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import string
 
@@ -168,7 +167,7 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
 def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True,
                tasks=None) -> dict:
     """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
-    from ..data.suites import cache_dir
+    from ..data.suites import cache_dir, write_cached
     from .harness import SlotPool
     from .sandbox import VALUES_VERSION, Limits
 
@@ -196,9 +195,7 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
         res = pool.map(lambda sb, t: fuzz_inputs(t, n, seed=seed, sandbox=sb, time_limit=limit), tasks,
                        desc=f"fuzzing inputs of {suite.name} (once; cached)")
     out = {t.task_id: r for t, r in zip(tasks, res, strict=True)}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(path)
+    write_cached(path, json.dumps(out))
     return out
 
 

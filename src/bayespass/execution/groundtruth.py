@@ -15,7 +15,7 @@ import statistics
 import threading
 from pathlib import Path
 
-from ..data.suites import Suite, Task, cache_dir, read_suite
+from ..data.suites import Suite, Task, cache_dir, cache_unwritable, read_suite
 from .child import decode, encode
 from .expected_cache import read_cache, write_cache
 from .harness import SlotPool
@@ -121,7 +121,10 @@ def ground_truth(suite: Suite, *, workers: int | None = None, layer: str = "auto
         _warn_transient(suite, new)
         keep = {t: e for t, e in have.items() if not e.get("transient")}
         if use_cache and len(keep) > len(cached):
-            write_cache(path, keep, ref)
+            try:
+                write_cache(path, keep, ref)
+            except OSError as err:  # a full disk under the cache: this command goes on, the next computes again
+                cache_unwritable(path, err)
     suite.expected, suite.speed_ref = have, ref
     for tid, exp in suite.expected.items():  # inputs as actually run (HumanEval's are recorded)
         task = suite.tasks[tid]

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit, logit
 
+from ..data.suites import write_cached
 from ..simulate import draw_zoib
 from ..validate import first_of
 from .base import Coder
@@ -99,7 +100,7 @@ def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, pr
                 key = str(hash(cell.digest.values[v >= 0].tobytes()))
                 entry["wrong"].setdefault(key, []).append(code)
     out = {tid: {"correct": p["correct"], "wrong": list(p["wrong"].values())} for tid, p in pools.items()}
-    path.write_text(json.dumps(out))
+    write_cached(path, json.dumps(out))  # whole or not at all: a pool cut short by Ctrl-C is not read back
     return out
 
 
