@@ -189,3 +189,13 @@ def test_an_interrupted_cache_write_leaves_the_previous_cache(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     got, speed = read_cache(path)
     assert speed == 0.5 and list(got["t/a"]["values"]) == [2, ["F", "1.5"]]
+
+
+def test_a_damaged_cache_file_is_computed_again(tmp_path):
+    from bayespass.data.suites import read_cached, write_cached
+
+    path = tmp_path / "pools.json"
+    assert read_cached(path) is None
+    assert write_cached(path, json.dumps({"t": [1]})) and read_cached(path) == {"t": [1]}
+    path.write_text('{"t": [1')  # cut short by an older writer
+    assert read_cached(path) is None

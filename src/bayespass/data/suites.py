@@ -56,6 +56,14 @@ def cache_dir() -> Path:
     return path
 
 
+def read_cached(path: Path):  # noqa: ANN201 - the JSON value the cache holds
+    """Return the JSON a cache file holds, or None where there is none or it is damaged (computed again)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # absent, or cut short by an older writer, or damaged since
+        return None
+
+
 def write_cached(path: Path, text: str) -> bool:
     """Write a cache file whole (through a temporary file); where it cannot be written, warn and return False.
 

@@ -167,7 +167,7 @@ def fuzz_inputs(task, n: int = 1000, *, seed: int = 0, sandbox=None, time_limit:
 def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = None, use_cache: bool = True,
                tasks=None) -> dict:
     """Fuzz every task (or ``tasks``) of a suite in the sandbox (cached on disk by suite hash, n, seed, tasks)."""
-    from ..data.suites import cache_dir, write_cached
+    from ..data.suites import cache_dir, read_cached, write_cached
     from .harness import SlotPool
     from .sandbox import VALUES_VERSION, Limits
 
@@ -183,8 +183,8 @@ def fuzz_suite(suite, n: int = 1000, *, seed: int = 0, workers: int | None = Non
         tag = "-t" + hashlib.sha256("\n".join(tasks).encode()).hexdigest()[:10]
     path = cache_dir() / (f"fuzz-{suite.name}-{suite.source_hash[:16]}-n{n}-s{seed}{tag}-h{VALUES_VERSION}"
                           f"-f{FUZZ_VERSION}.json")
-    if use_cache and path.exists():
-        return json.loads(path.read_text())
+    if use_cache and (cached := read_cached(path)) is not None:
+        return cached
     tasks = [t for t in suite.tasks.values() if tasks is None or t.task_id in tasks]
     from .groundtruth import load_factor
 

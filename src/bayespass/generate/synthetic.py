@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit, logit
 
-from ..data.suites import write_cached
+from ..data.suites import read_cached, write_cached
 from ..simulate import draw_zoib
 from ..validate import first_of
 from .base import Coder
@@ -75,8 +75,8 @@ def build_pools(suite, *, max_mutants: int = 20, seed: int = 0, workers=None, pr
     tasks = None if tasks is None else sorted(set(tasks))
     run = pool_dir(suite, max_mutants, seed, tasks)
     path = run / "pools.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    if (pools := read_cached(path)) is not None:
+        return pools
     recs = _pool_candidates(suite, max_mutants, seed, tasks)
     ds = execute(recs, suite, out=run, workers=workers, progress=progress)
     pools = {}
