@@ -1268,7 +1268,7 @@ def generate_cmd(
     out: Annotated[Path, typer.Option(help="Samples JSONL (appended; re-running resumes).")] = Path("samples.jsonl"),
 ) -> None:
     """Sample K programs per task (resumable JSONL, evalplus format plus logprobs)."""
-    from .execution.groundtruth import load_suite
+    from .execution.groundtruth import ground_truth, load_suite
     from .generate.coders import make_coder
     from .generate.endpoint import EndpointError
     from .generate.hf import generate_to_jsonl
@@ -1279,8 +1279,10 @@ def generate_cmd(
                             local=endpoint is None and model != "synthetic", wait_for_server=wait_for_server)
     coder = None
     try:
-        s = load_suite(suite, dataset, expected=model == "synthetic")
+        s = load_suite(suite, dataset, expected=False)
         ids = list(s.tasks)[:tasks] if tasks else None
+        if model == "synthetic":  # its programs are drawn from pools judged against the expected outputs
+            ground_truth(s, tasks=ids)
         coder = make_coder(model, s, tasks=ids, endpoint=endpoint, api=api, concurrency=concurrency, top_p=top_p,
                            max_new_tokens=max_new_tokens, api_key_env=api_key_env, max_retries=max_retries,
                            timeout=timeout, device=device, dtype=dtype, wait_for_server=wait_for_server)
