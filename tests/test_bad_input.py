@@ -398,6 +398,12 @@ def test_a_fit_where_counts_are_passed_and_fits_of_other_counts_are_named():
                        (lambda: bp.plot_ppc(counts), "plot_ppc")):
         with pytest.raises(TypeError, match=rf"^{what} needs a fit .*got Dataset; these are counts: fit them first"):
             call()
+    # a path (the run directory a user has at hand): what to read it with
+    with pytest.raises(TypeError, match=r"^passk_curve needs a fit .*got str 'runs/demo': read it first, "
+                                        r"bp.load_run\(path\) for a run directory"):
+        bp.passk_curve("runs/demo", [1])
+    with pytest.raises(TypeError, match=r"got str 'runs/demo': read a run directory first, bp.load_run\(path\)"):
+        bp.gate("runs/demo")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = bp.fit(counts, "bb", "eb", seed=0, progressbar=False)

@@ -255,4 +255,7 @@ def check_fit(idata: Any, *, what: str) -> None:
         hint = "; this run has no fits: fit its counts first, bp.fit(run)"
     elif hasattr(idata, "groups") and callable(idata.groups):
         hint = f"; it has no posterior group (groups {list(idata.groups())})"
+    elif isinstance(idata, str | os.PathLike):
+        hint = (f" {str(idata)!r}: read it first, bp.load_run(path) for a run directory (its main fit is used), "
+                "arviz.from_netcdf(path) for a fit file")
     raise TypeError(f"{what} needs a fit (arviz.InferenceData from bayespass.fit); got {type(idata).__name__}{hint}")

@@ -13,6 +13,8 @@ never leaks into the clustering:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import xarray as xr
 
@@ -35,8 +37,9 @@ def as_samples(obj, group: str = "samples") -> xr.Dataset:
     elif hasattr(obj, "groups") and not isinstance(obj, xr.DataTree) and group in obj.groups():
         ds = obj[group]
     else:
+        path = f" {str(obj)!r}: read a run directory first, bp.load_run(path)" if isinstance(obj, str | Path) else ""
         raise TypeError(f"expected an executed samples xarray.Dataset, a run tree or an InferenceData with a "
-                        f"{group!r} group; got {type(obj).__name__}")
+                        f"{group!r} group; got {type(obj).__name__}{path}")
     missing = [v for v in ("verdict", "digest", "exists", "is_plus") if v not in ds]
     if missing and {"n", "c"} <= set(ds.data_vars) and "sample" not in ds.dims:
         raise ValueError("these are counts (n, c per config x task); this needs the executed samples, whose "
