@@ -1,6 +1,7 @@
 """Files written whole: a full disk is a clear error naming the file, with no half or temporary file left and no
 crash at exit; a damaged file is an error naming it."""
 
+import contextlib
 import errno
 import json
 import os
@@ -16,20 +17,28 @@ from bayespass.cli import disk_full
 from bayespass.data.io import atomic_netcdf, write_atomic
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 64 KiB tmpfs (needs root and a mount namespace that allows it; skipped elsewhere)."""
-    where = tmp_path / f"small-{uuid.uuid4().hex[:6]}"
+@contextlib.contextmanager
+def _tmpfs(where, options: str):
+    """Mount a 64 KiB tmpfs at ``where`` with ``options`` (needs root and a mount namespace that allows it;
+    the test is skipped elsewhere)."""
     where.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True)
+        pytest.skip("mounting a tmpfs needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=64k{options}", "tmpfs", str(where)],
+                          capture_output=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs: a disk that fills up."""
+    with _tmpfs(tmp_path / f"small-{uuid.uuid4().hex[:6]}", "") as where:
+        yield where
 
 
 WRITE_FIT = """
@@ -159,18 +168,9 @@ def test_a_truncated_fit_or_dataset_is_an_error_naming_the_file(tmp_path):
 
 @pytest.fixture
 def read_only_dir(tmp_path):
-    """A read-only tmpfs (needs root; skipped elsewhere): what a user without write permission meets."""
-    where = tmp_path / "ro"
-    where.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(where)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
-    try:
+    """A read-only tmpfs: what a user without write permission meets."""
+    with _tmpfs(tmp_path / "ro", ",ro") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(read_only_dir, tmp_path):
