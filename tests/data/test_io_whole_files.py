@@ -99,6 +99,25 @@ def test_netcdf_written_in_memory_reads_back_as_arviz_and_xarray_write_it(tmp_pa
     assert xr.load_dataset(tmp_path / "counts.nc").identical(ds)
 
 
+def test_an_object_above_the_in_memory_limit_is_written_by_hdf5_the_same(tmp_path, monkeypatch):
+    import arviz as az
+    import xarray as xr
+
+    from bayespass.data import io
+
+    idata = az.from_dict(posterior={"mu": np.arange(10.0).reshape(2, 5)}, attrs={"model": "bb"})
+    ds = xr.Dataset({"n": (("task",), np.arange(3))}, attrs={"suite": "x"})
+    for limit in (0, io.IN_MEMORY_MAX):
+        monkeypatch.setattr(io, "IN_MEMORY_MAX", limit)
+        atomic_netcdf(idata, tmp_path / f"fit{limit}.nc")
+        atomic_netcdf(ds, tmp_path / f"ds{limit}.nc")
+    a, b = az.from_netcdf(tmp_path / "fit0.nc"), az.from_netcdf(tmp_path / f"fit{io.IN_MEMORY_MAX}.nc")
+    assert a.posterior.identical(b.posterior) and dict(a.attrs) == dict(b.attrs) == {"model": "bb"}
+    assert xr.load_dataset(tmp_path / "ds0.nc").identical(xr.load_dataset(tmp_path / f"ds{io.IN_MEMORY_MAX}.nc"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["fit0.nc", "ds0.nc", f"fit{io.IN_MEMORY_MAX}.nc", f"ds{io.IN_MEMORY_MAX}.nc"])
+
+
 def test_full_disk_errors_are_told_from_others():
     import sqlite3
 
