@@ -370,16 +370,6 @@ def first_line(err: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(err).__name__
 
 
-def netcdf_bytes(obj) -> memoryview:  # noqa: ANN001 - an xarray Dataset or an ArviZ InferenceData
-    """Encode a Dataset or InferenceData as the bytes of a netCDF-4 file, in memory.
-
-    As ``InferenceData.to_netcdf`` writes it: the object's attrs at the root, then each group, its numeric
-    variables zlib-compressed.
-    """
-    with _local_scheduler():
-        return _netcdf_bytes(obj)
-
-
 @contextmanager
 def _local_scheduler():
     """Keep xarray from taking a Dask-distributed lock named by the in-memory file it writes.
@@ -397,9 +387,14 @@ def _local_scheduler():
         yield
 
 
-def _netcdf_bytes(obj) -> memoryview:  # noqa: ANN001
+def _netcdf_bytes(obj, idata: bool) -> memoryview:  # noqa: ANN001 - an xarray Dataset or an ArviZ InferenceData
+    """Encode a Dataset or (``idata``) an InferenceData as the bytes of a netCDF-4 file, in memory.
+
+    An InferenceData as ``InferenceData.to_netcdf`` writes it: the object's attrs at the root, then each group,
+    its numeric variables zlib-compressed.
+    """
     buf, mode = io.BytesIO(), "w"
-    if not (hasattr(obj, "groups") and not hasattr(obj, "data_vars")):
+    if not idata:
         obj.to_netcdf(buf, engine="h5netcdf")
         return buf.getbuffer()
     if obj.attrs:
@@ -428,7 +423,8 @@ def atomic_netcdf(obj, path: str | os.PathLike) -> None:  # noqa: ANN001 - a Dat
     if size > IN_MEMORY_MAX:  # not twice in memory: written by HDF5 as before (a full disk may then crash it)
         write_atomic(path, lambda tmp: obj.to_netcdf(str(tmp)) if idata else obj.to_netcdf(tmp, engine="h5netcdf"))
         return
-    data = netcdf_bytes(obj)
+    with _local_scheduler():
+        data = _netcdf_bytes(obj, idata)
     write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 

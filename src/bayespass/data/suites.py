@@ -8,6 +8,7 @@ per suite and cached on disk (mode 0700) keyed by the dataset hash.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -75,20 +76,17 @@ def write_cached(path: Path, text: str) -> bool:
         tmp.write_text(text)
         os.replace(tmp, path)
     except OSError as err:
-        cache_unwritable(path, err, tmp)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        cache_unwritable(path, err)
         return False
     return True
 
 
-def cache_unwritable(path: Path, err: OSError, *tmps: Path) -> None:
-    """Remove a cache write's temporary files and warn that ``path`` is not cached (it is computed again)."""
+def cache_unwritable(path: Path, err: OSError) -> None:
+    """Warn that ``path`` could not be written (its writer has removed its own files): it is computed again."""
     import warnings
 
-    for tmp in tmps:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
     warnings.warn(f"could not write the cache file {str(path)!r} ({err.strerror or err}); what it holds is "
                   "computed again next time", RuntimeWarning, stacklevel=3)
 

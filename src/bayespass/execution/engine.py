@@ -393,10 +393,9 @@ def execute(samples, suite, *, out: str | os.PathLike | None = None, workers: in
     out = Path(tmp.name if tmp is not None else out)
     # one writer per directory (an out that is a file is refused there)
     with exclusive(out, name="out") if tmp is None else contextlib.nullcontext():
-        if any(t not in suite.expected for t in table["task"].unique()):  # only the tasks sampled
-            from .groundtruth import ground_truth
+        from .groundtruth import ground_truth
 
-            ground_truth(suite, workers=workers, tasks=table["task"].unique())
+        ground_truth(suite, workers=workers, tasks=table["task"].unique())  # of the tasks sampled, where missing
         store = VerdictStore(out / "verdicts.sqlite")
         try:
             todo, testsets = _todo(store, table, suite, harness, reuse)

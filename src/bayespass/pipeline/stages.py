@@ -82,9 +82,8 @@ def _suite(ctx: Context) -> None:
     cfg = ctx.cfg
     say(ctx.echo, f"[1/7] suite {cfg.suite} and samples ({_source_of_samples(cfg)})")
     ctx.suite = load_suite(cfg.suite, cfg.dataset, expected=False)
-    # the canonical solutions of the tasks the run uses (the first --tasks; samples': execute runs those sampled)
-    ground_truth(ctx.suite, workers=cfg.workers,
-                 tasks=[] if cfg.coder == "samples" else list(ctx.suite.tasks)[: cfg.tasks] if cfg.tasks else None)
+    if cfg.coder != "samples":  # the canonical solutions of the tasks drawn (samples': execute runs those sampled)
+        ground_truth(ctx.suite, workers=cfg.workers, tasks=list(ctx.suite.tasks)[: cfg.tasks] if cfg.tasks else None)
     if ctx.suite.source and cfg.dataset is None:  # from the override variable or evalplus's cache: say which
         say(ctx.echo, f"  {cfg.suite}: {ctx.suite.source}")
     if cfg.coder == "synthetic":
