@@ -395,6 +395,31 @@ def test_gate_quantities_do_not_see_the_unidentified_shift():
     assert not np.allclose(after.alpha_rel.values, alpha + h)  # relative, not the raw abilities
 
 
+def test_one_config_passes_the_gate_and_a_nan_draw_still_fails():
+    """A joint fit of one config holds its ability relative to the mean at 0 in every draw: converged, not NaN.
+
+    ArviZ's R-hat of a constant is NaN, which failed the gate: ``bp.fit(counts, "shared")`` on one config
+    warned 'r_hat nan > 1.05' whatever the counts.  A draw that is NaN must still fail.
+    """
+    import pandas as pd
+
+    from bayespass.models.fit import convergence_report
+
+    rng = np.random.default_rng(3)
+    counts = pd.DataFrame({"task": [f"t{i}" for i in range(30)], "n": 10, "c": rng.binomial(10, rng.random(30))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bp.FitWarning)
+        idata = bp.fit(counts, "shared", seed=0)
+    rep = convergence_report(idata)
+    assert np.isfinite(rep["r_hat_max"]) and rep["r_hat_max"] < 1.05
+    assert np.isfinite(rep["ess_bulk_min"]) and rep["ess_bulk_min"] > 100
+    assert idata.posterior.attrs["convergence"] == "ok"
+    post = idata.posterior.copy(deep=True)
+    post["log_phi"][0, 3, 0] = np.nan
+    idata.posterior = post
+    assert np.isnan(convergence_report(idata)["r_hat_max"])
+
+
 @pytest.mark.parametrize("misses, seen_draws, total, kept", [(1, [150, 225, 225], 225, slice(None)),
                                                              (2, [150, 225, 150, 150], 300, slice(1, None, 2))])
 def test_mcmc_chains_go_on_when_they_miss_the_gate(monkeypatch, misses, seen_draws, total, kept):

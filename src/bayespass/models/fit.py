@@ -1065,8 +1065,10 @@ def convergence_report(idata, model=None) -> dict:
             if not ds.data_vars or 0 in ds.sizes.values():
                 continue
             rhat, ess = az.rhat(ds), az.ess(ds, method="bulk")
-            r_hat += [float(rhat[v].max()) for v in ds.data_vars]
-            ess_min += [float(ess[v].min()) for v in ds.data_vars]
+            fixed = _constant(ds)  # the same finite value in every draw: nothing to mix (ArviZ says NaN)
+            r_hat += [float(rhat[v].where(~fixed[v], 1.0).max()) for v in ds.data_vars]
+            draws = ds.sizes["chain"] * ds.sizes["draw"]
+            ess_min += [float(ess[v].where(~fixed[v], draws).min()) for v in ds.data_vars]
     used = np.asarray(idata.posterior.attrs.get("reweight_used", []), bool)
     if used.any():  # resampled draws: their information is the importance weights' ESS, not the draws' count
         ess_min.append(float(np.min(np.asarray(idata.posterior.attrs["reweight_ess"])[used])))
@@ -1076,6 +1078,18 @@ def convergence_report(idata, model=None) -> dict:
         "divergences": int(idata.sample_stats["diverging"].sum()) + int(np.sum(
             idata.posterior.attrs.get("divergences", 0))),
     }
+
+
+def _constant(ds: xr.Dataset) -> xr.Dataset:
+    """Return, per element of ``ds``'s variables, whether every draw of every chain holds one finite value.
+
+    Such an element (the one config's ability relative to the mean in a joint fit of one config, a pass@k
+    of 1 where every task always passed) has converged by construction, but ArviZ's R-hat and ESS of it
+    are NaN, which the gate reads as a failure.  A NaN or infinite draw is not constant: it still fails.
+    """
+    dims = ["chain", "draw"]
+    return xr.Dataset({v: np.isfinite(ds[v]).all(dims) & (ds[v].max(dims) == ds[v].min(dims))
+                       for v in ds.data_vars})
 
 
 def _gate_problems(rep: dict, method: str) -> list[str]:
