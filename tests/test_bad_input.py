@@ -45,6 +45,26 @@ def test_fit_out_in_a_missing_directory_fails_before_fitting(tmp_path):
     assert res.exit_code == 2 and "does not exist" in res.output and "wrote" not in res.output
 
 
+def test_generate_out_is_a_directory(tmp_path):
+    """generate --out DIR ended in an IsADirectoryError traceback after the suite's expected outputs were made."""
+    from bayespass.generate.hf import generate_to_jsonl
+
+    res = cli("generate", "--model", "synthetic", "--tasks", "2", "--k", "2", "--out", tmp_path)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"error: --out '{tmp_path}' is a directory; pass a file path" in res.output
+    with pytest.raises(ValueError, match=r"out='.*' is a directory; pass a file path"):
+        generate_to_jsonl(object(), object(), tmp_path, k=1, temperature=0.8)
+
+
+def test_out_is_checked_without_making_it(tmp_path):
+    """The command line checks --out before any work, and a command refused later leaves no empty directory."""
+    res = cli("execute", tmp_path / "missing.jsonl", "--out", tmp_path / "a" / "b")
+    assert res.exit_code == 2 and "do not exist" in res.output and not (tmp_path / "a").exists()
+    (tmp_path / "f").write_text("x")
+    res = cli("run", "--quick", "--out", tmp_path / "f" / "r")
+    assert res.exit_code == 2 and f"--out '{tmp_path}/f/r': the directory '{tmp_path}/f/r' cannot be made" in res.output
+
+
 def test_execute_out_is_an_existing_file(tmp_path):
     f = tmp_path / "s.jsonl"
     f.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    return True\n"}) + "\n")

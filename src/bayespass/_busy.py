@@ -28,18 +28,35 @@ class BusyError(ValueError):
     """Another process writes the run directory or samples file given."""
 
 
-def _lock_file(path: Path, *, directory: bool, name: str) -> Path:
+def check_target(path: Path, *, directory: bool, name: str, make: bool = True) -> None:
+    """Raise a ValueError naming ``name`` where ``path`` (a run directory, else a file) cannot be written.
+
+    A run directory that is a file, a file that is a directory, a directory that cannot be made, one in
+    which no file can be made (read-only, no permission).  The directory is made if missing; with
+    ``make=False`` nothing is made, and the nearest directory that exists is checked instead.
+    """
     from .validate import check_writable_dir
 
     if directory and path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file; pass a run directory (it is created if missing)")
+    if not directory and path.is_dir():
+        raise ValueError(f"{name}={str(path)!r} is a directory; pass a file path (it is created if missing)")
     where = path if directory else path.parent
+    if not make:
+        while not where.exists() and where != where.parent:
+            where = where.parent
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        where.mkdir(parents=True, exist_ok=True) if make else None
+        if not where.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
     except OSError as err:
-        raise ValueError(f"{name}={str(path)!r}: the directory {str(where)!r} cannot be made "
-                         f"({err.strerror})") from None
+        raise ValueError(f"{name}={str(path)!r}: the directory {str(path if directory else path.parent)!r} "
+                         f"cannot be made ({err.strerror})") from None
     check_writable_dir(where, name=name, value=path)
+
+
+def _lock_file(path: Path, *, directory: bool, name: str) -> Path:
+    check_target(path, directory=directory, name=name)
     return path / ".lock" if directory else path.parent / f".{path.name}.lock"
 
 

@@ -306,6 +306,16 @@ def _check_out(out: Path) -> None:
     _check_writable(out, "--out")
 
 
+def _check_target(out: Path, *, directory: bool = True) -> None:
+    """Fail before any work where ``--out`` (a run directory, else a file) cannot be written."""
+    from ._busy import check_target
+
+    try:
+        check_target(out, directory=directory, name="--out", make=False)
+    except ValueError as err:
+        fail(str(err).replace("--out=", "--out ", 1))
+
+
 def _check_writable(path: Path, option: str) -> None:
     """Fail before any work where no file can be written beside ``path`` (read-only, no permission)."""
     from .validate import check_writable_dir
@@ -835,14 +845,13 @@ def execute_cmd(
     from .execution.harness import check_workers
     from .execution.sandbox import LAYERS, SandboxError, check_layer
 
-    if out.exists() and not out.is_dir():
-        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
     if workers is not None and workers < 1:
         fail(f"--workers must be a positive integer; got {workers}")
     if layer not in LAYERS:
         fail(f"--layer {layer!r} is not supported; choose one of {list(LAYERS)}")
     if dedup not in ("behaviour", "text"):
         fail(f"--dedup {dedup!r} is not supported; choose 'behaviour' or 'text'")
+    _check_target(out)
     try:
         check_layer(layer) if scheduler is None else None
         check_workers(workers) if workers is not None else None  # at most one sandbox uid each
@@ -1037,8 +1046,7 @@ def _run_or_fail(run, out: Path, cfg) -> dict:
     from .execution.sandbox import SandboxError
     from .generate.endpoint import EndpointError
 
-    if out.exists() and not out.is_dir():
-        fail(f"--out {str(out)!r} is a file; give a run directory (created if missing)")
+    _check_target(out)
     try:
         return run(out, cfg, echo=lambda m: typer.echo(m, err=True))
     except (ValueError, TypeError, FileNotFoundError, SandboxError) as err:
@@ -1277,6 +1285,7 @@ def generate_cmd(
                             greedy_ok=endpoint is not None, coder=model, concurrency=concurrency,
                             max_retries=max_retries, timeout=timeout, device=device, dtype=dtype,
                             local=endpoint is None and model != "synthetic", wait_for_server=wait_for_server)
+    _check_target(out, directory=False)  # before a model is loaded or expected outputs computed
     coder = None
     try:
         s = load_suite(suite, dataset, expected=False)

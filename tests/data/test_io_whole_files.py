@@ -204,9 +204,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(read_only_d
     ro = read_only_dir
     cases = [(["fit", str(counts), "--out", str(ro / "f.nc")], f"--out '{ro}/f.nc': no file can be written in '{ro}'"),
              (["curve", str(counts), "--plot", str(ro / "x.png")], f"--plot '{ro}/x.png': no file can be written in '{ro}'"),
-             (["run", "--quick", "--out", str(ro / "q")], f"out='{ro}/q': the directory '{ro}/q' cannot be made"),
+             (["run", "--quick", "--out", str(ro / "q" / "r")], f"--out '{ro}/q/r': no file can be written in '{ro}'"),
+             (["execute", str(counts), "--out", str(ro / "q")], f"--out '{ro}/q': no file can be written in '{ro}'"),
              (["generate", "--model", "synthetic", "--out", str(ro / "s.jsonl")],
-              f"out='{ro}/s.jsonl': no file can be written in '{ro}'")]
+              f"--out '{ro}/s.jsonl': no file can be written in '{ro}'")]
     for args, said in cases:
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2 and f"error: {said} (Read-only file system)" in res.output, (args, res.output)
