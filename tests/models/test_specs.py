@@ -86,15 +86,27 @@ def test_bb_predictive_equals_quadrature():
         assert_allclose(m.q(th[:, None, :], np.array([n]), np.array([c]), [k])[0, 0, 0], want, rtol=1e-6)
 
 
-def test_flex_predictive_equals_brute_force_over_its_grid():
+@pytest.mark.parametrize("n, c, k", [(7, 2, 30), (7, 0, 5), (7, 7, 1), (40, 20, 3), (10_000, 3_000, 2), (500, 2, 10_000)])
+def test_flex_predictive_equals_brute_force_over_its_cells(n, c, k):
+    """Each interior point's weight is spread evenly in logit over its cell: quadrature over every cell."""
+    from scipy.special import expit
+
     m = get_model("flex")
     rng = np.random.default_rng(4)
     th = m.start(PairData(np.ones((1, 1)), np.zeros((1, 1)), np.ones((1, 1)))) + 0.5 * rng.standard_normal((1, m.n_params))
     g = m.weights(th)[0]
-    n, c, k = 7, 2, 30
-    post = g * stats.binom.pmf(c, n, m.support)
-    want = np.sum(post * (1 - m.support) ** k) / post.sum()
-    assert_allclose(m.q(th[:, None, :], np.array([n]), np.array([c]), [k])[0, 0, 0], want, rtol=1e-10)
+    h = m.x[1] - m.x[0]
+
+    def cells(kk):
+        f = lambda t: stats.binom.pmf(c, n, expit(t)) * (1 - expit(t)) ** kk  # noqa: E731
+        inner = [integrate.quad(f, x - h / 2, x + h / 2, epsabs=1e-17, epsrel=1e-11, limit=200)[0] / h for x in m.x]
+        return np.r_[float(c == 0), inner, float(c == n and kk == 0)]
+
+    want = g @ cells(k) / (g @ cells(0))
+    assert_allclose(m.q(th[:, None, :], np.array([n]), np.array([c]), [k])[0, 0, 0], want, rtol=1e-8)
+    assert_allclose(np.exp(m.loglik(th[:, None, :], m.prepare(PairData(np.array([[n]]), np.array([[c]]),
+                                                                       np.ones((1, 1)))), NP))[0, 0],
+                    g @ cells(0), rtol=1e-8)
     assert g[0] > 0 and g[-1] > 0 and abs(g.sum() - 1) < 1e-12  # atoms at 0 and 1, a distribution
 
 

@@ -23,19 +23,25 @@ there, on 1-5 of 24 configs at two samples per task in five of the six simulated
 likelihood stops changing with ``log_kappa`` beyond ``kappa_max`` (the prior alone decides there), and the
 shapes below that concentration are those of before (benchmarks/RESULTS.md, "flex's divergences").
 
-The likelihood of a task is ``sum_j G_j Binom(c | n, p_j)`` (p integrated
-out), computed per distinct (n, c) pair; the predictive of a task is its
-posterior over the support, so pass@k at any k is
-``1 - sum_j w_ij (1 - p_j)^k`` per draw.
+Each interior point stands for its cell of the grid, ``[x_j - h/2, x_j + h/2]`` in logit (h = 28 / 79, 0.35), over
+which ``G_j`` is spread evenly in logit: the likelihood of a task is ``sum_j G_j L_j(n, c)`` with ``L_j`` the mean
+of ``Binom(c | n, p)`` over cell j (an incomplete Beta function; the atoms are points), computed per distinct
+(n, c) pair, and the predictive of a task is its posterior over the cells, so pass@k at any k is
+``1 - sum_j w_ij E[(1 - p)^k | cell j, n, c]`` per draw.  Where a task's likelihood is wider than a cell (a few
+dozen samples or fewer) this is the grid's point value to within a percent; where it is narrower (thousands of
+samples per task) a point value pinned each task to one grid point, and the band of pass@k within the samples
+drawn was too narrow: at 10,000 samples per task flex's 90% band of pass@1 covered 3 of 20 simulated replicates
+(benchmarks/RESULTS.md, "flex at thousands of samples per task").
 """
 
 from __future__ import annotations
 
 import numbers
+import threading
 from functools import cached_property
 
 import numpy as np
-from scipy.special import expit, gammaln
+from scipy.special import betainc, betaincc, betaln, expit, gammaln, log_expit
 
 from . import _flex_kernel
 from .base import NP, Model, register, warm_data
@@ -46,7 +52,56 @@ COMPILED = True
 
 #: default settings of the flex prior (chosen on the calibration benchmark, see benchmarks/RESULTS.md)
 DEFAULTS = {"J": 80, "K": 16, "lo": -14.0, "hi": 14.0, "ridge_sd": 2.0, "tau_mu": 0.0, "tau_sd": 1.0,
-            "alpha": (3.0, 0.5, 0.5), "kappa_max": 400.0}
+            "alpha": (3.0, 0.5, 0.5), "kappa_max": 400.0, "cells": True}
+
+
+#: Gauss-Legendre nodes and weights on [-1/2, 1/2] for the cell means of integrands smooth on a cell's scale
+_GL_T, _GL_W = (v / 2 for v in np.polynomial.legendre.leggauss(12))
+#: up to this information in logit, a * b / (a + b) of ``p^a (1-p)^b`` (its width in logit >= 0.18, half a
+#: cell), a cell's mean is by Gauss-Legendre; beyond it by the incomplete Beta function
+_SMOOTH_INFO = 32.0
+_CHUNK = 4096  # rows of Gauss-Legendre at a time (rows x J x nodes values)
+_TABLES_LOCK = threading.Lock()
+_TABLES_BYTES = 128 * 2**20  # the predictive's cell tables kept, over every (n, c, k) asked
+
+
+def cell_means(x: np.ndarray, n, c, k=0.0) -> np.ndarray:
+    """Mean over each grid cell of ``Binom(c | n, p) (1 - p)^k``, p = expit(t), t uniform on the cell; shape + (J,).
+
+    The cells are ``[x_j - h/2, x_j + h/2]`` around the evenly spaced logit grid ``x``.  The integrand is
+    ``C(n, c) p^a (1 - p)^b`` (a = c, b = n - c + k), whose width in logit is about ``(a b / (a + b))^-1/2``.
+    Where that is at least half a cell (a few dozen samples per task or fewer, and every one-sided
+    integrand, a = 0 or b = 0) the mean is by 12-point Gauss-Legendre in logit; where it is narrower, with
+    ``dt = dp / (p (1 - p))``, it is ``C(n, c) B(a, b)`` times the regularized incomplete Beta function's mass
+    on the cell, over h (from the tail that keeps the difference exact: lower tails below the mean, upper
+    tails above it).
+    """
+    n, c, k = np.broadcast_arrays(*(np.asarray(v, float) for v in (n, c, k)))
+    shape = n.shape
+    n, c, k = n.ravel(), c.ravel(), k.ravel()
+    h = x[1] - x[0]
+    a, b = c, n - c + k
+    log_coef = gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1)
+    out = np.empty((n.size, x.size))
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
+        sharp = (a > 0) & (b > 0) & (a * b > _SMOOTH_INFO * (a + b))
+        if sharp.any():
+            lo, hi = expit(x - h / 2), expit(x + h / 2)
+            aa, bb = a[sharp, None], b[sharp, None]
+            mean = aa / (aa + bb)
+            mass = np.where(hi <= mean, betainc(aa, bb, hi) - betainc(aa, bb, lo),
+                            np.where(lo >= mean, betaincc(aa, bb, lo) - betaincc(aa, bb, hi),
+                                     1.0 - betainc(aa, bb, lo) - betaincc(aa, bb, hi)))
+            out[sharp] = np.exp((log_coef[sharp] + betaln(aa[:, 0], bb[:, 0]) - np.log(h))[:, None]
+                                + np.log(np.clip(mass, 0.0, None)))
+        t = x[:, None] + h * _GL_T  # (J, nodes)
+        lp, lq = log_expit(t), log_expit(-t)
+        rows = np.flatnonzero(~sharp)
+        for s in range(0, rows.size, _CHUNK):
+            r = rows[s:s + _CHUNK]
+            log_f = log_coef[r, None, None] + a[r, None, None] * lp + b[r, None, None] * lq
+            out[r] = np.exp(log_f) @ _GL_W
+    return out.reshape(shape + (x.size,))
 
 
 def bspline_basis(x: np.ndarray, k_basis: int, lo: float, hi: float, deg: int = 3) -> np.ndarray:
@@ -77,7 +132,7 @@ class Flex(Model):
                    "smoothness tau is learnt (nests zoibb and bb)")
 
     #: the value a setting had before it existed: a fit whose recorded settings lack it was made with this
-    LEGACY = {"kappa_max": None}
+    LEGACY = {"kappa_max": None, "cells": False}
 
     def __init__(self, **settings):
         unknown = set(settings) - set(DEFAULTS)
@@ -90,7 +145,10 @@ class Flex(Model):
         self.x = np.linspace(s["lo"], s["hi"], int(s["J"]))
         pin = expit(self.x)
         self.support = np.r_[0.0, pin, 1.0]
+        self._tables: dict = {}  # (n, c, k) -> the predictive's cell tables (q), the latest kept
         self.log_p, self.log_1mp = np.log(pin), np.log1p(-pin)
+        self.cells = bool(s["cells"])  # False: each interior point a point value (fits made before the cells)
+        self.support_mean = np.r_[0.0, self._interior(1.0, 1.0, 0.0), 1.0]  # the mean of p on each cell
         self.basis = bspline_basis(self.x, self.K, s["lo"], s["hi"])
         d2 = np.diff(np.eye(self.K), n=2, axis=0)
         lam, vec = np.linalg.eigh(d2.T @ d2)
@@ -143,15 +201,38 @@ class Flex(Model):
         """``G`` on the support (NumPy), shape (..., J + 2)."""
         return self._parts(np.asarray(theta, float), _np())[-1]
 
-    def lik_matrix(self, n, c) -> np.ndarray:
-        """``Binom(c | n, p_j)`` on the support, shape n.shape + (J + 2,)."""
-        n = np.asarray(n, float)[..., None]
-        c = np.asarray(c, float)[..., None]
-        p = self.support
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ll = (gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1)
-                  + np.where(c > 0, c * np.log(p), 0.0) + np.where(n - c > 0, (n - c) * np.log1p(-p), 0.0))
-        return np.exp(ll)
+    def lik_matrix(self, n, c, k=0.0) -> np.ndarray:
+        """Mean of ``Binom(c | n, p) (1 - p)^k`` over each cell and at the atoms, shape n.shape + (J + 2,)."""
+        n, c, k = np.broadcast_arrays(*(np.asarray(v, float) for v in (n, c, k)))
+        at0 = (c == 0).astype(float)  # p = 0: (1 - p)^k = 1
+        at1 = ((c == n) & (k == 0)).astype(float)  # p = 1
+        return np.concatenate([at0[..., None], self._interior(n, c, k), at1[..., None]], axis=-1)
+
+    def _interior(self, n, c, k) -> np.ndarray:
+        """``Binom(c | n, p) (1 - p)^k`` at the interior points: its mean on each cell, else (not cells) its value."""
+        if self.cells:
+            return cell_means(self.x, n, c, k)
+        n, c, k = (np.asarray(v, float)[..., None] for v in (n, c, k))
+        return np.exp(gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1) + c * self.log_p
+                      + (n - c + k) * self.log_1mp)
+
+    def _q_tables(self, n, c, k) -> tuple[np.ndarray, np.ndarray]:
+        """Return the likelihood per cell (U, J + 2) and ``E[(1 - p)^k | cell, n, c]`` (U, J + 2, K) of pairs (U,)."""
+        key = (np.asarray(n, float).tobytes(), np.asarray(c, float).tobytes(), k.tobytes())
+        with _TABLES_LOCK:  # configs' curves are made in threads
+            found = self._tables.get(key)
+        if found is not None:
+            return found
+        lik = self.lik_matrix(n, c)
+        fail = self.lik_matrix(np.asarray(n, float)[:, None], np.asarray(c, float)[:, None], k[None, :])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(lik[:, None, :] > 0, fail / lik[:, None, :], 0.0)
+        found = (lik, np.ascontiguousarray(np.clip(ratio, 0.0, 1.0).transpose(0, 2, 1)))
+        with _TABLES_LOCK:
+            self._tables[key] = found
+            while sum(v[1].nbytes for v in self._tables.values()) > _TABLES_BYTES and len(self._tables) > 1:
+                self._tables.pop(next(iter(self._tables)))  # the oldest
+        return found
 
     # -- the specification -------------------------------------------------------------------
     def prepare(self, data):
@@ -224,22 +305,28 @@ class Flex(Model):
 
     def q(self, theta, n, c, k):
         g = self.weights(theta)  # (..., 1, J+2)
-        post = g * self.lik_matrix(n, c)  # (..., U, J+2)
+        k = np.atleast_1d(np.asarray(k, float))
+        lik, ratio = self._q_tables(n, c, k)
+        post = g * lik  # (..., U, J+2)
         with np.errstate(invalid="ignore", divide="ignore"):
             post = post / post.sum(-1, keepdims=True)
-        k = np.atleast_1d(np.asarray(k, float))
-        return post @ ((1.0 - self.support)[:, None] ** k[None, :])
+        return (post[..., None, :] @ ratio)[..., 0, :]  # per pair: its cells' E[(1-p)^k] by their weights
 
     def draw_p(self, theta, size, rng):
         g = self.weights(theta)
         cum = np.cumsum(g, -1)
         u = rng.random(g.shape[:-1] + (size,)) * cum[..., -1:]
-        return self.support[_searchsorted(cum, u)]
+        j = _searchsorted(cum, u)
+        if not self.cells:
+            return self.support[j]
+        h = self.x[1] - self.x[0]
+        inner = expit(self.x[np.clip(j - 1, 0, self.x.size - 1)] + h * (rng.random(j.shape) - 0.5))  # even in logit
+        return np.where(j == 0, 0.0, np.where(j == self.n_support - 1, 1.0, inner))
 
     def named(self, theta):
         mu, kappa, a, b, pi, _, g = self._parts(np.asarray(theta, float), _np())
         return {"mu": mu, "kappa": kappa, "a": a, "b": b, "pi0": pi[..., 1], "pi1": pi[..., 2],
-                "tau": np.exp(theta[..., 4 + self.K]), "mean_p": g @ self.support}
+                "tau": np.exp(theta[..., 4 + self.K]), "mean_p": g @ self.support_mean}
 
     def sample_prior(self, size, rng):
         from .bb import beta_prior_draws
@@ -252,7 +339,8 @@ class Flex(Model):
     def population_passk(self, theta, k) -> np.ndarray:
         """pass@k of the population ``E_G[1 - (1-p)^k]`` (a new task), theta (..., P) -> (..., K)."""
         g = self.weights(theta)
-        return 1.0 - g @ ((1.0 - self.support)[:, None] ** np.atleast_1d(np.asarray(k, float))[None, :])
+        k = np.atleast_1d(np.asarray(k, float))
+        return 1.0 - g @ self.lik_matrix(np.zeros_like(k), np.zeros_like(k), k).T  # E_G[(1-p)^k], per cell
 
     def start(self, data):
         k = data.n_config
