@@ -1,6 +1,8 @@
 """Every registered per-config model, checked generically: one specification serves NumPy and PyMC,
 its analytic gradient is its own derivative, and its likelihood and predictive agree with brute force."""
 
+import re
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -136,6 +138,15 @@ def test_unknown_model_and_settings_are_clear_errors():
 
     with pytest.raises(ValueError, match="unknown flex settings"):
         Flex(smoothness=2)
+    # each out of its range is named (J = 1 was an IndexError, ridge_sd = 0 a ZeroDivisionError, K = 3 scipy's
+    # 'Need at least 8 knots', and J = 2.5, tau_sd = -1 or alpha of two numbers were taken)
+    for name, bad, allowed in [("J", 1, "an integer >= 2"), ("J", 2.5, "an integer >= 2"), ("K", 3, "an integer >= 4"),
+                               ("ridge_sd", 0, "a positive number"), ("tau_sd", -1.0, "a positive number"),
+                               ("alpha", (1.0, 2.0), "three positive numbers"), ("lo", 20.0, "a finite number below hi"),
+                               ("cells", "yes", "True or False")]:
+        with pytest.raises(ValueError, match=re.escape(f"flex setting {name}={bad!r} is not allowed; it must be {allowed}")):
+            Flex(**{name: bad})
+    assert Flex(J=np.int64(40), alpha=[3, 0.5, 0.5]).x.size == 40  # NumPy integers, a list read back from a fit
 
 
 def test_beta_binomial_tables_equal_scipy_on_large_batches():

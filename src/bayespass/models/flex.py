@@ -104,6 +104,31 @@ def cell_means(x: np.ndarray, n, c, k=0.0) -> np.ndarray:
     return out.reshape(shape + (x.size,))
 
 
+def _check_settings(s: dict) -> None:
+    """Raise a ValueError naming the first flex setting out of its range (kappa_max is checked where it is used)."""
+
+    def real(v) -> bool:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
+
+    def integer(v, least: int) -> bool:
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= least
+
+    problems = [("J", "an integer >= 2 (grid points)", integer(s["J"], 2)),
+                ("K", "an integer >= 4 (cubic B-spline coefficients)", integer(s["K"], 4)),
+                ("lo", "a finite number below hi (logit p)", real(s["lo"]) and real(s["hi"]) and s["lo"] < s["hi"]),
+                ("hi", "a finite number (logit p)", real(s["hi"])),
+                ("ridge_sd", "a positive number", real(s["ridge_sd"]) and s["ridge_sd"] > 0),
+                ("tau_sd", "a positive number", real(s["tau_sd"]) and s["tau_sd"] > 0),
+                ("tau_mu", "a finite number", real(s["tau_mu"])),
+                ("alpha", "three positive numbers (the Dirichlet of interior, 0 and 1)",
+                 isinstance(s["alpha"], (tuple, list)) and len(s["alpha"]) == 3
+                 and all(real(a) and a > 0 for a in s["alpha"])),
+                ("cells", "True or False", isinstance(s["cells"], (bool, np.bool_)))]
+    for name, allowed, ok in problems:
+        if not ok:
+            raise ValueError(f"flex setting {name}={s[name]!r} is not allowed; it must be {allowed}")
+
+
 def bspline_basis(x: np.ndarray, k_basis: int, lo: float, hi: float, deg: int = 3) -> np.ndarray:
     """Cubic B-spline basis (len(x), k_basis) with equally spaced knots on [lo, hi]."""
     from scipy.interpolate import BSpline
@@ -140,6 +165,7 @@ class Flex(Model):
             raise ValueError(f"unknown flex settings {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
         self.settings = DEFAULTS | settings
         s = self.settings
+        _check_settings(s)
         self.K = int(s["K"])
         self.coords = ("logit_mu", "log_kappa", "z0", "z1", *(f"u{i}" for i in range(self.K)), "log_tau")
         self.x = np.linspace(s["lo"], s["hi"], int(s["J"]))
