@@ -46,7 +46,8 @@ def check_target(path: Path, *, directory: bool, name: str, make: bool = True) -
         while not where.exists() and where != where.parent:
             where = where.parent
     try:
-        where.mkdir(parents=True, exist_ok=True) if make else None
+        if make:
+            where.mkdir(parents=True, exist_ok=True)
         if not where.is_dir():
             raise NotADirectoryError(20, "Not a directory")
     except OSError as err:
