@@ -520,3 +520,11 @@ def test_an_invalid_escape_neither_warns_nor_changes_the_key_with_the_warning_fi
         assert not caught, caught
     assert keys[0] is not None and len(set(keys)) == 1
     assert behaviour_key(good) == keys[0]
+
+
+def test_a_program_that_names_numpy_keeps_its_own_key():
+    """numpy reads docstrings and source (``np.info(f, output=...)``, ``np.source``): no twin."""
+    plain_prog = "def f(x):\n    '''Doc.'''\n    return x + 1\n"
+    assert behaviour_key(plain_prog) is not None
+    assert behaviour_key("import numpy as np\n" + plain_prog) is None
+    assert behaviour_key(plain_prog.replace("return x + 1", "import numpy\n    return x + 1")) is None

