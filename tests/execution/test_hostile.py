@@ -939,3 +939,25 @@ def test_plain_makes_numpy_scalars_python_values_and_leaves_the_rest():
 
     s = Sub([np.int64(1)])
     assert plain(s) is s  # a container of the program's own type is left to the encoder's rules
+
+
+def test_a_numpy_scalar_passes_by_equality_alone_as_under_evalplus(layer, suite):
+    """evalplus checks ``type(out) == type(exp)`` before its float tolerance: ``np.float64`` within the tolerance
+    of a float fails there, an exactly equal one passes, and numpy scalars inside a list are compared by
+    ``allclose`` (measured against evalplus's ``untrusted_check`` on HumanEval/4: benchmarks/RESULTS.md)."""
+    recs = [{"task_id": "toy/halve", "solution": body, "config": name} for name, body in {
+        "np_exact": "import numpy as np\ndef halve(x):\n    return np.float64(x) / 2\n",
+        "np_close": "import numpy as np\ndef halve(x):\n    return np.float64(x / 2 + 1e-9)\n",
+        "float_close": "def halve(x):\n    return x / 2 + 1e-9\n"}.items()]
+    ds = engine.execute(recs, suite, layer=layer, workers=1, progress=False)
+    correct = ds.correct.sel(task="toy/halve", sample=0).to_series().to_dict()
+    assert correct == {"np_exact": True, "np_close": False, "float_close": True}
+    nested = [{"task_id": "toy/pair", "config": "np_nested",
+               "solution": "import numpy as np\ndef pair(x):\n    return [np.float64(x / 2), np.float64(x / 3 + 1e-9)]\n"}]
+    ds = engine.execute(nested, float_suite(), layer=layer, workers=1, progress=False)
+    assert bool(ds.correct.sel(task="toy/pair", sample=0, config="np_nested"))
+
+
+def test_exact_only_drops_the_float_tolerance():
+    assert equal(0.5000000001, 0.5, atol=1e-6) and not equal(0.5000000001, 0.5, atol=1e-6, exact_only=True)
+    assert equal(0.5, 0.5, atol=1e-6, exact_only=True) and equal(3, 3, exact_only=True)

@@ -36,7 +36,8 @@
 #
 # Results (JSON lines): {"setup_error": text} if isolation failed, else {"isolated": true} before the
 # candidate is loaded; then {"loaded": true, "t"} or {"load_error": name}; then per test
-# {"i", "ok": true, "v": tagged, "t"} or {"i", "ok": false, "e": "ExceptionType", "t"}.
+# {"i", "ok": true, "v": tagged, "t"[, "np": true where the value was a numpy scalar]} or
+# {"i", "ok": false, "e": "ExceptionType", "t"}.
 # A value whose encoding would exceed the test's byte cap is sent as its canonical digest
 # instead, v = {"H": hex, "n": stream length} (see canonical_digest).
 import os
@@ -713,13 +714,16 @@ def run_tests(job, out_fd, inputs_fd, go_fd):
                 out = out is not None
             cap = caps[j]
             try:  # under the same wall-clock limit as the call (the supervisor's clock)
+                tag = ""
                 if dict.__contains__(modules, "numpy"):
+                    if _numpy_scalar(out) is not out:  # evalplus's type check: it passes by == alone
+                        tag = ', "np": true'
                     out = plain(out)
                 enc = None if _size_over(out, cap) > cap else _dumps(encode(out))
                 if enc is None or len(enc) > cap:  # too large to send: send its digest
                     h, n = canonical_digest(out)
                     enc = _dumps({"H": h, "n": n})
-                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}}}\n'
+                line = f'{{"i": {i}, "ok": true, "t": {dt!r}, "v": {enc}{tag}}}\n'
             except (TypeError, ValueError, RecursionError) as err:
                 line = _dumps({"i": i, "ok": False, "e": "Unencodable:" + str(err)[:80], "t": dt}) + "\n"
             out = args = enc = None

@@ -222,7 +222,7 @@ class _Judge:
             o.digest = digest(o, atol=t.atol, set_equal=t.set_equal) if o.status != "not_run" else 0
         else:
             o.verdict = judge_value(out, exp, atol=t.atol, entry_point=t.entry_point, inp=t.inputs[i],
-                                    expected_digest=lambda: self.expected_digest(task_id, i))
+                                    expected_digest=lambda: self.expected_digest(task_id, i), exact_only=o.exact_only)
             o.digest = (self.reference_digest(task_id, i) if o.verdict == "pass" and _same(out, exp)
                         else value_digest(out, atol=t.atol, set_equal=t.set_equal))
         o.value = None

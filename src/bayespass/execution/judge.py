@@ -89,11 +89,14 @@ def _poly(xs, x):
     return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
 
 
-def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expected_digest=None) -> bool:
+def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expected_digest=None,
+          exact_only: bool = False) -> bool:
     """Return whether decoded output ``out`` matches expected ``exp`` (evalplus rules).
 
     ``expected_digest``: optional callable returning the digest of ``exp``, called only when one side
     is a digest (a caller that judges many values against one expected value caches it there).
+    ``exact_only``: ``out`` was a numpy scalar (the sandbox sends its Python number): no float tolerance, as
+    evalplus's ``type(out) == type(exp)`` fails it before ``allclose``.
     """
     if isinstance(out, Hashed) or isinstance(exp, Hashed):
         own = expected_digest is not None and not isinstance(exp, Hashed)
@@ -129,7 +132,7 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expec
             return False
     if atol == 0 and _is_floats(exp):
         atol = 1e-6
-    if not exact and atol != 0 and _numeric_tree(exp):
+    if not exact and atol != 0 and _numeric_tree(exp) and not exact_only:
         return _close(out, exp, atol)
     return bool(exact)
 
@@ -146,13 +149,16 @@ def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None, expected_dig
         out = decode(outcome.value)
     except (ValueError, TypeError, RecursionError):
         return "error"
-    return judge_value(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest)
+    return judge_value(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest,
+                       exact_only=getattr(outcome, "exact_only", False))
 
 
-def judge_value(out, expected, *, atol=0.0, entry_point="", inp=None, expected_digest=None) -> str:
+def judge_value(out, expected, *, atol=0.0, entry_point="", inp=None, expected_digest=None,
+                exact_only: bool = False) -> str:
     """Verdict name (``"pass"`` or ``"fail"``) for a decoded return value ``out``, as :func:`judge`."""
     try:
-        ok = equal(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest)
+        ok = equal(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest,
+                   exact_only=exact_only)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
         ok = False  # whatever an untrusted value makes the comparison raise, it is not a match
     return "pass" if ok else "fail"

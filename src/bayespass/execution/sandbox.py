@@ -215,6 +215,9 @@ class Outcome:
     duration: float = 0.0
     retried: bool = False
     presumed: bool = False
+    #: the value was a numpy scalar, sent as the Python number it holds: it passes by ``==`` alone, as evalplus's
+    #: ``type(out) == type(exp)`` fails it on the way to the float tolerance
+    exact_only: bool = False
     verdict: str | None = None
     digest: int = 0
 
@@ -1035,7 +1038,7 @@ class _Reader:
         child_t = min(_num(msg.get("t")), self.factor * self.limits[self.nxt])
         dur = max(now - self.t_start, child_t)
         if msg.get("ok") is True:
-            o = Outcome("value", value=msg.get("v"), duration=dur)
+            o = Outcome("value", value=msg.get("v"), duration=dur, exact_only=msg.get("np") is True)
         else:
             err = str(msg.get("e"))[:100]
             o = Outcome("oversize" if err == "Oversize" else "error", error=err, duration=dur)
