@@ -961,3 +961,21 @@ def test_a_numpy_scalar_passes_by_equality_alone_as_under_evalplus(layer, suite)
 def test_exact_only_drops_the_float_tolerance():
     assert equal(0.5000000001, 0.5, atol=1e-6) and not equal(0.5000000001, 0.5, atol=1e-6, exact_only=True)
     assert equal(0.5, 0.5, atol=1e-6, exact_only=True) and equal(3, 3, exact_only=True)
+
+
+def test_a_package_under_tmp_is_bound_too(layer, tmp_path, monkeypatch):
+    """The child's new root is a tmpfs mounted over /tmp, which hid a virtual environment there: a fresh clone in
+    /tmp could not start a single child once numpy was bound (the tests' own checkout is elsewhere)."""
+    from bayespass.execution import sandbox
+    from bayespass.execution.child import PACKAGE_ROOT, decode
+
+    pkg = tmp_path / "site" / "numpy"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("VALUE = 42\n")
+    monkeypatch.setattr(sandbox, "_package_binds", lambda: [[str(pkg), f"{PACKAGE_ROOT}/numpy"]])
+    sandbox._view.cache_clear()
+    try:
+        o = run1(layer, "def f(x):\n    import numpy\n    return numpy.VALUE + x\n", limit=10.0)
+    finally:
+        sandbox._view.cache_clear()
+    assert o.status == "value" and decode(o.value) == 43, o

@@ -403,11 +403,15 @@ def minimal_root(view, user_ns, scratch_mb):
                 fh.write(text)
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
     new = _NEWROOT
+    # a package may live under /tmp (a virtual environment there), which the new root's tmpfs is about to hide:
+    # hold each by a descriptor and bind it from there
+    packages = [(os.open(src, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), dst) for src, dst in view.get("packages", ())]
     _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=755")
     for d in view["dirs"]:
         _bind_ro(libc, d, new + d)
-    for src, dst in view.get("packages", ()):
-        _bind_ro(libc, src, new + dst)
+    for fd, dst in packages:
+        _bind_ro(libc, f"/proc/self/fd/{fd}", new + dst)
+        os.close(fd)
     for d in view["hide"]:
         if os.path.isdir(new + d):
             _mount(libc, "tmpfs", new + d, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755")
