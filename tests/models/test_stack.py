@@ -98,7 +98,9 @@ def test_stacked_band_is_the_hull_of_the_candidates_own_bands(logit_normal_count
     np.testing.assert_allclose(alone[:, 0], q[:, 0], atol=1e-12)
     np.testing.assert_allclose(default[:, 1:], hull["eti"].transpose("config", "k", "ci_bound").values[:, 1:],
                                atol=1e-12)  # beyond the samples drawn: the hull
-    assert (hull["eti"].diff("ci_bound") > cur["eti"].diff("ci_bound") + 1e-4).sel(k=1).all()
+    # within the samples drawn the default is not the hull: narrower beyond rounding (config-0's hull is 0.3% wider,
+    # 9e-5, with numpy 2.4, scipy 1.17, numba 0.65; over 1e-4 with the versions of the sessions before)
+    assert (hull["eti"].diff("ci_bound") > cur["eti"].diff("ci_bound") + 1e-6).sel(k=1).all()
     with pytest.raises(ValueError, match=r"stats.stack_band='widest' is not supported; choose one of \['hull-beyond'"):
         bp.rcParams["stats.stack_band"] = "widest"
     # the leaderboard of compare_configs shows the same band as the curve (its own draws: equal to noise)
