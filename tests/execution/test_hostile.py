@@ -933,6 +933,10 @@ def test_plain_makes_numpy_scalars_python_values_and_leaves_the_rest():
     assert type(out[2][2][0]) is bool and type(next(iter(out[3]))) is int
     assert out[5] is arr  # arrays stay arrays: unsupported, as evalplus's == check fails on them too
     assert type(out[6]) is np.longdouble  # item() of a long double is itself: unsupported
+    flat = [1, 2.5, "s", None, True, b"b", 1j]
+    assert plain(flat) is flat and plain(t := tuple(flat)) is t  # nothing to convert: no copy of a huge list
+    nested = [[1, 2], [np.int64(3)]]
+    assert plain(nested) == [[1, 2], [3]] and type(plain(nested)[1][0]) is int
 
     class Sub(list):
         pass

@@ -80,6 +80,8 @@ PRELOAD = ("math", "cmath", "re", "collections", "collections.abc", "itertools",
 # methods (list.__iter__, dict.items, int.__index__, ...), so no method defined by the
 # candidate (__iter__, __len__, __class__, __eq__, ...) ever runs while encoding.
 _BASES = (bool, int, float, complex, str, bytes, list, tuple, set, frozenset, dict)
+#: built-in values with nothing inside them
+_LEAVES = (bool, int, float, complex, str, bytes, type(None))
 
 
 def _base(t):
@@ -125,7 +127,10 @@ def plain(x, depth=0):
         raise TypeError("nesting too deep")
     t = type(x)
     if t is list or t is tuple or t is set or t is frozenset:
-        items = [plain(e, depth + 1) for e in _items(x, t)]
+        items = _items(x, t)
+        if all(type(e) in _LEAVES for e in items):  # nothing to convert (the usual case): no copy
+            return x
+        items = [plain(e, depth + 1) for e in items]
         return items if t is list else t(items)
     if t is dict:
         return {plain(k, depth + 1): plain(v, depth + 1) for k, v in dict.items(x)}
@@ -720,9 +725,13 @@ def run_tests(job, out_fd, inputs_fd, go_fd):
             try:  # under the same wall-clock limit as the call (the supervisor's clock)
                 tag = ""
                 if dict.__contains__(modules, "numpy"):
-                    if _numpy_scalar(out) is not out:  # evalplus's type check: it passes by == alone
+                    value = _numpy_scalar(out)
+                    if value is not out:  # evalplus's type check: it passes by == alone
                         tag = ', "np": true'
-                    out = plain(out)
+                        out = value
+                    else:
+                        out = plain(out)
+                    value = None
                 enc = None if _size_over(out, cap) > cap else _dumps(encode(out))
                 if enc is None or len(enc) > cap:  # too large to send: send its digest
                     h, n = canonical_digest(out)
