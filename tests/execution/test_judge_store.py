@@ -30,9 +30,33 @@ def _out(value=None, status="value", error=""):
     ("abc", "abd", 0.0, False),
     (True, 1, 0.0, True),                     # Python == again (True == 1)
     (None, 0, 0.0, False),
+    (3, 2.9999999999, 0.0, False),            # an int is not close to an expected float (evalplus's type check)
+    (3, 3.0, 0.0, True),                      # ... but equal to one
+    (3.0000000001, 3, 1e-6, False),           # nor a float to an expected int, under a task's tolerance
+    ([3, 2], [2.9999999999, 2.0], 0.0, True),  # inside a list ints are numbers (evalplus's allclose)
 ])
 def test_equal_follows_python_eq_then_a_strict_tolerance(out, exp, atol, ok):
     assert equal(out, exp, atol=atol) is ok
+
+
+#: (returned, expected, task atol): values where bayespass's rule and evalplus's must agree
+TOP_LEVEL_NUMBERS = [
+    (3, 2.9999999999, 0.0), (3, 3.0, 0.0), (2.9999999999, 3.0, 0.0), (1333335333334000000, 1.333335333334e18, 0.0),
+    (3.0000000001, 3, 1e-6), (3, 3, 1e-6), (True, 1.0000000001, 0.0), (True, 1.0, 0.0),
+    ([3, 2], [2.9999999999, 2.0], 0.0), ((3.0, 2.0), (2.9999999999, 2.0), 0.0), ([3.1, 2], [3.0, 2.0], 0.0),
+]
+
+
+@pytest.mark.parametrize(("out", "exp", "atol"), TOP_LEVEL_NUMBERS)
+def test_numbers_near_the_expected_value_are_judged_as_evalplus_judges_them(out, exp, atol):
+    """Brute force against evalplus's own ``untrusted_check`` (one child per case: evalplus keeps a float task's
+    1e-6 for the tests after it).  The real MBPP+ programs that return ``square_Sum``'s exact integer where
+    MBPP+ expects a float (Mbpp/267, /287) passed here and failed there until harness 11."""
+    from evalplus.eval import PASS, untrusted_check
+
+    code = f"def f(x):\n    return {out!r}\n"
+    stat, details = untrusted_check("mbpp", code, [[0]], "f", [exp], atol, [0.001], fast_check=False)
+    assert equal(out, exp, atol=atol) is (stat == PASS) is bool(details[0]), (out, exp, atol, stat)
 
 
 def test_judge_maps_statuses_and_never_raises_on_odd_values():

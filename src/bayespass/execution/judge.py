@@ -8,9 +8,12 @@ expected value under Python's ``==`` (so ``1 == 1.0`` and sets/dicts in any
 order, as in evalplus).  Otherwise, when the task has a float tolerance (its
 ``atol``, or 1e-6 when the expected value is a float or a list/tuple of
 floats), and the expected value is a real number or a nested list/tuple of
-real numbers, the output passes when it has *exactly the same structure*
-(same container types and lengths at every level, real-number leaves) and
-every leaf is within ``atol + 1e-7 |expected|``.  evalplus instead calls
+real numbers, the output passes when it has the expected value's own type
+(as evalplus's ``type(out) == type(exp)``: an ``int`` is not close to an
+expected ``float``, however near; ``square_Sum``'s exact integers fail
+MBPP+'s float answers there), *exactly the same structure* (same container
+types and lengths at every level, real-number leaves) and every leaf is
+within ``atol + 1e-7 |expected|``.  evalplus instead calls
 ``np.testing.assert_allclose(out, exp)``, which broadcasts (``[[1.0], [1.0]]``
 passes for ``[1.0, 1.0]``) and converts strings (``["1.0"]`` passes for
 ``[1.0]``); here both fail.  evalplus's special oracles for a few
@@ -133,7 +136,7 @@ def equal(out, exp, *, atol: float = 0.0, entry_point: str = "", inp=None, expec
     if atol == 0 and _is_floats(exp):
         atol = 1e-6
     if not exact and atol != 0 and _numeric_tree(exp) and not exact_only:
-        return _close(out, exp, atol)
+        return type(out) is type(exp) and _close(out, exp, atol)  # evalplus: type(out) == type(exp) first
     return bool(exact)
 
 
@@ -150,7 +153,7 @@ def judge(outcome, expected, *, atol=0.0, entry_point="", inp=None, expected_dig
     except (ValueError, TypeError, RecursionError):
         return "error"
     return judge_value(out, expected, atol=atol, entry_point=entry_point, inp=inp, expected_digest=expected_digest,
-                       exact_only=getattr(outcome, "exact_only", False))
+                       exact_only=outcome.exact_only)
 
 
 def judge_value(out, expected, *, atol=0.0, entry_point="", inp=None, expected_digest=None,

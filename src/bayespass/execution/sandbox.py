@@ -76,8 +76,10 @@ __all__ = ["Limits", "Outcome", "Sandbox", "SandboxError", "probe_layer", "HARNE
 #: 9: a child's value cap is one per task (``engine.task_cap``), so a wrong value that came back as its digest
 #: may now come back whole (the same verdict, another behaviour digest); programs are also keyed by their exact
 #: text (``samples_io.code_hash``), not by their text without comments and blank lines; 10: candidates may import
-#: numpy (``child.PACKAGES``), and numpy scalars in a value come back as the Python numbers they hold
-HARNESS_VERSION = "10"
+#: numpy (``child.PACKAGES``), and numpy scalars in a value come back as the Python numbers they hold; 11: a value
+#: judged with a float tolerance must have the expected value's type (an ``int`` near an expected ``float`` fails,
+#: as under evalplus)
+HARNESS_VERSION = "11"
 #: what the trusted programs' recorded values mean (part of the keys of the expected-output and fuzzing
 #: caches): the harness versions after 8 changed only how candidates' values come back
 VALUES_VERSION = "8"
