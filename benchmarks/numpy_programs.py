@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_mbpp import MBPP_PLUS, OUT_DATA, config_files, read_config  # noqa: E402
+from real_mbpp import MBPP_PLUS, OUT_DATA, add_to_counts, config_files, read_config, readme_section  # noqa: E402
 
 #: a line that imports numpy (at any indentation: inside a function too)
 IMPORTS_NUMPY = re.compile(r"^\s*(?:import\s+numpy|from\s+numpy\b)", re.M)
@@ -96,25 +96,14 @@ def run_evalplus(suite, samples: list[dict], workers: int):
 
 def patch_counts(delta: pd.DataFrame, before: dict) -> int:
     """Add ``delta`` (model, temperature, task, dc, dcb, dt) to counts.csv; return the number of cells changed."""
-    path = OUT_DATA / "counts.csv"
-    df = pd.read_csv(path)
-    key = ["model", "temperature", "task"]
-    m = df.merge(delta, on=key, how="left").fillna({"dc": 0, "dcb": 0, "dt": 0})
-    changed = int(((m.dc != 0) | (m.dcb != 0) | (m.dt != 0)).sum())
-    for col, d in (("c", "dc"), ("c_base", "dcb"), ("n_timeout_samples", "dt")):
-        df[col] = (m[col] + m[d]).astype(int)
-    if ((df.c < 0) | (df.c > df.n) | (df.c_base > df.n) | (df.c > df.c_base)).any():
-        raise SystemExit("the patched counts are not consistent (c <= c_base <= n): not written")
-    df.to_csv(path, index=False)
-    readme = OUT_DATA / "README.md"
-    text = readme.read_text().split("\n## numpy")[0].rstrip("\n")
-    text += ("\n\n## numpy\n\nHarness 8's sandbox had no numpy: every program that imports it failed there, while "
-             "evalplus (whose environment has numpy) runs it. Harness 10 lets candidates import numpy. "
-             f"`python benchmarks/numpy_programs.py --patch-counts` ran the {before['samples']} programs here that "
-             f"import numpy with and without it and added the difference to {changed} cells of `counts.csv`: "
-             f"{before['dc']:+d} correct, {before['dcb']:+d} correct on the base tests, {before['dt']:+d} with a "
-             "timeout. The other cells are harness 8's.\n")
-    readme.write_text(text)
+    changed = add_to_counts(delta)
+    readme_section("numpy", (
+        "Harness 8's sandbox had no numpy: every program that imports it failed there, while evalplus (whose "
+        "environment has numpy) runs it. Harness 10 lets candidates import numpy. "
+        f"`python benchmarks/numpy_programs.py --patch-counts` ran the {before['samples']} programs here that "
+        f"import numpy with and without it and added the difference to {changed} cells of `counts.csv`: "
+        f"{before['dc']:+d} correct, {before['dcb']:+d} correct on the base tests, {before['dt']:+d} with a "
+        "timeout."))
     return changed
 
 

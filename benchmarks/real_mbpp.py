@@ -157,6 +157,30 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
     return OUT_DATA / "counts.csv"
 
 
+def add_to_counts(delta: pd.DataFrame) -> int:
+    """Add ``delta`` (model, temperature, task, dc, dcb, dt) to ``c``, ``c_base``, ``n_timeout_samples`` of
+    counts.csv (a harness change measured on the programs it touches); return the number of cells changed."""
+    path = OUT_DATA / "counts.csv"
+    df = pd.read_csv(path)
+    key = ["model", "temperature", "task"]
+    m = df.merge(delta, on=key, how="left").fillna({"dc": 0, "dcb": 0, "dt": 0})
+    changed = int(((m.dc != 0) | (m.dcb != 0) | (m.dt != 0)).sum())
+    for col, d in (("c", "dc"), ("c_base", "dcb"), ("n_timeout_samples", "dt")):
+        df[col] = (m[col] + m[d]).astype(int)
+    if ((df.c < 0) | (df.c > df.n) | (df.c_base > df.n) | (df.c > df.c_base)).any():
+        raise SystemExit("the patched counts are not consistent (c <= c_base <= n): not written")
+    df.to_csv(path, index=False)
+    return changed
+
+
+def readme_section(title: str, text: str) -> None:
+    """Write (or replace) the section ``## title`` of the counts' README, keeping its other sections."""
+    readme = OUT_DATA / "README.md"
+    head, *sections = readme.read_text().rstrip("\n").split("\n\n## ")
+    sections = [s for s in sections if s.split("\n", 1)[0] != title] + [f"{title}\n\n{text}"]
+    readme.write_text("\n\n## ".join([head, *sections]) + "\n")
+
+
 def load_counts(min_n: int = 1, path: Path | None = None):
     """The cached real counts as a bayespass counts dataset (configs with every task at n >= ``min_n``)."""
     import bayespass as bp
