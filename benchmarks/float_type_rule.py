@@ -187,11 +187,12 @@ def main() -> None:
         readme_section("float type", (
             "Harness 11 judges a value with a float tolerance only when it has the expected value's type, as "
             "evalplus does (`type(out) == type(exp)` before `allclose`): an `int` near an expected `float` fails. "
-            f"`python benchmarks/float_type_rule.py --patch-counts` judged the {len(samples)} samples here on the "
+            f"`python benchmarks/float_type_rule.py --patch-counts` judged the {len(samples):,} samples here on the "
             f"{len(tasks)} tasks with plain float expected values (or an int under the task's tolerance) by both "
             f"rules and added the difference to {n_cells} cells of `counts.csv`: "
             f"{out['correct_new'] - out['correct_old']:+d} correct, "
-            f"{out['correct_base_new'] - out['correct_base_old']:+d} correct on the base tests."))
+            f"{out['correct_base_new'] - out['correct_base_old']:+d} correct on the base tests (all on Mbpp/267 and "
+            "Mbpp/287, `square_Sum`, whose MBPP+ answers are the canonical solution's floats)."))
         print(f"patched {n_cells} cells")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
