@@ -29,7 +29,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_mbpp import MBPP_PLUS, config_files, read_config  # noqa: E402
+from real_mbpp import MBPP_PLUS, config_files, read_config, sample_cells  # noqa: E402
 
 
 def draw(suite, per_config: int, seed: int) -> list[dict]:
@@ -82,12 +82,8 @@ def run_bayespass(suite, samples: list[dict], workers: int):
     ds = engine.execute(samples, suite, workers=workers, detail="test", progress=True)
     t = time.perf_counter() - t0
     codes = {v: k for k, v in json.loads(ds.attrs["verdict_codes"]).items()}
-    seen: dict = {}
     rows = []
-    for r in samples:
-        key = (r["config"], r["task_id"])
-        s = seen[key] = seen.get(key, -1) + 1
-        cell = ds.sel(config=r["config"], task=r["task_id"], sample=s)
+    for _, cell in sample_cells(ds, samples):
         v = [int(x) for x in cell.verdict.values if int(x) != -1]
         rows.append((bool(cell.correct), [codes[x] for x in v]))
     return t, rows

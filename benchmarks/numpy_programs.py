@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_mbpp import MBPP_PLUS, OUT_DATA, add_to_counts, config_files, read_config, readme_section  # noqa: E402
+from real_mbpp import MBPP_PLUS, OUT_DATA, add_to_counts, config_files, read_config, readme_section, sample_cells  # noqa: E402
 
 #: a line that imports numpy (at any indentation: inside a function too)
 IMPORTS_NUMPY = re.compile(r"^\s*(?:import\s+numpy|from\s+numpy\b)", re.M)
@@ -65,12 +65,8 @@ def run_sandbox(suite, samples: list[dict], workers: int, *, numpy_available: bo
 
 def per_sample(ds, samples: list[dict]) -> pd.DataFrame:
     """One row per record: its config, task, correct, base_correct, timed out (records in input order)."""
-    seen: dict = {}
     rows = []
-    for r in samples:
-        key = (r["config"], r["task_id"])
-        s = seen[key] = seen.get(key, -1) + 1
-        cell = ds.sel(config=r["config"], task=r["task_id"], sample=s)
+    for r, cell in sample_cells(ds, samples):
         rows.append({"model": r["model"], "temperature": r["temperature"], "task": r["task_id"],
                      "correct": bool(cell.correct), "base_correct": bool(cell.base_correct),
                      "timeout": bool(cell.n_timeout > 0) if "n_timeout" in cell else False})

@@ -157,6 +157,16 @@ def write_counts(df: pd.DataFrame, timing: list[dict]) -> Path:
     return OUT_DATA / "counts.csv"
 
 
+def sample_cells(ds, samples: list[dict]):
+    """Yield (record, its cell of ``ds``) for every record of ``samples``, in order: a (config, task)'s j-th
+    record is its sample j, as ``bayespass.execute`` numbers them."""
+    seen: dict = {}
+    for r in samples:
+        key = (r["config"], r["task_id"])
+        s = seen[key] = seen.get(key, -1) + 1
+        yield r, ds.sel(config=r["config"], task=r["task_id"], sample=s)
+
+
 def add_to_counts(delta: pd.DataFrame) -> int:
     """Add ``delta`` (model, temperature, task, dc, dcb, dt) to ``c``, ``c_base``, ``n_timeout_samples`` of
     counts.csv (a harness change measured on the programs it touches); return the number of cells changed."""
