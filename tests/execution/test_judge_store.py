@@ -55,7 +55,8 @@ def test_numbers_near_the_expected_value_are_judged_as_evalplus_judges_them(out,
     from evalplus.eval import PASS, untrusted_check
 
     code = f"def f(x):\n    return {out!r}\n"
-    stat, details = untrusted_check("mbpp", code, [[0]], "f", [exp], atol, [0.001], fast_check=False)
+    # a reference time of 10 s: evalplus's limit (40 s) never decides a case on a busy machine
+    stat, details = untrusted_check("mbpp", code, [[0]], "f", [exp], atol, [10.0], fast_check=False)
     assert equal(out, exp, atol=atol) is (stat == PASS) is bool(details[0]), (out, exp, atol, stat)
 
 
