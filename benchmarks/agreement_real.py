@@ -2,7 +2,7 @@
 
 The throughput benchmark (``bench_execute.py --real 3``) measured agreement on 2,820 samples of three configs
 only, and missed that the sandbox had no numpy (453 real programs, two configs; ``numpy_programs.py``). This
-script draws ``--per-config`` records at random from each of the 48 real configs of
+script draws ``--per-config`` records at random from each of the 34 real configs of
 ``../shared/data/real/difftrust_mbpp/`` (on MBPP+ tasks; as a pass@k sees them: a program a model wrote often is
 drawn more often), runs each distinct (task, program) once in bayespass's sandbox and once under evalplus's
 ``untrusted_check`` (every test, evalplus's time limits), and prints the agreement, per config and overall, and
@@ -60,13 +60,13 @@ def evalplus_one(args):
     return stat, (bad[0] if bad else -1), len(details)
 
 
-def run_evalplus(suite, samples: list[dict], workers: int):
+def run_evalplus(suite, programs: list[tuple[str, str]], workers: int):
+    """evalplus's ``evalplus_one`` for every (task, program text); the seconds and the results in order."""
     from bayespass.execution import engine
 
     jobs = []
-    for r in samples:
-        t, e = suite.tasks[r["task_id"]], suite.expected[r["task_id"]]
-        code = suite.program(r["task_id"], solution=r["solution"])  # the text bayespass runs
+    for task, code in programs:
+        t, e = suite.tasks[task], suite.expected[task]
         jobs.append(("mbpp", code, t.inputs, t.entry_point, [engine.decode(v) for v in e["values"]], t.atol,
                      e["times"]))
     t0 = time.perf_counter()
@@ -103,7 +103,9 @@ def main() -> None:
     print(f"{len(samples)} distinct programs from {len(config_files('all'))} configs", flush=True)
     t_bp, ours = run_bayespass(suite, samples, args.workers)
     print(f"bayespass {t_bp:.1f} s", flush=True)
-    t_ep, theirs = run_evalplus(suite, samples, args.workers)
+    # the text bayespass runs
+    t_ep, theirs = run_evalplus(suite, [(r["task_id"], suite.program(r["task_id"], solution=r["solution"]))
+                                        for r in samples], args.workers)
     print(f"evalplus {t_ep:.1f} s", flush=True)
     per_cfg: dict = {}
     dis = []

@@ -25,7 +25,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -33,7 +32,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from agreement_real import evalplus_one  # noqa: E402
+from agreement_real import run_evalplus  # noqa: E402
 from real_mbpp import MBPP_PLUS, add_to_counts, config_files, read_config, readme_section  # noqa: E402
 
 
@@ -67,7 +66,7 @@ def old_rule_passes(out, exp, t) -> bool:
 def run_both_rules(suite, samples: list[dict], workers: int):
     """Execute ``samples`` once (every distinct text run: no twins), judging by both rules.
 
-    Returns (seconds, {(task, code): (new verdicts, old-rule pass flags)}).
+    Returns (seconds, the samples dataset, {(task, code): (new verdicts, old-rule pass flags)}).
     """
     from bayespass.execution import engine
 
@@ -112,7 +111,6 @@ def run_both_rules(suite, samples: list[dict], workers: int):
 
 def main() -> None:
     import bayespass as bp
-    from bayespass.execution.engine import decode
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=2)
@@ -162,13 +160,7 @@ def main() -> None:
     if len(recs) > args.evalplus_max:  # evalplus runs a looping program's every test to its limit (60 s at most)
         import random
         recs = random.Random(0).sample(recs, args.evalplus_max)
-    jobs = []
-    for (task, code), _ in recs:
-        t, e = suite.tasks[task], suite.expected[task]
-        jobs.append(("mbpp", code, t.inputs, t.entry_point, [decode(v) for v in e["values"]],
-                     t.atol, e["times"]))
-    with ProcessPoolExecutor(args.workers) as ex:
-        ep = list(ex.map(evalplus_one, jobs))
+    _, ep = run_evalplus(suite, [k for k, _ in recs], args.workers)
     ours = {k: all(v == "pass" for v in record[k][0].values()) for k, _ in recs}
     agree = sum(ours[k] == (stat == "pass") for (k, _), (stat, _, _) in zip(recs, ep, strict=True))
     agree_old = sum(all(record[k][1].values()) == (s == "pass") for (k, _), (s, _, _) in zip(recs, ep, strict=True))
@@ -191,8 +183,8 @@ def main() -> None:
             f"{len(tasks)} tasks with plain float expected values (or an int under the task's tolerance) by both "
             f"rules and added the difference to {n_cells} cells of `counts.csv`: "
             f"{out['correct_new'] - out['correct_old']:+d} correct, "
-            f"{out['correct_base_new'] - out['correct_base_old']:+d} correct on the base tests (all on Mbpp/267 and "
-            "Mbpp/287, `square_Sum`, whose MBPP+ answers are the canonical solution's floats)."))
+            f"{out['correct_base_new'] - out['correct_base_old']:+d} correct on the base tests (on "
+            f"{', '.join(r['task'] for r in out['by_task'])})."))
         print(f"patched {n_cells} cells")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
